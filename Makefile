@@ -1,0 +1,95 @@
+# deltafin — one Makefile.  Targets: all test demo bench asan ubsan fuzz clean deps
+# Build variants go to separate folders: build/ (release), build-asan/ (ASan+UBSan).
+CC      ?= gcc
+BUILD   ?= build
+SAN     ?=
+OPT     ?= -O2
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(OPT) -g \
+                 -fno-omit-frame-pointer -Iinclude -Isrc -pthread
+ifeq ($(SAN),1)
+  CFLAGS_COMMON += -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDSAN := -fsanitize=address,undefined
+endif
+ARCH := $(shell uname -m)
+LIBS := -lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread
+HAVE_URING := $(shell test -f /usr/include/liburing.h && echo 1)
+ifeq ($(HAVE_URING),1)
+  CFLAGS_COMMON += -DDF_HAVE_URING=1
+  LIBS += -luring
+endif
+
+LIB_SRC  := $(sort $(wildcard src/*.c src/kernels/*.c src/models/*.c))
+ifneq ($(ARCH),x86_64)
+  LIB_SRC := $(filter-out src/kernels/x86_%.c,$(LIB_SRC))
+endif
+ifneq ($(ARCH),aarch64)
+  LIB_SRC := $(filter-out src/kernels/arm_%.c,$(LIB_SRC))
+endif
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+LIBA     := $(BUILD)/libdeltafin.a
+BIN      := $(BUILD)/deltafin
+
+# Per-file ISA flags: SIMD kernels are compiled for their ISA and chosen at run time.
+$(BUILD)/src/kernels/x86_avx2.o:   ISAFLAGS := -mavx2 -mfma -mf16c
+$(BUILD)/src/kernels/x86_avx512.o: ISAFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+                                              -mavx512vnni -mavx512bf16 -mfma -mf16c -mavx2
+$(BUILD)/src/kernels/arm_neon.o:   ISAFLAGS := -march=armv8.2-a+dotprod+fp16
+
+.PHONY: all test test-unit demo bench asan ubsan fuzz clean deps check-deps
+all: check-deps $(BIN) $(TEST_BIN)
+
+check-deps:
+	@sh scripts/deps.sh --check >/dev/null 2>&1 || sh scripts/deps.sh
+
+deps:
+	sh scripts/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(ISAFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(TOOL_OBJ) $(LIBA)
+	$(CC) $(LDSAN) -o $@ $(TOOL_OBJ) $(LIBA) $(LIBS) $(LDFLAGS)
+
+$(BUILD)/tests/%: tests/%.c $(LIBA) tests/testlib.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests -o $@ $< $(LIBA) $(LIBS) $(LDSAN) $(LDFLAGS)
+
+# The README's test command: unit tests, tool-level tests, corpus replays.
+test: all
+	@sh scripts/run_tests.sh $(BUILD)
+
+# Same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan ubsan:
+	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 all
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  sh scripts/run_tests.sh build-asan
+
+demo: all
+	@sh scripts/demo.sh $(BUILD)
+
+bench: all
+	$(BIN) bench kernels
+
+# libFuzzer targets (clang); corpora in fuzz/corpus/<target>/ are replayed by `make test`.
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
+fuzz: $(FUZZ_BIN)
+build-fuzz/%: fuzz/%.c $(LIB_SRC)
+	@mkdir -p build-fuzz
+	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
+	  $(filter-out -DDF_HAVE_URING=1,) $(if $(HAVE_URING),-DDF_HAVE_URING=1) \
+	  -mavx2 -mfma -mf16c -o $@ $< $(filter-out src/kernels/x86_avx512.c,$(LIB_SRC)) $(LIBS)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian/Ubuntu packages deltafin needs to build and test, if any is missing.
+# `deps.sh --check` only reports (exit 1 if something is missing).
+PKGS="build-essential clang libpcre2-dev libmicrohttpd-dev libcjson-dev libyaml-dev libcurl4-openssl-dev libssl-dev liburing-dev python3 python3-jinja2 python3-numpy curl"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+[ "$1" = "--check" ] && { echo "missing:$missing"; exit 1; }
+echo "deltafin: installing missing packages:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "deltafin: no apt-get; please install:$missing" >&2; exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || true
+$SUDO apt-get install -y -qq $missing || { echo "deltafin: package install failed" >&2; exit 1; }

@@ -1,0 +1,43 @@
+/* kernels.h — compute kernels over quantized weights, chosen once at start by CPU detection
+ * (env DELTAFIN_ISA=ref|avx2|avx512|neon overrides, for tests).
+ * Every slot has a scalar reference (kernels/ref.c, the oracle); SIMD tables (x86_avx2.c,
+ * x86_avx512.c, arm_neon.c) fill the slots they accelerate and fall back to ref otherwise.
+ * Numerics follow llama.cpp (formats.md §2.6): activations are converted to the weight type's
+ * vec_dot_type (Q8_0 / Q8_1 / Q8_K / F16 / BF16 / F32) and dotted with exact integer sums.
+ * Threading: tables are immutable after df_kernels_init(); kernels are reentrant. */
+#ifndef DF_KERNELS_H
+#define DF_KERNELS_H
+#include "quant.h"
+#include "threadpool.h"
+
+/* s = dot(weight row w (type T, n elements), activation row xq (vec_dot_type of T, n elems)) */
+typedef void (*df_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq);
+/* Convert an F32 activation row into a vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16/F32 copy). */
+typedef void (*df_from_float_fn)(const float *x, void *dst, int64_t n);
+
+typedef struct df_kernel_table {
+    const char *name;                        /* "ref", "avx2", "avx512", "neon" */
+    df_vec_dot_fn vec_dot[DF_TYPE_COUNT];    /* indexed by weight type */
+    df_from_float_fn from_float[DF_TYPE_COUNT]; /* indexed by vec_dot_type */
+} df_kernel_table;
+
+void df_kernels_init(void);                     /* called by df_init() */
+const df_kernel_table *df_kernels(void);        /* the selected table */
+const df_kernel_table *df_kernels_ref(void);    /* the scalar oracle */
+const df_kernel_table *df_kernels_by_name(const char *name); /* NULL if not available here */
+
+/* Bytes needed to hold n_tok activation rows of n_in elements converted for weight type wtype. */
+uint64_t df_act_bytes(int wtype, int64_t n_in, int64_t n_tok);
+
+/* Y[t*ldy + o] = Σ_i W[o][i]·X[t*ldx + i] for t < n_tok, o < n_out.
+ * W: n_out rows of n_in elements of type wtype (row stride df_type_row_bytes(wtype, n_in)).
+ * act: scratch of df_act_bytes(wtype, n_in, n_tok) bytes (NULL: the call allocates; avoid on
+ * hot paths). Rows are split across the pool (pool may be NULL = calling thread only). */
+void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+               const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act);
+/* Same with X already converted (act filled by df_quantize_act); lets several weights that
+ * share one input (gate/up, q/k/v) reuse one conversion. */
+void df_quantize_act(int wtype, const float *X, int64_t ldx, int64_t n_in, int64_t n_tok, void *act);
+void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                 const void *act, int64_t n_tok, float *Y, int64_t ldy);
+#endif
