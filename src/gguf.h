@@ -86,6 +86,8 @@ int df_gguf_get_u32_per_layer(const df_gguf *g, const char *key, uint32_t *out, 
 int df_gguf_read(const df_gguf *g, const df_gguf_tensor *t, uint64_t off, void *dst, uint64_t n);
 
 const char *df_gguf_type_name(int kv_type);
+/* ggml tensor type name ("Q4_K"), "invalid" for unknown/removed ids (own table, formats.md §1.6). */
+const char *df_gguf_tensor_type_name(int type);
 
 /* ---- writer ---------------------------------------------------------------------------
  * Usage: w = df_gguf_writer_new(); add KVs; add tensor infos (name, type, ne); then
@@ -103,6 +105,8 @@ int df_gguf_w_bool(df_gguf_writer *w, const char *key, bool v);
 int df_gguf_w_str(df_gguf_writer *w, const char *key, const char *v);
 int df_gguf_w_arr(df_gguf_writer *w, const char *key, int elem_type, const void *data, uint64_t n);
 int df_gguf_w_arr_str(df_gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
+/* Any scalar KV type (U8..F64 except STRING/ARRAY); v points to a value of that C type. */
+int df_gguf_w_scalar(df_gguf_writer *w, const char *key, int type, const void *v);
 /* Copy one KV (any type) from a reader (for quantize/pack). */
 int df_gguf_w_copy_kv(df_gguf_writer *w, const df_gguf_kv *kv);
 /* Add a tensor; `data` may be NULL if written later by write_tensor_data. */
@@ -110,6 +114,10 @@ int df_gguf_w_tensor(df_gguf_writer *w, const char *name, int type, int n_dims,
                      const int64_t *ne, const void *data);
 int df_gguf_writer_write_header(df_gguf_writer *w, int fd);
 int df_gguf_writer_write_tensor_data(df_gguf_writer *w, int fd, int idx, const void *data, uint64_t n);
+/* Layout queries (valid once all KVs and tensors are added): size of the header incl. padding
+ * = absolute offset of the data section; a tensor's offset relative to the data section. */
+uint64_t df_gguf_writer_data_start(df_gguf_writer *w);
+uint64_t df_gguf_writer_tensor_offset(const df_gguf_writer *w, int idx);
 /* Write everything to path (tensors added with data), via path.tmp + rename. */
 int df_gguf_writer_save(df_gguf_writer *w, const char *path);
 #endif
