@@ -1,0 +1,204 @@
+/* test_io.c — every read engine returns identical bytes for unaligned ranges; injected EIO,
+ * short read and corruption, a file truncated after open and a range past EOF each give an
+ * error naming the file and offset; O_DIRECT falls back on tmpfs; auto caches its choice. */
+#include "io.h"
+#include "testlib.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+
+static void make_file(const char *path, uint8_t *data, size_t n) {
+    for (size_t i = 0; i < n; i++) data[i] = (uint8_t)(rnd() >> 24);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    CHECK(fwrite(data, 1, n, f) == n);
+    fclose(f);
+}
+
+typedef struct { pthread_mutex_t mu; pthread_cond_t cv; int pending; } waiter;
+static void on_done(df_io_req *r) {
+    waiter *w = r->ud;
+    pthread_mutex_lock(&w->mu);
+    w->pending--;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Submit n random unaligned reads at once and compare each with the file contents. */
+static void engine_matches(const char *path, const uint8_t *data, size_t n, int engine) {
+    df_io_params p = df_io_default_params();
+    p.engine = engine;
+    p.n_threads = 4;
+    p.queue_depth = 8;
+    df_io *io = NULL;
+    const char *paths[1] = {path};
+    int rc = df_io_open(paths, 1, &p, &io);
+    CHECK_MSG(rc == DF_OK, "engine %s: %s", df_io_engine_name(engine), df_errmsg());
+    if (rc) return;
+    enum { NR = 40 };
+    df_io_req req[NR];
+    uint8_t *bufs[NR];
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NR};
+    for (int i = 0; i < NR; i++) {
+        uint64_t off = rnd() % (n - 1);
+        uint64_t len = 1 + rnd() % (i % 3 == 0 ? 300000 : 9000);
+        if (i == 0) { off = 0; len = n; }            /* whole file */
+        if (i == 1) { off = n - 1; len = 1; }        /* last byte */
+        if (i == 2) { off = 4096; len = 8192; }      /* aligned */
+        if (off + len > n) len = n - off;
+        bufs[i] = df_aligned_alloc(DF_IO_ALIGN, df_io_buf_need(off, len));
+        memset(&req[i], 0, sizeof req[i]);
+        req[i].file = 0; req[i].offset = off; req[i].len = len; req[i].buf = bufs[i];
+        req[i].done = on_done; req[i].ud = &w;
+        CHECK_EQ_INT(df_io_submit(io, &req[i]), DF_OK);
+    }
+    pthread_mutex_lock(&w.mu);
+    while (w.pending) pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    for (int i = 0; i < NR; i++) {
+        CHECK_MSG(req[i].status == DF_OK, "%s: %s", df_io_engine_name(engine), req[i].err);
+        CHECK(req[i].data == bufs[i] + req[i].offset % DF_IO_ALIGN);
+        CHECK_MSG(!memcmp(req[i].data, data + req[i].offset, req[i].len), "engine %s read %d (off %llu len %llu) differs",
+                  df_io_engine_name(engine), i, (unsigned long long)req[i].offset, (unsigned long long)req[i].len);
+        free(bufs[i]);
+    }
+    /* synchronous helper */
+    uint8_t *dst = malloc(123457);
+    CHECK_EQ_INT(df_io_read(io, 0, 777, 123457, dst), DF_OK);
+    CHECK(!memcmp(dst, data + 777, 123457));
+    free(dst);
+    df_io_stats st;
+    df_io_get_stats(io, &st);
+    CHECK(st.reads >= NR + 1);
+    CHECK(st.bytes > 0);
+    df_io_close(io);
+}
+
+static void fault_cases(const char *path, const uint8_t *data, int engine) {
+    const char *paths[1] = {path};
+    df_io_params p = df_io_default_params();
+    p.engine = engine;
+    p.n_threads = 2;
+    for (int kind = DF_FAULT_EIO; kind <= DF_FAULT_CORRUPT; kind++) {
+        df_io *io = NULL;
+        CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+        if (!io) return;
+        df_io_set_fault(io, kind, 2);
+        uint8_t buf[3000];
+        CHECK_EQ_INT(df_io_read(io, 0, 100, 3000, buf), DF_OK); /* read 1: clean */
+        CHECK(!memcmp(buf, data + 100, 3000));
+        int rc = df_io_read(io, 0, 5000, 3000, buf);            /* read 2: faulty */
+        if (kind == DF_FAULT_CORRUPT) {
+            CHECK_EQ_INT(rc, DF_OK);
+            CHECK(memcmp(buf, data + 5000, 3000) != 0);
+        } else {
+            CHECK_EQ_INT(rc, DF_ERR_IO);
+            CHECK_MSG(strstr(df_errmsg(), path) && strstr(df_errmsg(), "offset 5000"), "msg: %s", df_errmsg());
+            CHECK(strstr(df_errmsg(), kind == DF_FAULT_EIO ? "Input/output error" : "short read") != NULL);
+        }
+        CHECK_EQ_INT(df_io_read(io, 0, 5000, 3000, buf), DF_OK); /* read 3: clean again */
+        CHECK(!memcmp(buf, data + 5000, 3000));
+        df_io_close(io);
+    }
+}
+
+int main(void) {
+    df_init();
+    df_log_set_level(DF_LOG_ERROR);
+    const size_t n = 3u << 20;
+    uint8_t *data = malloc(n);
+    char disk[256], shm[256], prof[256];
+    snprintf(disk, sizeof disk, "/tmp/df_test_io_%d.bin", (int)getpid());
+    snprintf(shm, sizeof shm, "/dev/shm/df_test_io_%d.bin", (int)getpid());
+    snprintf(prof, sizeof prof, "/tmp/df_test_io_%d.profile", (int)getpid());
+    make_file(disk, data, n);
+
+    for (int e = DF_IO_PREAD; e < DF_IO_NENGINES; e++) {
+        if (!df_io_engine_available(e)) { printf("test_io: engine %s not available, skipped\n", df_io_engine_name(e)); continue; }
+        engine_matches(disk, data, n, e);
+        fault_cases(disk, data, e);
+    }
+    /* tmpfs refuses O_DIRECT: direct and uring must fall back and still be right */
+    FILE *probe = fopen("/dev/shm/.df_probe", "w");
+    if (probe) {
+        fclose(probe);
+        unlink("/dev/shm/.df_probe");
+        uint8_t *d2 = malloc(n);
+        make_file(shm, d2, n);
+        engine_matches(shm, d2, n, DF_IO_DIRECT);
+        if (df_io_engine_available(DF_IO_URING)) engine_matches(shm, d2, n, DF_IO_URING);
+        unlink(shm);
+        free(d2);
+    }
+
+    /* past end of file: refused at submit with file + offset */
+    {
+        const char *paths[1] = {disk};
+        df_io_params p = df_io_default_params();
+        p.engine = DF_IO_PREAD;
+        df_io *io;
+        CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+        uint8_t buf[100];
+        CHECK_EQ_INT(df_io_read(io, 0, n - 50, 100, buf), DF_ERR_IO);
+        CHECK(strstr(df_errmsg(), "truncated") && strstr(df_errmsg(), disk));
+        df_io_close(io);
+    }
+    /* file truncated after open: real short read, for pread, direct and uring */
+    for (int e = DF_IO_PREAD; e <= DF_IO_URING; e++) {
+        if (!df_io_engine_available(e)) continue;
+        make_file(disk, data, n);
+        const char *paths[1] = {disk};
+        df_io_params p = df_io_default_params();
+        p.engine = e;
+        df_io *io;
+        CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+        CHECK_EQ_INT(truncate(disk, 1 << 20), 0);
+        uint8_t *buf = malloc(1 << 20);
+        int rc = df_io_read(io, 0, (1 << 20) - 1000, 5000, buf);
+        CHECK_EQ_INT(rc, DF_ERR_IO);
+        CHECK_MSG(strstr(df_errmsg(), "short read at offset 1047576") && strstr(df_errmsg(), disk),
+                  "%s: %s", df_io_engine_name(e), df_errmsg());
+        free(buf);
+        df_io_close(io);
+    }
+    /* auto: measures once and caches the choice */
+    {
+        make_file(disk, data, n);
+        const char *paths[1] = {disk};
+        df_io_params p = df_io_default_params();
+        p.engine = DF_IO_AUTO;
+        p.probe_bytes = 256 << 10;
+        p.profile_path = prof;
+        df_io *io;
+        CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+        int chosen = df_io_get_engine(io);
+        CHECK(chosen > DF_IO_AUTO && chosen < DF_IO_NENGINES);
+        df_io_close(io);
+        char *txt = NULL; size_t len = 0;
+        CHECK_EQ_INT(df_read_file(prof, &txt, &len), DF_OK);
+        char want[64];
+        snprintf(want, sizeof want, "engine=%s", df_io_engine_name(chosen));
+        CHECK(txt && strstr(txt, want));
+        free(txt);
+        CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+        CHECK_EQ_INT(df_io_get_engine(io), chosen);
+        df_io_close(io);
+        unlink(prof);
+    }
+    int k; uint64_t nth;
+    CHECK_EQ_INT(df_io_parse_fault("short:7", &k, &nth), DF_OK);
+    CHECK(k == DF_FAULT_SHORT && nth == 7);
+    CHECK_EQ_INT(df_io_parse_fault("bogus:1", &k, &nth), DF_ERR_INVALID);
+    CHECK_EQ_INT(df_io_engine_parse("uring", &k), DF_OK);
+    CHECK_EQ_INT(k, DF_IO_URING);
+    CHECK_EQ_INT(df_io_engine_parse("fast", &k), DF_ERR_INVALID);
+    unlink(disk);
+    free(data);
+    TEST_MAIN_END("test_io");
+}
