@@ -401,6 +401,10 @@ static int rd_tensor_info(rd *r, df_gguf_tensor *t, int i) {
     r->idx = i;
     int rc = rd_str(r, &nm, GGUF_MAX_STRING_LENGTH);
     if (rc) return rc;
+    if (nm.len == 0) {
+        free(nm.data);
+        return df_err(DF_ERR_FORMAT, "%s: tensor #%d: empty name", r->name, i);
+    }
     if (nm.len >= GGUF_MAX_NAME) {
         rc = df_err(DF_ERR_FORMAT, "%s: tensor #%d: name length %" PRIu64 " exceeds %d bytes",
                     r->name, i, nm.len, GGUF_MAX_NAME - 1);
@@ -488,11 +492,11 @@ static int parse(rd *r, df_gguf *g) {
     /* minimum encoded sizes: KV = 8 (key len) + 1 + 4 (type) + 1; tensor info = 8+4+4+8 */
     uint64_t remain = r->size - r->pos;
     if (nkv > INT32_MAX || nkv > remain / 14)
-        return df_err(DF_ERR_FORMAT, "%s: KV count %" PRIu64 " is impossible for the %" PRIu64
+        return df_err(DF_ERR_FORMAT, "%s: truncated file or corrupt header: KV count %" PRIu64 " cannot fit in the %" PRIu64
                       " bytes after the header", r->name, nkv, remain);
     if (nt > INT32_MAX || nt > remain / 24 || nkv * 14 + nt * 24 > remain)
-        return df_err(DF_ERR_FORMAT, "%s: tensor count %" PRIu64 " (with %" PRIu64
-                      " KVs) is impossible for the %" PRIu64 " bytes after the header",
+        return df_err(DF_ERR_FORMAT, "%s: truncated file or corrupt header: tensor count %" PRIu64 " (with %" PRIu64
+                      " KVs) cannot fit in the %" PRIu64 " bytes after the header",
                       r->name, nt, nkv, remain);
 
     /* KVs: grow as parsed (memory stays proportional to bytes actually read) */
@@ -1146,8 +1150,8 @@ int df_gguf_w_tensor(df_gguf_writer *w, const char *name, int type, int n_dims, 
                       GGUF_MAX_NAME - 1);
     if (w->header_done)
         return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s' added after the header", name);
-    if (n_dims < 1 || n_dims > 4 || !ne)
-        return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s': n_dims %d not in 1..4", name,
+    if (n_dims < 0 || n_dims > 4 || (!ne && n_dims))
+        return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s': n_dims %d not in 0..4", name,
                       n_dims);
     for (int i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name))
@@ -1240,6 +1244,17 @@ static int write_all(int fd, const void *d, uint64_t n) {
     return DF_OK;
 }
 
+static int write_zeros(int fd, uint64_t n) {
+    static const uint8_t zero[4096];
+    while (n) {
+        uint64_t k = n > sizeof zero ? sizeof zero : n;
+        int rc = write_all(fd, zero, k);
+        if (rc) return rc;
+        n -= k;
+    }
+    return DF_OK;
+}
+
 static int w_serialize(df_gguf_writer *w, wbuf *b) {
     bool have_al = false;
     for (int i = 0; i < w->n_kv; i++)
@@ -1263,20 +1278,13 @@ static int w_serialize(df_gguf_writer *w, wbuf *b) {
         wb_u32(b, (uint32_t)t->type);
         wb_u64(b, t->offset);
     }
-    static const uint8_t zero[256];
-    size_t pad = (size_t)(df_pad(b->n, w->alignment) - b->n);
-    while (pad) {
-        size_t k = pad > sizeof zero ? sizeof zero : pad;
-        wb_put(b, zero, k);
-        pad -= k;
-    }
     if (b->oom) return DF_ERR_NOMEM;
-    return DF_OK;
+    return DF_OK; /* the caller adds the padding up to the data section */
 }
 
 uint64_t df_gguf_writer_data_start(df_gguf_writer *w) {
     wbuf b = {0};
-    uint64_t n = w_serialize(w, &b) ? 0 : b.n;
+    uint64_t n = w_serialize(w, &b) ? 0 : df_pad(b.n, w->alignment);
     free(b.p);
     return n;
 }
@@ -1291,22 +1299,12 @@ int df_gguf_writer_write_header(df_gguf_writer *w, int fd) {
     wbuf b = {0};
     int rc = w_serialize(w, &b);
     if (!rc) rc = write_all(fd, b.p, b.n);
+    if (!rc) rc = write_zeros(fd, df_pad(b.n, w->alignment) - b.n);
     free(b.p);
     if (rc) return rc;
     w->header_done = true;
     w->cur = 0;
     w->cur_done = 0;
-    return DF_OK;
-}
-
-static int write_zeros(int fd, uint64_t n) {
-    static const uint8_t zero[4096];
-    while (n) {
-        uint64_t k = n > sizeof zero ? sizeof zero : n;
-        int rc = write_all(fd, zero, k);
-        if (rc) return rc;
-        n -= k;
-    }
     return DF_OK;
 }
 
