@@ -88,6 +88,7 @@ static const char *tensor_name(const void *arr, int i) {
 
 /* Build; on a duplicate name returns false and sets *dup_a, *dup_b (indices). */
 static int hmap_build(hmap *m, const void *arr, int n, name_fn nf, int *dup_a, int *dup_b) {
+    if (n < 0 || n > (1 << 29)) return df_err(DF_ERR_RANGE, "gguf: too many names (%d)", n);
     uint32_t cap = 16;
     while (cap < (uint32_t)n * 2u) cap <<= 1;
     m->cap = cap;
@@ -556,7 +557,8 @@ static int parse(rd *r, df_gguf *g) {
     if (rc) return df_err(DF_ERR_FORMAT, "%s: duplicate tensor name '%s' (tensors #%d and #%d)",
                           r->name, g->tensors[db].name, da, db);
 
-    uint64_t ds = df_pad(r->pos, g->alignment); /* pos <= size < 2^63: no overflow */
+    /* ggml pads to the data section only when there are tensors */
+    uint64_t ds = g->n_tensors ? df_pad(r->pos, g->alignment) : r->pos; /* no overflow */
     uint64_t expect = 0;
     for (int i = 0; i < g->n_tensors; i++) {
         df_gguf_tensor *t = &g->tensors[i];
@@ -708,7 +710,14 @@ int df_gguf_open(const char *path, df_gguf **out) {
     int64_t sc = 1, sn = 0, stc = 0;
     rc = split_key(g, "split.count", &sc, false);
     if (rc && rc != DF_ERR_NOTFOUND) goto fail;
-    if (rc == DF_ERR_NOTFOUND) sc = 1;
+    if (rc == DF_ERR_NOTFOUND) {
+        if (count > 1) {
+            rc = df_err(DF_ERR_FORMAT, "%s: the file name says shard 1 of %d but the file has no "
+                        "split.count key", path, count);
+            goto fail;
+        }
+        sc = 1;
+    }
     if (count <= 1) {
         if (sc > 1) {
             rc = df_err(DF_ERR_FORMAT, "%s: file is shard 1 of a %" PRId64 "-file split model but "
@@ -989,6 +998,8 @@ void df_gguf_writer_free(df_gguf_writer *w) {
 
 static int w_new_kv(df_gguf_writer *w, const char *key, int type, df_gguf_kv **out) {
     if (!w || !key || !*key) return df_err(DF_ERR_INVALID, "gguf writer: empty key");
+    if (!strcmp(key, "general.alignment") && type != DF_GGUF_U32)
+        return df_err(DF_ERR_INVALID, "gguf writer: general.alignment must be u32");
     if (w->header_done)
         return df_err(DF_ERR_INVALID, "gguf writer: KV '%s' added after the header was written",
                       key);
@@ -1284,7 +1295,7 @@ static int w_serialize(df_gguf_writer *w, wbuf *b) {
 
 uint64_t df_gguf_writer_data_start(df_gguf_writer *w) {
     wbuf b = {0};
-    uint64_t n = w_serialize(w, &b) ? 0 : df_pad(b.n, w->alignment);
+    uint64_t n = w_serialize(w, &b) ? 0 : w->n_t ? df_pad(b.n, w->alignment) : b.n;
     free(b.p);
     return n;
 }
@@ -1299,7 +1310,7 @@ int df_gguf_writer_write_header(df_gguf_writer *w, int fd) {
     wbuf b = {0};
     int rc = w_serialize(w, &b);
     if (!rc) rc = write_all(fd, b.p, b.n);
-    if (!rc) rc = write_zeros(fd, df_pad(b.n, w->alignment) - b.n);
+    if (!rc && w->n_t) rc = write_zeros(fd, df_pad(b.n, w->alignment) - b.n);
     free(b.p);
     if (rc) return rc;
     w->header_done = true;

@@ -532,6 +532,23 @@ static void test_split(void) {
     CHECK_EQ_INT(write_shard("m-00001-of-00002.gguf", 0, 3, 3, t1, 2, 10), DF_OK);
     CHECK_EQ_INT(df_gguf_open(path, &g), DF_ERR_FORMAT);
     CHECK(strstr(df_errmsg(), "split.count = 3 but the file name says 2 shards"));
+    /* no split keys at all under a split name */
+    {
+        df_gguf_writer *w = df_gguf_writer_new(32);
+        CHECK_EQ_INT(df_gguf_w_str(w, "general.architecture", "llama"), DF_OK);
+        CHECK_EQ_INT(df_gguf_w_str(w, "general.alignment", "x"), DF_ERR_INVALID);
+        CHECK_EQ_INT(df_gguf_writer_save(w, path), DF_OK);
+        df_gguf_writer_free(w);
+        CHECK_EQ_INT(df_gguf_open(path, &g), DF_ERR_FORMAT);
+        CHECK(strstr(df_errmsg(), "has no split.count key"));
+        /* a file without tensors: no padding after the header (like ggml) */
+        g = NULL;
+        CHECK_EQ_INT(df_gguf_open_mem("GGUF\3\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 24,
+                                      "empty.gguf", &g), DF_OK);
+        CHECK(g && g->shards[0].data_start == 24 && g->n_kv == 0 && g->n_tensors == 0);
+        df_gguf_close(g);
+        g = NULL;
+    }
     /* a shard of a split model under a plain name */
     CHECK_EQ_INT(write_shard("plain.gguf", 0, 2, 3, t1, 2, 10), DF_OK);
     snprintf(path, sizeof path, "%s/plain.gguf", g_tmpdir);
