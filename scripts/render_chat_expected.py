@@ -106,6 +106,27 @@ def main():
                 f.write(out)
             n_ok += 1
     print(f"{n_ok} renders, {n_err} rejected -> {outdir}")
+    render_snippets(mutable)
+
+
+def render_snippets(env):
+    """tests/data/chat/snippets.json: {"vars": {...}, "snippets": [template, ...]} ->
+    snippets_expected.json: [{"out": text} | {"error": message}, ...] (mutable sandbox, fresh
+    copy of the variables for every snippet)."""
+    import copy
+    with open(os.path.join(DATA, "snippets.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    results = []
+    for src in spec["snippets"]:
+        try:
+            out = env.from_string(src).render(**copy.deepcopy(spec["vars"]))
+            results.append({"out": out})
+        except Exception as e:  # any jinja2 or Python error: the C renderer must fail too
+            results.append({"error": f"{type(e).__name__}: {e}"})
+    with open(os.path.join(DATA, "snippets_expected.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{len(results)} snippets -> snippets_expected.json")
 
 
 if __name__ == "__main__":

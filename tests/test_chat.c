@@ -136,6 +136,50 @@ static void test_golden(void) {
     cJSON_Delete(templates);
 }
 
+/* Jinja snippets vs Python jinja2 (tests/data/chat/snippets*.json) */
+static void test_snippets(void) {
+    char *sj = read_text(DATA "/snippets.json");
+    char *ej = read_text(DATA "/snippets_expected.json");
+    CHECK(sj && ej);
+    cJSON *spec = sj ? cJSON_Parse(sj) : NULL, *exp = ej ? cJSON_Parse(ej) : NULL;
+    free(sj);
+    free(ej);
+    CHECK(spec && exp);
+    if (!spec || !exp) { cJSON_Delete(spec); cJSON_Delete(exp); return; }
+    cJSON *vars = cJSON_GetObjectItem(spec, "vars");
+    char *vars_s = cJSON_PrintUnformatted(vars);
+    char *msgs_s = cJSON_PrintUnformatted(cJSON_GetObjectItem(vars, "messages"));
+    cJSON *snips = cJSON_GetObjectItem(spec, "snippets");
+    int n = cJSON_GetArraySize(snips), n_ok = 0;
+    CHECK_EQ_INT(n, cJSON_GetArraySize(exp));
+    for (int i = 0; i < n && i < cJSON_GetArraySize(exp); i++) {
+        const char *src = cJSON_GetStringValue(cJSON_GetArrayItem(snips, i));
+        cJSON *e = cJSON_GetArrayItem(exp, i);
+        const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(e, "out"));
+        const char *want_err = cJSON_GetStringValue(cJSON_GetObjectItem(e, "error"));
+        df_chat_opts o = {0};
+        o.extra_vars_json = vars_s;
+        o.now = FIXED_NOW;
+        char *out = NULL;
+        int rc = df_chat_render_ex(src, msgs_s, &o, &out);
+        if (want) {
+            bool ok = rc == 0 && !strcmp(out, want);
+            CHECK_MSG(ok, "snippet %d: %s\n  rc=%d %s\n  got : %s\n  want: %s", i, src, rc, rc ? df_errmsg() : "",
+                      out ? out : "", want);
+            n_ok += ok;
+        } else {
+            CHECK_MSG(rc < 0, "snippet %d: %s\n  jinja2 raised %s, C gave \"%s\"", i, src, want_err, out ? out : "");
+            n_ok += rc < 0;
+        }
+        free(out);
+    }
+    printf("snippets: %d/%d agree with jinja2\n", n_ok, n);
+    free(vars_s);
+    free(msgs_s);
+    cJSON_Delete(spec);
+    cJSON_Delete(exp);
+}
+
 /* render a literal template with simple messages; returns malloc'ed output or NULL */
 static long long g_max_steps;
 static char *R(const char *tmpl, int *rc_out) {
@@ -336,6 +380,7 @@ static void test_helpers(void) {
 int main(void) {
     df_init();
     test_golden();
+    test_snippets();
     test_semantics();
     test_errors();
     test_helpers();
