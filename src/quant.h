@@ -39,4 +39,52 @@ uint64_t df_type_row_bytes(int type, int64_t n);
 int df_dequantize_row(int type, const void *src, float *dst, int64_t n);
 /* Quantize n elements with llama.cpp's reference algorithm (no importance matrix). */
 int df_quantize_row(int type, const float *src, void *dst, int64_t n);
+
+/* ---- Block layouts (formats.md §2), byte-exact with ggml's structs. ---- */
+#define DF_QK 32   /* legacy block */
+#define DF_QK_K 256 /* k-quant super-block */
+typedef struct { df_f16 d; uint8_t qs[16]; } df_block_q4_0;
+typedef struct { df_f16 d, m; uint8_t qs[16]; } df_block_q4_1;
+typedef struct { df_f16 d; uint8_t qh[4]; uint8_t qs[16]; } df_block_q5_0;
+typedef struct { df_f16 d, m; uint8_t qh[4]; uint8_t qs[16]; } df_block_q5_1;
+typedef struct { df_f16 d; int8_t qs[32]; } df_block_q8_0;
+typedef struct { df_f16 d, s; int8_t qs[32]; } df_block_q8_1;
+typedef struct { uint8_t e; uint8_t qs[16]; } df_block_mxfp4;
+typedef struct { df_f16 d; uint8_t qs[16]; } df_block_iq4_nl;
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; df_f16 d, dmin; } df_block_q2_K;
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; df_f16 d; } df_block_q3_K;
+typedef struct { df_f16 d, dmin; uint8_t scales[12]; uint8_t qs[128]; } df_block_q4_K;
+typedef struct { df_f16 d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } df_block_q5_K;
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; df_f16 d; } df_block_q6_K;
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } df_block_q8_K;
+typedef struct { df_f16 d; df_f16 scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } df_block_iq4_xs;
+typedef struct { df_f16 d; uint16_t qs[32]; } df_block_iq2_xxs;
+typedef struct { df_f16 d; uint16_t qs[32]; uint8_t scales[8]; } df_block_iq2_xs;
+typedef struct { df_f16 d; uint8_t qs[64]; uint8_t qh[8]; uint8_t scales[8]; } df_block_iq2_s;
+typedef struct { df_f16 d; uint8_t qs[96]; } df_block_iq3_xxs;
+typedef struct { df_f16 d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; } df_block_iq3_s;
+typedef struct { df_f16 d; uint8_t qs[32]; uint16_t qh[8]; } df_block_iq1_s;
+typedef struct { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; } df_block_iq1_m;
+typedef struct { uint8_t qs[48]; uint8_t qh[4]; df_f16 d; } df_block_tq1_0;
+typedef struct { uint8_t qs[64]; df_f16 d; } df_block_tq2_0;
+
+/* llama.cpp's nearest_int: round to nearest even via the 1.5*2^23 trick (|x| < 2^22). */
+static inline int df_nearest_int(float fval) {
+    float val = fval + 12582912.f;
+    int i;
+    memcpy(&i, &val, sizeof(int));
+    return (i & 0x007fffff) - 0x00400000;
+}
+/* Reference activation quantizers (also reachable through df_quantize_row). */
+void df_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
+void df_quantize_row_q8_1_ref(const float *x, void *dst, int64_t n);
+void df_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n);
+
+/* Codebooks shared by quant.c and the kernels (formats.md §2.3). */
+extern const int8_t df_kvalues_iq4nl[16];
+extern const int8_t df_kvalues_mxfp4[16];
+/* E8M0 "half" scale of MXFP4: 2^(e-128) as float (denormal for e < 2). */
+static inline float df_e8m0_half(uint8_t e) {
+    return e < 2 ? df_bits_f32(0x00200000u << e) : df_bits_f32((uint32_t)(e - 1) << 23);
+}
 #endif

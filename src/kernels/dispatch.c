@@ -1,0 +1,171 @@
+/* dispatch.c — picks the kernel table once (CPU detection, env DELTAFIN_ISA=ref|avx2|avx512|neon
+ * overrides) and runs matrix products over the thread pool.
+ * Matmul work split: output rows are cut into chunks handed out dynamically; inside a chunk the
+ * weight rows are walked once per tile of activation rows, so for n_tok > 1 each weight byte
+ * comes from DRAM once per chunk (the chunk stays in L2) instead of once per token.
+ * Threading: tables are built under pthread_once and immutable afterwards. */
+#include <pthread.h>
+#include <strings.h>
+
+#include "kernels_impl.h"
+
+static df_kernel_table g_ref, g_avx2, g_avx512, g_neon;
+static bool g_have_avx2, g_have_avx512, g_have_neon;
+static const df_kernel_table *g_sel;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_tables(void) {
+    df_kernels_fill_ref(&g_ref);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        g_avx2 = g_ref;
+        df_kernels_fill_avx2(&g_avx2);
+        g_have_avx2 = true;
+    }
+    if (g_have_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni")) {
+        g_avx512 = g_ref;
+        df_kernels_fill_avx512(&g_avx512);
+        g_have_avx512 = true;
+    }
+#endif
+#if defined(__aarch64__)
+    g_neon = g_ref;
+    df_kernels_fill_neon(&g_neon);
+    g_have_neon = true;
+#endif
+    g_sel = g_have_avx512 ? &g_avx512 : g_have_avx2 ? &g_avx2 : g_have_neon ? &g_neon : &g_ref;
+    const char *isa = getenv("DELTAFIN_ISA");
+    if (isa && *isa) {
+        const df_kernel_table *t = df_kernels_by_name(isa);
+        if (t) g_sel = t;
+        else
+            df_log(DF_LOG_WARN, "DELTAFIN_ISA=%s not available on this CPU/build; using %s", isa,
+                   g_sel->name);
+    }
+    df_log(DF_LOG_DEBUG, "kernels: %s", g_sel->name);
+}
+
+void df_kernels_init(void) { pthread_once(&g_once, init_tables); }
+
+const df_kernel_table *df_kernels(void) {
+    df_kernels_init();
+    return g_sel;
+}
+
+const df_kernel_table *df_kernels_ref(void) {
+    df_kernels_init();
+    return &g_ref;
+}
+
+const df_kernel_table *df_kernels_by_name(const char *name) {
+    if (!name) return NULL;
+    df_kernels_init();
+    if (!strcasecmp(name, "ref")) return &g_ref;
+    if (!strcasecmp(name, "avx2")) return g_have_avx2 ? &g_avx2 : NULL;
+    if (!strcasecmp(name, "avx512")) return g_have_avx512 ? &g_avx512 : NULL;
+    if (!strcasecmp(name, "neon")) return g_have_neon ? &g_neon : NULL;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ matmul */
+
+uint64_t df_act_bytes(int wtype, int64_t n_in, int64_t n_tok) {
+    const df_type_traits *t = df_type_info(wtype);
+    if (!t || n_tok < 0) return 0;
+    uint64_t rb = df_type_row_bytes(t->vec_dot_type, n_in), out;
+    if (!df_mul_ok(rb, (uint64_t)n_tok, &out)) return 0;
+    return out;
+}
+
+void df_quantize_act(int wtype, const float *X, int64_t ldx, int64_t n_in, int64_t n_tok, void *act) {
+    const df_type_traits *t = df_type_info(wtype);
+    DF_ASSERT(t && n_in % t->blck == 0);
+    const df_kernel_table *k = df_kernels();
+    df_from_float_fn ff = k->from_float[t->vec_dot_type];
+    DF_ASSERT(ff);
+    const uint64_t rb = df_type_row_bytes(t->vec_dot_type, n_in);
+    for (int64_t i = 0; i < n_tok; i++) ff(X + i * ldx, (char *)act + i * rb, n_in);
+}
+
+typedef struct {
+    df_vec_dot_fn dot;
+    const char *W;
+    const char *act;
+    uint64_t wrb, arb;
+    int64_t n_in, n_out, n_tok, ldy;
+    int64_t rows_per_task;
+    float *Y;
+} mm_job;
+
+#define MM_TOK_TILE 8
+
+static void mm_task(void *ctx, int task, int thread) {
+    const mm_job *j = ctx;
+    const int64_t r0 = (int64_t)task * j->rows_per_task;
+    int64_t r1 = r0 + j->rows_per_task;
+    if (r1 > j->n_out) r1 = j->n_out;
+    if (j->n_tok == 1) {
+        for (int64_t r = r0; r < r1; r++) j->dot(j->n_in, &j->Y[r], j->W + r * j->wrb, j->act);
+        return;
+    }
+    for (int64_t t0 = 0; t0 < j->n_tok; t0 += MM_TOK_TILE) {
+        int64_t t1 = t0 + MM_TOK_TILE < j->n_tok ? t0 + MM_TOK_TILE : j->n_tok;
+        for (int64_t r = r0; r < r1; r++) {
+            const char *w = j->W + r * j->wrb;
+            for (int64_t t = t0; t < t1; t++)
+                j->dot(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+        }
+    }
+}
+
+void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                 const void *act, int64_t n_tok, float *Y, int64_t ldy) {
+    if (n_out <= 0 || n_tok <= 0) return;
+    const df_type_traits *t = df_type_info(wtype);
+    DF_ASSERT(t && n_in % t->blck == 0);
+    const df_kernel_table *k = df_kernels();
+    mm_job j = {
+        .dot = k->vec_dot[wtype],
+        .W = W,
+        .act = act,
+        .wrb = df_type_row_bytes(wtype, n_in),
+        .arb = df_type_row_bytes(t->vec_dot_type, n_in),
+        .n_in = n_in,
+        .n_out = n_out,
+        .n_tok = n_tok,
+        .ldy = ldy,
+        .Y = Y,
+    };
+    DF_ASSERT(j.dot);
+    const int nth = df_pool_size(pool);
+    /* ~4 chunks per thread for balance; for several tokens also cap a chunk at ~256 KiB of
+     * weights so it stays in L2 while the token tiles sweep over it. */
+    int64_t rpt = (n_out + 4 * nth - 1) / (4 * nth);
+    if (n_tok > 1) {
+        int64_t cap = (int64_t)(262144 / (j.wrb ? j.wrb : 1));
+        if (cap < 4) cap = 4;
+        if (rpt > cap) rpt = cap;
+    }
+    if (rpt < 1) rpt = 1;
+    j.rows_per_task = rpt;
+    int64_t n_tasks = (n_out + rpt - 1) / rpt;
+    DF_ASSERT(n_tasks <= 0x7fffffff);
+    df_pool_run(pool, (int)n_tasks, mm_task, &j);
+}
+
+void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+               const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
+    void *own = NULL;
+    if (!act) {
+        uint64_t nb = df_act_bytes(wtype, n_in, n_tok);
+        own = df_aligned_alloc(64, nb ? nb : 64);
+        DF_ASSERT(own); /* callers on hot paths pass scratch; this path is for tools/tests */
+        act = own;
+    }
+    df_quantize_act(wtype, X, ldx, n_in, n_tok, act);
+    df_matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy);
+    free(own);
+}

@@ -1,0 +1,285 @@
+/* test_kernels.c — every SIMD kernel table against the scalar reference (random and adversarial
+ * data), df_matmul against per-row dots, and the thread pool. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "kernels/kernels.h"
+#include "quant.h"
+#include "testlib.h"
+#include "threadpool.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd_u32(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+static float rnd_uniform(void) { return (rnd_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
+static float rnd_normal(void) {
+    float u = 0;
+    for (int i = 0; i < 4; i++) u += rnd_uniform();
+    return u * 0.8660254f;
+}
+
+enum { DATA_RANDOM, DATA_ZERO_BLOCKS, DATA_TINY, DATA_HUGE, DATA_SPIKY, DATA_NONFINITE, DATA_N };
+static const char *data_name[DATA_N] = {"random", "zero-blocks", "tiny", "huge", "spiky", "nonfinite"};
+
+/* Fill n floats of the given kind; `huge` stays in range of the weight type (F16 max 65504). */
+static void gen(float *x, int64_t n, int kind, int wtype) {
+    for (int64_t i = 0; i < n; i++) x[i] = rnd_normal();
+    switch (kind) {
+    case DATA_ZERO_BLOCKS:
+        for (int64_t i = 0; i < n; i++)
+            if ((i / 32) % 3 != 1) x[i] = 0;
+        break;
+    case DATA_TINY:
+        for (int64_t i = 0; i < n; i++) x[i] *= 1e-6f;
+        break;
+    case DATA_HUGE: {
+        float s = (wtype == DF_TYPE_F16) ? 1000.0f : 1e4f;
+        for (int64_t i = 0; i < n; i++) x[i] *= s;
+        break;
+    }
+    case DATA_SPIKY:
+        for (int64_t i = 0; i < n; i++)
+            if (rnd_u32() % 61 == 0) x[i] = (rnd_u32() & 1 ? 1 : -1) * 300.0f;
+        break;
+    case DATA_NONFINITE:
+        x[rnd_u32() % n] = (rnd_u32() & 1) ? NAN : INFINITY;
+        break;
+    }
+}
+
+/* Tolerance of one dot relative to Σ|w_i x_i| (what rounding can move). */
+static double dot_tol(int wtype) {
+    switch (wtype) {
+    case DF_TYPE_F32: return 1e-5;
+    case DF_TYPE_F16: case DF_TYPE_BF16: return 1e-5;
+    default: return 2e-5;
+    }
+}
+
+/* Build a weight row of type t from floats; returns false if this type cannot be produced. */
+static bool make_weights(int t, const float *x, void *w, int64_t n) {
+    return df_quantize_row(t, x, w, n) == DF_OK;
+}
+
+static void test_type_table(const df_kernel_table *k, const df_kernel_table *r, int t) {
+    const df_type_traits *ti = df_type_info(t);
+    const int vdt = ti->vec_dot_type;
+    int64_t sizes_q[] = {ti->blck, 2 * ti->blck, 3 * ti->blck, 5 * ti->blck, 7 * ti->blck,
+                         ti->blck * (4096 / ti->blck) + ti->blck};
+    int64_t sizes_f[] = {1, 7, 15, 16, 17, 31, 33, 63, 65, 127, 200, 1000, 4097};
+    const bool flt = ti->blck == 1;
+    const int nsz = flt ? (int)(sizeof sizes_f / sizeof *sizes_f) : (int)(sizeof sizes_q / sizeof *sizes_q);
+    int bad_act = 0, bad_dot = 0, bad_nf = 0, checked = 0;
+    double worst = 0;
+    for (int si = 0; si < nsz; si++) {
+        int64_t n = flt ? sizes_f[si] : sizes_q[si];
+        float *xw = malloc(n * 4), *xa = malloc(n * 4);
+        void *w = calloc(1, df_type_row_bytes(t, n) + 64);
+        void *ar = calloc(1, df_type_row_bytes(vdt, n) + 64);
+        void *ak = calloc(1, df_type_row_bytes(vdt, n) + 64);
+        float *dw = malloc(n * 4), *da = malloc(n * 4);
+        for (int kind = 0; kind < DATA_N; kind++) {
+            for (int rep = 0; rep < 3; rep++) {
+                gen(xw, n, kind == DATA_NONFINITE && rep == 1 ? DATA_NONFINITE : (kind == DATA_NONFINITE ? DATA_RANDOM : kind), t);
+                gen(xa, n, kind == DATA_NONFINITE && rep != 1 ? DATA_NONFINITE : (kind == DATA_NONFINITE ? DATA_RANDOM : kind), DF_TYPE_F32);
+                if (!make_weights(t, xw, w, n)) goto next_size;
+                r->from_float[vdt](xa, ar, n);
+                k->from_float[vdt](xa, ak, n);
+                if (memcmp(ar, ak, df_type_row_bytes(vdt, n)) != 0) bad_act++;
+                float sr = 0, sk = 0;
+                r->vec_dot[t](n, &sr, w, ar);
+                k->vec_dot[t](n, &sk, w, ar);
+                /* magnitude scale from the dequantized operands */
+                df_dequantize_row(t, w, dw, n);
+                df_dequantize_row(vdt, ar, da, n);
+                double mag = 0;
+                bool finite = true;
+                for (int64_t i = 0; i < n; i++) {
+                    double p = fabs((double)dw[i] * da[i]);
+                    if (!isfinite(p) || !isfinite(dw[i]) || !isfinite(da[i])) finite = false;
+                    mag += p;
+                }
+                checked++;
+                if (!finite || !isfinite(mag)) {
+                    /* llama.cpp propagates NaN/Inf; both kernels must not produce a finite lie */
+                    if (isfinite(sr) != isfinite(sk)) bad_nf++;
+                    continue;
+                }
+                double err = fabs((double)sr - sk);
+                double tol = dot_tol(t) * mag + 1e-30;
+                if (err / (mag + 1e-30) > worst) worst = err / (mag + 1e-30);
+                if (err > tol) {
+                    if (bad_dot < 5)
+                        fprintf(stderr, "  %s/%s n=%lld %s: ref %.9g simd %.9g mag %g\n", k->name,
+                                ti->name, (long long)n, data_name[kind], sr, sk, mag);
+                    bad_dot++;
+                }
+            }
+        }
+    next_size:
+        free(xw); free(xa); free(w); free(ar); free(ak); free(dw); free(da);
+    }
+    CHECK_MSG(bad_act == 0, "%s: %s activation bytes differ from ref in %d cases", k->name, ti->name, bad_act);
+    CHECK_MSG(bad_dot == 0, "%s: %s dot differs from ref in %d cases", k->name, ti->name, bad_dot);
+    CHECK_MSG(bad_nf == 0, "%s: %s non-finite handling differs in %d cases", k->name, ti->name, bad_nf);
+    CHECK_MSG(checked > 0, "%s: %s nothing checked", k->name, ti->name);
+    printf("  %-7s %-8s cases %4d  worst rel err %.2e\n", k->name, ti->name, checked, worst);
+}
+
+/* The dot of quantized operands must equal the float dot of their dequantized values up to
+ * rounding: this checks the reference kernel's formula (not just SIMD == ref). */
+static void test_ref_formula(int t) {
+    const df_type_traits *ti = df_type_info(t);
+    const df_kernel_table *r = df_kernels_ref();
+    const int vdt = ti->vec_dot_type;
+    int64_t n = ti->blck == 1 ? 1000 : ti->blck * (1024 / ti->blck + 1);
+    float *xw = malloc(n * 4), *xa = malloc(n * 4), *dw = malloc(n * 4), *da = malloc(n * 4);
+    void *w = malloc(df_type_row_bytes(t, n)), *a = malloc(df_type_row_bytes(vdt, n));
+    gen(xw, n, DATA_RANDOM, t);
+    gen(xa, n, DATA_RANDOM, DF_TYPE_F32);
+    if (df_quantize_row(t, xw, w, n) == DF_OK) {
+        r->from_float[vdt](xa, a, n);
+        df_dequantize_row(t, w, dw, n);
+        df_dequantize_row(vdt, a, da, n);
+        double exact = 0, mag = 0;
+        for (int64_t i = 0; i < n; i++) { exact += (double)dw[i] * da[i]; mag += fabs((double)dw[i] * da[i]); }
+        float s = 0;
+        r->vec_dot[t](n, &s, w, a);
+        CHECK_MSG(fabs(s - exact) <= 1e-5 * mag, "ref %s: dot %.9g vs dequantized %.9g", ti->name, s, exact);
+    }
+    free(xw); free(xa); free(dw); free(da); free(w); free(a);
+}
+
+/* df_matmul over a pool == per-row dots with the selected table, bit for bit. */
+static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64_t n_tok) {
+    const df_type_traits *ti = df_type_info(t);
+    const df_kernel_table *k = df_kernels();
+    uint64_t wrb = df_type_row_bytes(t, n_in);
+    char *W = malloc(wrb * n_out);
+    float *row = malloc(n_in * 4);
+    for (int64_t o = 0; o < n_out; o++) {
+        gen(row, n_in, DATA_RANDOM, t);
+        if (df_quantize_row(t, row, W + o * wrb, n_in) != DF_OK) { free(W); free(row); return; }
+    }
+    int64_t ldx = n_in + 3, ldy = n_out + 5;
+    float *X = malloc(ldx * n_tok * 4), *Y = malloc(ldy * n_tok * 4);
+    for (int64_t i = 0; i < ldx * n_tok; i++) X[i] = rnd_normal();
+    for (int64_t i = 0; i < ldy * n_tok; i++) Y[i] = -12345.0f;
+    df_matmul(pool, W, t, n_in, n_out, X, ldx, n_tok, Y, n_tok == 1 ? 0 : ldy, NULL);
+    uint64_t arb = df_type_row_bytes(ti->vec_dot_type, n_in);
+    char *act = malloc(df_act_bytes(t, n_in, n_tok));
+    df_quantize_act(t, X, ldx, n_in, n_tok, act);
+    int bad = 0, clobber = 0;
+    for (int64_t tk = 0; tk < n_tok; tk++) {
+        for (int64_t o = 0; o < n_out; o++) {
+            float s;
+            k->vec_dot[t](n_in, &s, W + o * wrb, act + tk * arb);
+            float y = n_tok == 1 ? Y[o] : Y[tk * ldy + o];
+            if (memcmp(&s, &y, 4) != 0) bad++;
+        }
+        if (n_tok > 1)
+            for (int64_t o = n_out; o < ldy; o++)
+                if (Y[tk * ldy + o] != -12345.0f) clobber++;
+    }
+    CHECK_MSG(bad == 0, "matmul %s %lldx%lld tok %lld: %d outputs differ", ti->name,
+              (long long)n_out, (long long)n_in, (long long)n_tok, bad);
+    CHECK_MSG(clobber == 0, "matmul %s wrote outside its rows", ti->name);
+    free(W); free(row); free(X); free(Y); free(act);
+}
+
+/* ------------------------------------------------------------------ thread pool */
+
+typedef struct {
+    atomic_int *hits;
+    atomic_int calls;
+    int n_threads;
+    atomic_int bad_thread;
+} pool_ctx;
+
+static void pool_fn(void *ctx, int task, int thread) {
+    pool_ctx *c = ctx;
+    atomic_fetch_add(&c->hits[task], 1);
+    atomic_fetch_add(&c->calls, 1);
+    if (thread < 0 || thread >= c->n_threads) atomic_fetch_add(&c->bad_thread, 1);
+}
+
+static void test_pool(int nth) {
+    df_pool *p = df_pool_create(nth);
+    CHECK(p != NULL);
+    if (!p) return;
+    CHECK_EQ_INT(df_pool_size(p), nth);
+    enum { MAXT = 300 };
+    atomic_int hits[MAXT];
+    int bad = 0;
+    for (int it = 0; it < 2000; it++) {
+        int n = (it * 37) % MAXT;
+        for (int i = 0; i < MAXT; i++) atomic_init(&hits[i], 0);
+        pool_ctx c = {.hits = hits, .n_threads = nth};
+        atomic_init(&c.calls, 0);
+        atomic_init(&c.bad_thread, 0);
+        df_pool_run(p, n, pool_fn, &c);
+        for (int i = 0; i < MAXT; i++)
+            if (atomic_load(&hits[i]) != (i < n ? 1 : 0)) bad++;
+        if (atomic_load(&c.bad_thread)) bad++;
+        if (it == 1000) {
+            /* let the workers fall asleep, then make sure they wake up */
+            struct timespec ts = {0, 3000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    CHECK_MSG(bad == 0, "pool(%d): %d wrong task counts", nth, bad);
+    df_pool_free(p);
+}
+
+int main(void) {
+    df_init();
+    test_pool(1);
+    test_pool(2);
+    test_pool(5);
+    {
+        df_pool *p = df_pool_create(0);
+        CHECK(p && df_pool_size(p) >= 1);
+        df_pool_free(p);
+        df_pool_free(NULL);
+        CHECK_EQ_INT(df_pool_size(NULL), 1);
+    }
+
+    const df_kernel_table *r = df_kernels_ref();
+    CHECK(r && df_kernels() && df_kernels_by_name("ref") == r);
+    CHECK(df_kernels_by_name("nonsense") == NULL);
+    printf("selected kernels: %s\n", df_kernels()->name);
+    const char *names[] = {"avx2", "avx512", "neon"};
+    int compute_types = 0;
+    for (int t = 0; t < DF_TYPE_COUNT; t++) {
+        const df_type_traits *ti = df_type_info(t);
+        if (!ti || !r->vec_dot[t]) continue;
+        CHECK_MSG(ti->can_compute, "%s has a ref dot but can_compute is false", ti->name);
+        CHECK_MSG(r->from_float[ti->vec_dot_type] != NULL, "%s: no from_float", ti->name);
+        compute_types++;
+        test_ref_formula(t);
+        test_type_table(r, r, t); /* ref against itself: determinism */
+        for (int i = 0; i < 3; i++) {
+            const df_kernel_table *k = df_kernels_by_name(names[i]);
+            if (k) test_type_table(k, r, t);
+        }
+    }
+    CHECK(compute_types >= 4);
+
+    df_pool *pool = df_pool_create(3);
+    for (int t = 0; t < DF_TYPE_COUNT; t++) {
+        const df_type_traits *ti = df_type_info(t);
+        if (!ti || !ti->can_compute) continue;
+        int64_t n_in = ti->blck == 1 ? 67 : ti->blck * 3;
+        test_matmul(pool, t, n_in, 37, 1);
+        test_matmul(pool, t, n_in, 37, 11);
+        test_matmul(NULL, t, n_in, 5, 3);
+        test_matmul(pool, t, ti->blck == 1 ? 512 : ti->blck * (512 / ti->blck), 300, 20);
+    }
+    df_pool_free(pool);
+    TEST_MAIN_END("test_kernels");
+}

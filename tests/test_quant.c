@@ -1,0 +1,171 @@
+/* test_quant.c — type table, names, row sizes, quantize/dequantize round trips, and hand-checked
+ * blocks for the reference quantizers. */
+#include <math.h>
+
+#include "quant.h"
+#include "testlib.h"
+
+static uint64_t g_rng = 0x1234567887654321ull;
+static float rnd_normal(void) {
+    float u = 0;
+    for (int i = 0; i < 4; i++) {
+        g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+        u += (float)((g_rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+    }
+    return u * 0.8660254f;
+}
+
+static void test_table(void) {
+    /* formats.md §1.6 */
+    static const struct { int id; const char *name; int blck, bytes; } want[] = {
+        {0, "F32", 1, 4}, {1, "F16", 1, 2}, {2, "Q4_0", 32, 18}, {3, "Q4_1", 32, 20},
+        {6, "Q5_0", 32, 22}, {7, "Q5_1", 32, 24}, {8, "Q8_0", 32, 34}, {9, "Q8_1", 32, 36},
+        {10, "Q2_K", 256, 84}, {11, "Q3_K", 256, 110}, {12, "Q4_K", 256, 144},
+        {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210}, {15, "Q8_K", 256, 292},
+        {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74}, {18, "IQ3_XXS", 256, 98},
+        {19, "IQ1_S", 256, 50}, {20, "IQ4_NL", 32, 18}, {21, "IQ3_S", 256, 110},
+        {22, "IQ2_S", 256, 82}, {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1}, {25, "I16", 1, 2},
+        {26, "I32", 1, 4}, {27, "I64", 1, 8}, {28, "F64", 1, 8}, {29, "IQ1_M", 256, 56},
+        {30, "BF16", 1, 2}, {34, "TQ1_0", 256, 54}, {35, "TQ2_0", 256, 66},
+        {39, "MXFP4", 32, 17}, {40, "NVFP4", 64, 36}, {41, "Q1_0", 128, 18}, {42, "Q2_0", 64, 18},
+    };
+    int seen[DF_TYPE_COUNT] = {0};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const df_type_traits *t = df_type_info(want[i].id);
+        CHECK_MSG(t != NULL, "type %d missing", want[i].id);
+        if (!t) continue;
+        seen[want[i].id] = 1;
+        CHECK_STR(t->name, want[i].name);
+        CHECK_EQ_INT(t->blck, want[i].blck);
+        CHECK_EQ_INT(t->bytes, want[i].bytes);
+        CHECK_EQ_INT(df_type_from_name(want[i].name), want[i].id);
+        CHECK(df_type_info(t->vec_dot_type) != NULL);
+    }
+    for (int id = -3; id < DF_TYPE_COUNT + 5; id++)
+        if (id < 0 || id >= DF_TYPE_COUNT || !seen[id]) CHECK_MSG(df_type_info(id) == NULL, "id %d", id);
+    CHECK_EQ_INT(df_type_from_name("q4_k"), DF_TYPE_Q4_K);
+    CHECK_EQ_INT(df_type_from_name("Q4_2"), -1);
+    CHECK_EQ_INT(df_type_from_name(""), -1);
+    CHECK_EQ_INT(df_type_from_name(NULL), -1);
+    CHECK_EQ_INT(df_type_row_bytes(DF_TYPE_Q8_0, 4096), 4096 / 32 * 34);
+    CHECK_EQ_INT(df_type_row_bytes(DF_TYPE_Q4_K, 7168), 28 * 144);
+    CHECK_EQ_INT(df_type_row_bytes(5, 32), 0);
+    /* the struct layouts match the table */
+    CHECK_EQ_INT(sizeof(df_block_q4_0), 18); CHECK_EQ_INT(sizeof(df_block_q4_1), 20);
+    CHECK_EQ_INT(sizeof(df_block_q5_0), 22); CHECK_EQ_INT(sizeof(df_block_q5_1), 24);
+    CHECK_EQ_INT(sizeof(df_block_q8_0), 34); CHECK_EQ_INT(sizeof(df_block_q8_1), 36);
+    CHECK_EQ_INT(sizeof(df_block_mxfp4), 17); CHECK_EQ_INT(sizeof(df_block_iq4_nl), 18);
+    CHECK_EQ_INT(sizeof(df_block_q2_K), 84); CHECK_EQ_INT(sizeof(df_block_q3_K), 110);
+    CHECK_EQ_INT(sizeof(df_block_q4_K), 144); CHECK_EQ_INT(sizeof(df_block_q5_K), 176);
+    CHECK_EQ_INT(sizeof(df_block_q6_K), 210); CHECK_EQ_INT(sizeof(df_block_q8_K), 292);
+    CHECK_EQ_INT(sizeof(df_block_iq4_xs), 136); CHECK_EQ_INT(sizeof(df_block_iq2_xxs), 66);
+    CHECK_EQ_INT(sizeof(df_block_iq2_xs), 74); CHECK_EQ_INT(sizeof(df_block_iq2_s), 82);
+    CHECK_EQ_INT(sizeof(df_block_iq3_xxs), 98); CHECK_EQ_INT(sizeof(df_block_iq3_s), 110);
+    CHECK_EQ_INT(sizeof(df_block_iq1_s), 50); CHECK_EQ_INT(sizeof(df_block_iq1_m), 56);
+    CHECK_EQ_INT(sizeof(df_block_tq1_0), 54); CHECK_EQ_INT(sizeof(df_block_tq2_0), 66);
+}
+
+static void test_errors(void) {
+    float x[64] = {0};
+    uint8_t buf[256];
+    CHECK_EQ_INT(df_quantize_row(DF_TYPE_Q8_0, x, buf, 33), DF_ERR_INVALID);
+    CHECK_EQ_INT(df_dequantize_row(DF_TYPE_Q8_0, buf, x, 31), DF_ERR_INVALID);
+    CHECK_EQ_INT(df_dequantize_row(4, buf, x, 32), DF_ERR_INVALID);
+    CHECK_EQ_INT(df_dequantize_row(99, buf, x, 32), DF_ERR_INVALID);
+    CHECK_EQ_INT(df_dequantize_row(DF_TYPE_I32, buf, x, 8), DF_ERR_UNSUPPORTED);
+    CHECK_EQ_INT(df_quantize_row(DF_TYPE_F32, x, buf, 0), DF_OK);
+}
+
+/* Q8_0 reference: d = amax/127, q = roundf(x/d) (half away from zero), d stored as F16. */
+static void test_q8_0_hand(void) {
+    float x[32];
+    for (int j = 0; j < 32; j++) x[j] = 0;
+    x[0] = 127.0f; x[1] = -63.5f; x[2] = 0.5f; x[3] = 2.5f; x[4] = -0.49f; x[5] = -127.0f;
+    x[6] = 1.5f; x[7] = -2.5f; x[8] = 3.4999f;
+    df_block_q8_0 b;
+    CHECK_EQ_INT(df_quantize_row(DF_TYPE_Q8_0, x, &b, 32), DF_OK);
+    CHECK_EQ_INT(b.d, 0x3c00); /* 1.0 */
+    const int8_t want[9] = {127, -64, 1, 3, 0, -127, 2, -3, 3};
+    for (int j = 0; j < 9; j++) CHECK_EQ_INT(b.qs[j], want[j]);
+    for (int j = 9; j < 32; j++) CHECK_EQ_INT(b.qs[j], 0);
+    /* amax = 127/64 -> d = 2^-6 exactly (F16 0x2400), id = 64 */
+    for (int j = 0; j < 32; j++) x[j] = 0;
+    x[0] = -127.0f / 64; x[1] = 1.5f / 64; x[2] = 0.5f / 64;
+    df_quantize_row(DF_TYPE_Q8_0, x, &b, 32);
+    CHECK_EQ_INT(b.d, 0x2400);
+    CHECK_EQ_INT(b.qs[0], -127);
+    CHECK_EQ_INT(b.qs[1], 2);  /* 1.5 -> 2 */
+    CHECK_EQ_INT(b.qs[2], 1);  /* 0.5 -> 1 (away from zero) */
+    /* all-zero block */
+    memset(x, 0, sizeof x);
+    df_quantize_row(DF_TYPE_Q8_0, x, &b, 32);
+    CHECK_EQ_INT(b.d, 0);
+    for (int j = 0; j < 32; j++) CHECK_EQ_INT(b.qs[j], 0);
+}
+
+static void test_q8_K_hand(void) {
+    float x[256] = {0};
+    x[3] = 2.0f;   /* max element (positive) -> d negative */
+    x[17] = -1.0f;
+    x[100] = 0.5f; /* 0.5 * -63.5 = -31.75 -> -32 */
+    x[101] = 1.0f / 127.0f * 2.0f; /* -> -1 */
+    df_block_q8_K b;
+    CHECK_EQ_INT(df_quantize_row(DF_TYPE_Q8_K, x, &b, 256), DF_OK);
+    CHECK(b.d == 1.0f / (-127.0f / 2.0f));
+    CHECK_EQ_INT(b.qs[3], -127);
+    CHECK_EQ_INT(b.qs[17], 64); /* 63.5 rounds to even */
+    CHECK_EQ_INT(b.qs[100], -32);
+    CHECK_EQ_INT(b.qs[101], -1);
+    CHECK_EQ_INT(b.bsums[0], -127);
+    CHECK_EQ_INT(b.bsums[1], 64);
+    CHECK_EQ_INT(b.bsums[6], -33);
+    memset(x, 0, sizeof x);
+    df_quantize_row(DF_TYPE_Q8_K, x, &b, 256);
+    CHECK(b.d == 0);
+    CHECK_EQ_INT(b.bsums[5], 0);
+}
+
+static void test_q8_1_hand(void) {
+    float x[32] = {0};
+    x[0] = 127.0f; x[1] = -3.0f; x[20] = 10.0f;
+    df_block_q8_1 b;
+    df_quantize_row(DF_TYPE_Q8_1, x, &b, 32);
+    CHECK_EQ_INT(b.d, 0x3c00);
+    CHECK_EQ_INT(b.qs[20], 10);
+    CHECK(df_f16_to_f32(b.s) == 134.0f);
+}
+
+/* Round trip: dequantize(quantize(x)) error bounded per type, relative to the row RMS. */
+static void test_roundtrip(void) {
+    const int64_t n = 4096;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    uint8_t *q = malloc(n * 8);
+    for (int64_t i = 0; i < n; i++) x[i] = rnd_normal();
+    for (int t = 0; t < DF_TYPE_COUNT; t++) {
+        const df_type_traits *ti = df_type_info(t);
+        if (!ti || !ti->can_quantize) continue;
+        if (df_quantize_row(t, x, q, n) != DF_OK) { CHECK_MSG(0, "%s quantize", ti->name); continue; }
+        CHECK_EQ_INT(df_dequantize_row(t, q, y, n), DF_OK);
+        double se = 0, sx = 0;
+        for (int64_t i = 0; i < n; i++) { se += (x[i] - y[i]) * (double)(x[i] - y[i]); sx += x[i] * (double)x[i]; }
+        double rel = sqrt(se / sx);
+        /* ~ 2^-bits rule of thumb with headroom */
+        double bpw = 8.0 * ti->bytes / ti->blck;
+        double lim = bpw >= 16 ? 1e-2 : 2.0 * pow(2.0, -(bpw - 1.0));
+        if (t == DF_TYPE_F32) lim = 0;
+        CHECK_MSG(rel <= lim, "%s round trip rel rms %.4g > %.4g", ti->name, rel, lim);
+        printf("  %-8s %.3f bpw  round-trip rel rms %.5f\n", ti->name, bpw, rel);
+    }
+    free(x); free(y); free(q);
+}
+
+int main(void) {
+    df_init();
+    test_table();
+    test_errors();
+    test_q8_0_hand();
+    test_q8_K_hand();
+    test_q8_1_hand();
+    test_roundtrip();
+    TEST_MAIN_END("test_quant");
+}
