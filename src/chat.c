@@ -29,6 +29,7 @@
 #define PARSE_DEPTH_LIMIT 200
 #define JSON_DEPTH_LIMIT 200
 #define RANGE_LIMIT 1000000
+#define EVAL_DEPTH_LIMIT 1000 /* nested eval/exec frames (C stack bound) */
 
 /* ------------------------------------------------------------------------------------------ */
 /* arena + error context                                                                        */
@@ -49,7 +50,7 @@ struct jx {
     char err[512];
     long long steps, max_steps;
     jstr *loopkeys[11];
-    int depth;
+    int depth, edepth;
     size_t max_output;
     int64_t now;
     const char *src; /* normalized template source (for error positions) */
@@ -1350,6 +1351,17 @@ static node *parse_statement(parser *P) {
         tok *et;
         x->body = parse_body(P, ends, &et);
         if (pk(P)->t == T_NAME) P->i++; /* {% endmacro name %} */
+        expect_bend(P);
+        return x;
+    }
+    if (!strcmp(nm, "generation")) { /* HF AssistantTracker: renders its body unchanged */
+        expect_bend(P);
+        static const char *const ends[] = {"endgeneration", NULL};
+        tok *et;
+        node *x = mk_node(P, S_IF, t);
+        x->a = mk_node(P, E_LIT, t);
+        x->a->lit = mk_bool(true);
+        x->body = parse_body(P, ends, &et);
         expect_bend(P);
         return x;
     }
@@ -3176,7 +3188,17 @@ static bool contains(ev *E, node *at, jval item, jval seq) {
 
 /* --- expression evaluation ---------------------------------------------------------------- */
 
+static jval eval_inner(ev *E, scope *S, node *x);
 static jval eval(ev *E, scope *S, node *x) {
+    jx *J = E->J;
+    if (++J->edepth > EVAL_DEPTH_LIMIT)
+        jfail(J, DF_ERR_RANGE, x->line, x->col, "evaluation nested too deeply (limit %d)", EVAL_DEPTH_LIMIT);
+    jval v = eval_inner(E, S, x);
+    J->edepth--;
+    return v;
+}
+
+static jval eval_inner(ev *E, scope *S, node *x) {
     jx *J = E->J;
     step(E, x);
     switch (x->k) {
@@ -3389,7 +3411,17 @@ static int exec_for(ev *E, scope *S, node *x) {
     return FLOW_NORMAL;
 }
 
+static int exec_node_inner(ev *E, scope *S, node *x);
 static int exec_node(ev *E, scope *S, node *x) {
+    jx *J = E->J;
+    if (++J->edepth > EVAL_DEPTH_LIMIT)
+        jfail(J, DF_ERR_RANGE, x->line, x->col, "evaluation nested too deeply (limit %d)", EVAL_DEPTH_LIMIT);
+    int f = exec_node_inner(E, S, x);
+    J->edepth--;
+    return f;
+}
+
+static int exec_node_inner(ev *E, scope *S, node *x) {
     jx *J = E->J;
     step(E, x);
     switch (x->k) {

@@ -330,6 +330,46 @@ static void test_errors(void) {
         CHECK_EQ_INT(rc, DF_ERR_RANGE);
         CHECK(out == NULL);
     }
+    { /* macro recursion inside deep expressions hits the nesting limit, not the C stack */
+        char t[1024];
+        size_t n = (size_t)snprintf(t, sizeof t, "{%% macro f(n) %%}{{ ");
+        for (int i = 0; i < 40; i++) n += (size_t)snprintf(t + n, sizeof t - n, "-(");
+        n += (size_t)snprintf(t + n, sizeof t - n, "f(n + 1)");
+        for (int i = 0; i < 40; i++) t[n++] = ')';
+        snprintf(t + n, sizeof t - n, " }}{%% endmacro %%}{{ f(0) }}");
+        EXPECT_ERROR(t, DF_ERR_RANGE, "nested too deeply");
+    }
+    EXPECT_RENDER("{% generation %}g{% endgeneration %}", "g");
+    /* random byte mutations of every built-in template: must fail cleanly or render */
+    {
+        uint64_t seed = 0x9E3779B97F4A7C15ull;
+        int n_run = 0;
+        for (const char *const *nm = df_chat_builtin_names(); *nm; nm++) {
+            const char *src = df_chat_builtin_template(*nm);
+            size_t L = strlen(src);
+            char *buf = malloc(L + 1);
+            for (int it = 0; it < 60; it++) {
+                memcpy(buf, src, L + 1);
+                for (int k = 0; k < 1 + it % 4; k++) {
+                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                    size_t pos = (size_t)(seed >> 33) % L;
+                    static const char pool[] = "{}%#-+()[]|.,'\"x0 \n~=<>";
+                    buf[pos] = pool[(seed >> 20) % (sizeof pool - 1)];
+                }
+                char *out = NULL;
+                df_chat_opts o = {0};
+                o.add_generation_prompt = true;
+                o.tools_json = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}}}}]";
+                o.now = FIXED_NOW;
+                int rc = df_chat_render_ex(buf, "[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":\"hi\"}]", &o, &out);
+                CHECK((rc == 0) == (out != NULL));
+                free(out);
+                n_run++;
+            }
+            free(buf);
+        }
+        CHECK(n_run > 500);
+    }
     /* every prefix of a real template must fail cleanly or render, never crash */
     const char *k3 = df_chat_builtin_template("kimi-k3");
     CHECK(k3 != NULL);
