@@ -43,7 +43,11 @@ int main(int argc, char **argv) {
     int files = 0, fails = 0;
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        if (stat(argv[i], &st) < 0) { fprintf(stderr, "replay: %s: not found\n", argv[i]); fails++; continue; }
+        if (stat(argv[i], &st) < 0) {
+            fprintf(stderr, "replay: %s: not found\n", argv[i]);
+            fails++;
+            continue;
+        }
         if (!S_ISDIR(st.st_mode)) { fails += run_file(argv[i]); files++; continue; }
         DIR *d = opendir(argv[i]);
         if (!d) { fails++; continue; }

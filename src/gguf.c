@@ -493,11 +493,14 @@ static int parse(rd *r, df_gguf *g) {
     /* minimum encoded sizes: KV = 8 (key len) + 1 + 4 (type) + 1; tensor info = 8+4+4+8 */
     uint64_t remain = r->size - r->pos;
     if (nkv > INT32_MAX || nkv > remain / 14)
-        return df_err(DF_ERR_FORMAT, "%s: truncated file or corrupt header: KV count %" PRIu64 " cannot fit in the %" PRIu64
-                      " bytes after the header", r->name, nkv, remain);
+        return df_err(DF_ERR_FORMAT,
+                      "%s: truncated file or corrupt header: KV count %" PRIu64
+                      " cannot fit in the %" PRIu64 " bytes after the header",
+                      r->name, nkv, remain);
     if (nt > INT32_MAX || nt > remain / 24 || nkv * 14 + nt * 24 > remain)
-        return df_err(DF_ERR_FORMAT, "%s: truncated file or corrupt header: tensor count %" PRIu64 " (with %" PRIu64
-                      " KVs) cannot fit in the %" PRIu64 " bytes after the header",
+        return df_err(DF_ERR_FORMAT,
+                      "%s: truncated file or corrupt header: tensor count %" PRIu64
+                      " (with %" PRIu64 " KVs) cannot fit in the %" PRIu64 " bytes after the header",
                       r->name, nt, nkv, remain);
 
     /* KVs: grow as parsed (memory stays proportional to bytes actually read) */
@@ -768,8 +771,13 @@ int df_gguf_open(const char *path, df_gguf **out) {
             df_gguf_close(s);
             goto fail;
         }
-        df_gguf_tensor *nt = df_realloc(g->tensors, ((size_t)g->n_tensors + (size_t)s->n_tensors + 1) *
-                                        sizeof *nt);
+        size_t total = (size_t)g->n_tensors + (size_t)s->n_tensors + 1;
+        if (total > INT32_MAX) {
+            df_gguf_close(s);
+            rc = df_err(DF_ERR_RANGE, "%s: too many tensors", path);
+            goto fail;
+        }
+        df_gguf_tensor *nt = df_realloc(g->tensors, total * sizeof *nt);
         if (!nt) { df_gguf_close(s); rc = DF_ERR_NOMEM; goto fail; }
         g->tensors = nt;
         for (int k = 0; k < s->n_tensors; k++) {
@@ -1142,8 +1150,14 @@ int df_gguf_w_copy_kv(df_gguf_writer *w, const df_gguf_kv *kv) {
         switch (kv->type) {
         case DF_GGUF_U8: case DF_GGUF_I8: b[0] = (uint8_t)kv->v.u64; break;
         case DF_GGUF_BOOL: b[0] = kv->v.b; break;
-        case DF_GGUF_U16: case DF_GGUF_I16: { uint16_t x = (uint16_t)kv->v.u64; memcpy(b, &x, 2); } break;
-        case DF_GGUF_U32: case DF_GGUF_I32: { uint32_t x = (uint32_t)kv->v.u64; memcpy(b, &x, 4); } break;
+        case DF_GGUF_U16: case DF_GGUF_I16: {
+            uint16_t x = (uint16_t)kv->v.u64;
+            memcpy(b, &x, 2);
+        } break;
+        case DF_GGUF_U32: case DF_GGUF_I32: {
+            uint32_t x = (uint32_t)kv->v.u64;
+            memcpy(b, &x, 4);
+        } break;
         case DF_GGUF_F32: { float x = (float)kv->v.f64; memcpy(b, &x, 4); } break;
         default: memcpy(b, &kv->v.u64, 8); break; /* u64 i64 f64 */
         }
