@@ -1,0 +1,152 @@
+/* model.h — a loaded model: hyperparameters, bound tensors (shape-checked against the
+ * architecture), dense weights resident in anonymous memory, routed experts behind a
+ * df_expert_provider, the tokenizer, and the memory plan.
+ * Invariant: after df_model_load() every tensor the architecture needs is bound with the
+ * exact shape llama.cpp expects, every tensor of the file is bound (else "wrong number of
+ * tensors"), and dense tensor data is in memory in the file's own type (never converted).
+ * Threading: a model is read-only after load and shared by any number of contexts. */
+#ifndef DF_MODEL_H
+#define DF_MODEL_H
+#include "deltafin.h"
+#include "expert.h"
+#include "gguf.h"
+#include "ops.h"
+
+#define DF_MAX_LAYERS 512
+
+typedef struct df_tensor {
+    const df_gguf_tensor *info; /* name, type, shape, file location */
+    void *data;                 /* resident bytes, or NULL (routed experts not loaded) */
+    int type;                   /* ggml type */
+    int64_t ne[4];
+} df_tensor;
+
+enum df_gating { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3,
+                 DF_GATING_SQRT_SOFTPLUS = 4 };
+enum df_qk_norm { DF_QK_NORM_NONE = 0, DF_QK_NORM_HEAD = 1, DF_QK_NORM_FULL = 2 };
+
+typedef struct df_hparams {
+    int n_vocab, n_ctx_train, n_embd, n_layer;
+    int n_head, n_head_kv, n_embd_head_k, n_embd_head_v, n_rot;
+    int n_ff;                    /* dense FFN width (or Mixtral/OLMoE expert width) */
+    int n_ff_exp, n_ff_shexp;    /* routed / shared expert widths */
+    int n_expert, n_expert_used, n_expert_shared;
+    int n_expert_groups, n_group_used;
+    int n_layer_dense_lead;      /* first layers with a dense FFN (deepseek2) */
+    float eps;
+    float kq_scale;
+    /* RoPE (see df_rope) */
+    int rope_mode;
+    float rope_freq_base, rope_freq_scale, rope_attn_factor, yarn_ext_factor;
+    float yarn_beta_fast, yarn_beta_slow, yarn_log_mul;
+    int n_ctx_orig;
+    /* MoE routing (formats.md §3.0 steps 1-11) */
+    int gating;
+    bool expert_weights_norm;
+    float expert_weights_scale;
+    /* architecture flags */
+    int qk_norm;                 /* enum df_qk_norm */
+    bool shexp_gated;            /* qwen2moe: sigmoid-gated shared expert (silu(z)/z) */
+} df_hparams;
+
+typedef struct df_layer {
+    df_tensor *attn_norm;
+    df_tensor *wq, *wk, *wv, *wqkv, *wo;  /* wqkv: fused alternative to wq/wk/wv */
+    df_tensor *bq, *bk, *bv, *bqkv, *bo;
+    df_tensor *q_norm, *k_norm;
+    df_tensor *ffn_norm;
+    /* dense FFN */
+    df_tensor *ffn_gate, *ffn_up, *ffn_down;
+    df_tensor *ffn_gate_b, *ffn_up_b, *ffn_down_b;
+    /* MoE */
+    df_tensor *gate_inp, *gate_inp_b, *exp_probs_b;
+    df_tensor *exps[DF_EXPERT_NPARTS];    /* ffn_{gate,up,down}_exps {in, out, E} */
+    df_tensor *gate_inp_shexp;            /* {n_embd} (qwen2moe) */
+    df_tensor *gate_shexp, *up_shexp, *down_shexp;
+    bool is_moe;
+} df_layer;
+
+struct deltafin_model;
+typedef struct deltafin_model df_model;
+
+/* An architecture family (src/models/<name>.c). Hooks that are NULL use the generic code
+ * (GQA attention, dense SwiGLU / MoE FFN); deepseek2 / kimi / gpt-oss add their own. */
+typedef struct df_arch {
+    const char *name;            /* general.architecture */
+    /* Arch-specific keys and flags; common keys are already read into m->hp. */
+    int (*load_hparams)(df_model *m);
+    /* Bind tensors with df_model_tensor(); return DF_OK or the first error. */
+    int (*bind)(df_model *m);
+} df_arch;
+
+struct deltafin_model {
+    char *path;
+    df_gguf *gguf;
+    const df_arch *arch;
+    df_hparams hp;
+    df_rope rope;                /* frequency parameters shared by all layers */
+    df_tensor *tok_embd, *output_norm, *output, *rope_freqs;
+    df_layer *layers;            /* [n_layer] */
+    df_tensor *tensors;          /* bound tensors (array of n_bound) */
+    int n_bound, cap_bound;
+    int bind_status;             /* first binding error */
+    /* resident memory */
+    void *dense_mem;  uint64_t dense_bytes;   /* anonymous mapping */
+    void *expert_mem; uint64_t expert_bytes;  /* routed experts (if loaded) */
+    uint64_t expert_file_bytes;               /* routed expert bytes in the file */
+    bool experts_loaded;
+    df_expert_provider provider;
+    bool has_provider;
+    void *tokenizer;             /* df_tokenizer * (tokenizer.h) */
+    deltafin_model_params params;
+};
+
+enum {
+    DF_T_OPTIONAL = 1,   /* absent is fine (returns NULL) */
+    DF_T_EXPERT = 2,     /* routed expert 3-D tensor: loading may be skipped */
+    DF_T_NORM = 4,       /* 1-D vector that must be F32 */
+};
+
+/* Bind tensor `name` (printf format with the layer index, e.g. "blk.%d.attn_q.weight")
+ * with exactly n_dims dims and the given ne. Missing required tensor / wrong shape / wrong
+ * type: records the first error in m->bind_status and returns NULL. */
+df_tensor *df_model_tensor(df_model *m, const char *fmt, int il, int flags, int n_dims,
+                           int64_t ne0, int64_t ne1, int64_t ne2);
+/* Common bindings shared by several archs. */
+int df_bind_output(df_model *m, bool output_optional);
+/* q/k/v (or fused qkv) with optional biases, attn_output (+ optional bias if out_bias). */
+void df_bind_attn(df_model *m, int il, bool out_bias);
+/* Keys with the "{arch}." prefix; absent optional keys leave *out untouched. */
+int df_model_key_u32(df_model *m, const char *suffix, uint32_t *out, bool required);
+int df_model_key_f32(df_model *m, const char *suffix, float *out, bool required);
+void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp);
+
+/* Load flags. */
+enum { DF_LOAD_SKIP_EXPERTS = 1, /* leave routed expert tensors on disk (a store plugs in) */
+       DF_LOAD_NO_TOKENIZER = 2 };
+
+int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out);
+/* Where routed expert `expert` of layer `layer`, part DF_EXPERT_GATE/UP/DOWN lives in the
+ * files (formats.md §5). DF_ERR_INVALID if the layer has no experts or indices are bad. */
+int df_model_expert_loc(const df_model *m, int layer, int expert, int part, df_expert_loc *out);
+/* Install a provider for routed experts (replaces the resident one; the model takes
+ * ownership and calls provider->destroy at free). */
+void df_model_set_expert_provider(df_model *m, const df_expert_provider *p);
+/* Shape of an expert part: rows n_out of n_in elements; bytes per expert slice. */
+void df_model_expert_shape(const df_model *m, int layer, int part, int64_t *n_in, int64_t *n_out,
+                           uint64_t *nbytes);
+
+typedef struct df_mem_plan {
+    uint64_t dense_bytes;        /* resident non-expert weights */
+    uint64_t expert_bytes;       /* routed expert weights (all layers) */
+    uint64_t expert_bytes_one;   /* largest single expert (gate+up+down) */
+    uint64_t kv_bytes_per_token; /* all layers, K+V, F16 */
+    uint64_t kv_bytes;           /* at n_ctx */
+    uint64_t scratch_bytes;      /* activations for n_batch tokens */
+    int n_ctx, n_batch;
+} df_mem_plan;
+void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *out);
+
+/* Registered architectures (one file per family in src/models). */
+const df_arch *df_arch_find(const char *name);
+#endif

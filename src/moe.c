@@ -1,0 +1,191 @@
+/* moe.c — MoE FFN of a batch: routing exactly as llama.cpp's build_moe_ffn (formats.md §3.0
+ * steps 1-11), then expert-major compute: the union of selected experts is announced to the
+ * provider (prefetch), and each expert is acquired once, applied to all tokens routed to it
+ * with one matmul per part, and released. Per-slot outputs are weighted and summed in slot
+ * order j = 0..k-1 so the result does not depend on the order experts arrive in.
+ * All routed-expert weight access goes through the model's df_expert_provider.
+ * Threading: called on the ctx's thread; matmuls fan out over the ctx pool. */
+#include "session.h"
+#include "kernels/kernels.h"
+#include <math.h>
+
+static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
+               int64_t ldy) {
+    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+}
+
+void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
+    const df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int E = hp->n_expert, K = hp->n_expert_used;
+    /* 1. router logits */
+    mm(c, L->gate_inp, x, hp->n_embd, nt, c->router, E);
+    for (int t = 0; t < nt; t++) {
+        float *lg = c->router + (int64_t)t * E;
+        float *sel = c->selbuf + (int64_t)t * E;
+        if (L->gate_inp_b) df_add(lg, L->gate_inp_b->data, E);
+        /* 2. scores (in place) */
+        switch (hp->gating) {
+        case DF_GATING_SOFTMAX: df_softmax(lg, lg, E); break;
+        case DF_GATING_SIGMOID: for (int e = 0; e < E; e++) lg[e] = df_sigmoid(lg[e]); break;
+        case DF_GATING_SQRT_SOFTPLUS:
+            for (int e = 0; e < E; e++) {
+                float v = lg[e];
+                float sp = v > 20.0f ? v : log1pf(expf(v));
+                lg[e] = sqrtf(sp);
+            }
+            break;
+        default: break; /* SOFTMAX_WEIGHT: raw logits */
+        }
+        /* 3. selection scores */
+        memcpy(sel, lg, sizeof(float) * (size_t)E);
+        if (L->exp_probs_b) df_add(sel, L->exp_probs_b->data, E);
+        /* 4. group limit */
+        if (hp->n_expert_groups > 1) {
+            const int G = hp->n_expert_groups, per = E / G;
+            float gs[256];
+            bool keep[256];
+            for (int g = 0; g < G; g++) {
+                float a = -INFINITY, b = -INFINITY;
+                for (int e = g * per; e < (g + 1) * per; e++) {
+                    float v = sel[e];
+                    if (v > a) { b = a; a = v; } else if (v > b) b = v;
+                }
+                gs[g] = a + b;
+                keep[g] = false;
+            }
+            for (int r = 0; r < hp->n_group_used; r++) {
+                int best = -1;
+                for (int g = 0; g < G; g++)
+                    if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+                keep[best] = true;
+            }
+            for (int g = 0; g < G; g++)
+                if (!keep[g])
+                    for (int e = g * per; e < (g + 1) * per; e++) sel[e] = -INFINITY;
+        }
+        /* 5. top-k descending (ties: lower id first) and 6. unbiased weights */
+        int32_t *idx = c->sel + (int64_t)t * K;
+        float *w = c->selw + (int64_t)t * K;
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                bool used = false;
+                for (int i = 0; i < j; i++) used |= idx[i] == e;
+                if (used) continue;
+                if (best < 0 || sel[e] > sel[best]) best = e;
+            }
+            idx[j] = best;
+            w[j] = lg[best];
+        }
+        /* 7. */
+        if (hp->gating == DF_GATING_SOFTMAX_WEIGHT) df_softmax(w, w, K);
+        /* 8. */
+        if (hp->expert_weights_norm) {
+            double s = 0.0;
+            for (int j = 0; j < K; j++) s += w[j];
+            float sum = (float)s;
+            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+            for (int j = 0; j < K; j++) w[j] /= sum;
+        }
+        /* 9. */
+        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+            for (int j = 0; j < K; j++) w[j] *= hp->expert_weights_scale;
+    }
+}
+
+static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in, int64_t n_out,
+                   const float *X, int nt, float *Y) {
+    df_matmul(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);
+}
+
+int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out) {
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
+    df_moe_route(c, il, x, nt);
+
+    /* bucket (token, slot) pairs by expert */
+    memset(c->e_cnt, 0, sizeof(int32_t) * (size_t)E);
+    for (int i = 0; i < nt * K; i++) c->e_cnt[c->sel[i]]++;
+    int n_union = 0;
+    c->e_off[0] = 0;
+    for (int e = 0; e < E; e++) {
+        c->e_off[e + 1] = c->e_off[e] + c->e_cnt[e];
+        if (c->e_cnt[e]) c->e_union[n_union++] = e;
+    }
+    memset(c->e_cnt, 0, sizeof(int32_t) * (size_t)E);
+    for (int i = 0; i < nt * K; i++) {
+        int e = c->sel[i];
+        c->e_list[c->e_off[e] + c->e_cnt[e]++] = i;
+    }
+    const df_expert_provider *pv = &m->provider;
+    if (pv->prefetch) pv->prefetch(pv->ud, il, c->e_union, n_union);
+
+    int64_t n_in_g, n_ff;
+    df_model_expert_shape(m, il, DF_EXPERT_GATE, &n_in_g, &n_ff, NULL);
+    for (int u = 0; u < n_union; u++) {
+        if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "cancelled");
+        const int e = c->e_union[u];
+        const int n = c->e_off[e + 1] - c->e_off[e];
+        const int32_t *lst = c->e_list + c->e_off[e];
+        df_expert_w w;
+        int rc = pv->acquire(pv->ud, il, e, &w);
+        if (rc < 0) return df_err_prefix(rc, "layer %d expert %d", il, e);
+        for (int i = 0; i < n; i++)
+            memcpy(c->xg + (int64_t)i * D, x + (int64_t)(lst[i] / K) * D, sizeof(float) * (size_t)D);
+        if (w.type[DF_EXPERT_GATE] == w.type[DF_EXPERT_UP]) {
+            int ty = w.type[DF_EXPERT_GATE];
+            df_quantize_act(ty, c->xg, D, D, n, c->act);
+            df_matmul_q(c->pool, w.w[DF_EXPERT_GATE], ty, D, n_ff, c->act, n, c->fa, n_ff);
+            df_matmul_q(c->pool, w.w[DF_EXPERT_UP], ty, D, n_ff, c->act, n, c->fb, n_ff);
+        } else {
+            mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
+            mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);
+        }
+        df_swiglu(c->fa, c->fb, (int)(n * n_ff));
+        mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, D, c->fa, n, c->yg);
+        pv->release(pv->ud, il, e);
+        for (int i = 0; i < n; i++)
+            memcpy(c->yslot + (int64_t)lst[i] * D, c->yg + (int64_t)i * D, sizeof(float) * (size_t)D);
+    }
+    /* 10-11: weight each slot, sum in slot order */
+    for (int t = 0; t < nt; t++) {
+        float *o = out + (int64_t)t * D;
+        const float *w = c->selw + (int64_t)t * K;
+        const float *y0 = c->yslot + (int64_t)t * K * D;
+        for (int d = 0; d < D; d++) o[d] = y0[d] * w[0];
+        for (int j = 1; j < K; j++) {
+            const float *yj = y0 + (int64_t)j * D;
+            for (int d = 0; d < D; d++) o[d] += yj[d] * w[j];
+        }
+    }
+    /* shared expert */
+    if (L->gate_shexp) {
+        const int64_t fs = L->gate_shexp->ne[1];
+        if (L->gate_shexp->type == L->up_shexp->type) {
+            df_quantize_act(L->gate_shexp->type, x, D, D, nt, c->act);
+            df_matmul_q(c->pool, L->gate_shexp->data, L->gate_shexp->type, D, fs, c->act, nt, c->fa, fs);
+            df_matmul_q(c->pool, L->up_shexp->data, L->up_shexp->type, D, fs, c->act, nt, c->fb, fs);
+        } else {
+            mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
+            mm(c, L->up_shexp, x, D, nt, c->fb, fs);
+        }
+        df_swiglu(c->fa, c->fb, (int)(nt * fs));
+        mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
+        if (L->gate_inp_shexp) {
+            /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */
+            float *z = c->fb;
+            df_matmul(c->pool, L->gate_inp_shexp->data, L->gate_inp_shexp->type, D, 1, x, D, nt, z, 1, c->act);
+            for (int t = 0; t < nt; t++) {
+                float g = df_silu(z[t]) / z[t];
+                float *ys = c->yg + (int64_t)t * D;
+                for (int d = 0; d < D; d++) ys[d] *= g;
+            }
+        }
+        for (int t = 0; t < nt; t++) df_add(out + (int64_t)t * D, c->yg + (int64_t)t * D, D);
+    }
+    return DF_OK;
+}

@@ -1,0 +1,87 @@
+/* ops.c — see ops.h. Numerics mirror ggml's CPU ops (ops.cpp, vec.h) so that results agree
+ * with llama.cpp to rounding; comments note where the order of operations matters. */
+#include "ops.h"
+#include <math.h>
+
+static float corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
+void df_rope_init(df_rope *r) {
+    r->theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot);
+    float start = floorf(corr_dim(r->n_rot, r->n_ctx_orig, r->beta_fast, r->freq_base));
+    float end = ceilf(corr_dim(r->n_rot, r->n_ctx_orig, r->beta_slow, r->freq_base));
+    r->corr_dims[0] = start > 0 ? start : 0;
+    r->corr_dims[1] = end < (float)(r->n_rot - 1) ? end : (float)(r->n_rot - 1);
+}
+
+static float yarn_ramp(float low, float high, int i0) {
+    float y = (float)(i0 / 2 - low) / fmaxf(0.001f, high - low);
+    return 1 - fminf(1, fmaxf(0, y));
+}
+
+void df_rope_cache(const df_rope *r, float pos, float *cache) {
+    /* theta advances by repeated F32 multiplication, exactly like ggml_rope_cache_init */
+    float theta = pos;
+    for (int i0 = 0; i0 < r->n_rot; i0 += 2) {
+        float ff = r->freq_factors ? r->freq_factors[i0 / 2] : 1.0f;
+        float theta_extrap = theta / ff;
+        float theta_interp = r->freq_scale * theta_extrap;
+        float th = theta_interp;
+        float mscale = r->attn_factor;
+        if (r->ext_factor != 0.0f) {
+            float mix = yarn_ramp(r->corr_dims[0], r->corr_dims[1], i0) * r->ext_factor;
+            th = theta_interp * (1 - mix) + theta_extrap * mix;
+            mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
+        }
+        cache[i0] = cosf(th) * mscale;
+        cache[i0 + 1] = sinf(th) * mscale;
+        theta *= r->theta_scale;
+    }
+}
+
+void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, int head_stride) {
+    int n = r->n_rot;
+    for (int h = 0; h < n_head; h++) {
+        float *v = x + (size_t)h * head_stride;
+        for (int i0 = 0; i0 < n; i0 += 2) {
+            float c = cache[i0], s = cache[i0 + 1];
+            int a, b;
+            if (r->mode == DF_ROPE_NEOX) { a = i0 / 2; b = a + n / 2; }
+            else { a = i0; b = i0 + 1; }
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+void df_rmsnorm(const float *x, const float *w, float *y, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    if (w) for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    else for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+}
+
+void df_softmax(const float *x, float *y, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, x[i]);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float e = expf(x[i] - mx);
+        sum += (double)e;
+        y[i] = e;
+    }
+    const float is = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) y[i] *= is;
+}
+
+void df_swiglu(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) g[i] = df_silu(g[i]) * u[i];
+}
+
+void df_add(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += x[i];
+}

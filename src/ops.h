@@ -1,0 +1,44 @@
+/* ops.h — elementwise / row operations of the forward pass, with llama.cpp's numerics
+ * (formats.md §2.7, §3.0): RMSNorm with a double sum, RoPE (NORM / NEOX pairing, YaRN,
+ * rope_freqs divisors, angles by repeated F32 multiplication), softmax with a double sum,
+ * SiLU / SwiGLU.
+ * Threading: pure functions on caller-owned buffers; reentrant. */
+#ifndef DF_OPS_H
+#define DF_OPS_H
+#include "util.h"
+#include <math.h>
+
+enum { DF_ROPE_NORM = 0, DF_ROPE_NEOX = 2 };
+
+typedef struct df_rope {
+    int n_rot;              /* rotated dims per head (even) */
+    int mode;               /* DF_ROPE_NORM | DF_ROPE_NEOX */
+    float freq_base;
+    float freq_scale;       /* 1 / rope.scaling.factor (1 if none) */
+    float ext_factor;       /* 1 for YaRN, else 0 */
+    float attn_factor;      /* mscale passed to ggml_rope_ext */
+    float beta_fast, beta_slow;
+    int n_ctx_orig;
+    const float *freq_factors; /* rope_freqs {n_rot/2} or NULL (borrowed) */
+    /* derived by df_rope_init */
+    float theta_scale;
+    float corr_dims[2];
+} df_rope;
+
+void df_rope_init(df_rope *r);
+/* cos/sin table for one position: cache[2i] = cos, cache[2i+1] = sin (n_rot floats). */
+void df_rope_cache(const df_rope *r, float pos, float *cache);
+/* Rotate the first n_rot dims of each of n_head heads of x (head h at x + h*head_stride). */
+void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, int head_stride);
+
+/* y = (x * 1/sqrt(mean(x^2) + eps)) * w   (w may be NULL: no weight). y may alias x. */
+void df_rmsnorm(const float *x, const float *w, float *y, int n, float eps);
+/* y = softmax(x) over n (y may alias x). */
+void df_softmax(const float *x, float *y, int n);
+static inline float df_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float df_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* g[i] = silu(g[i]) * u[i] */
+void df_swiglu(float *g, const float *u, int n);
+/* y[i] += x[i] */
+void df_add(float *y, const float *x, int n);
+#endif

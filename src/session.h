@@ -1,0 +1,77 @@
+/* session.h — internals of a deltafin_ctx (one sequence): F16 KV cache, scratch buffers
+ * sized at create time for n_batch tokens, and the pieces of the forward pass that live in
+ * their own files (attn_gqa.c, moe.c).
+ * Invariant: nothing on the decode path allocates; every buffer below is sized by
+ * df_session_scratch_bytes()'s plan. Threading: a ctx is used by one thread at a time; the
+ * heavy loops fan out over the ctx's own df_pool. */
+#ifndef DF_SESSION_H
+#define DF_SESSION_H
+#include <stdatomic.h>
+#include "model.h"
+#include "threadpool.h"
+
+struct deltafin_ctx {
+    df_model *m;
+    df_pool *pool;
+    int n_threads;
+    int n_ctx, n_batch;
+    int n_past;
+    /* KV cache, per layer [n_ctx][n_head_kv * d] in F16 (as llama.cpp's default) */
+    df_f16 *kc, *vc;
+    uint64_t kv_layer_k, kv_layer_v;   /* elements per layer */
+    void *kv_mem; uint64_t kv_bytes;
+    /* scratch for nb = n_batch tokens */
+    float *h;      /* [nb][n_embd] residual stream */
+    float *x;      /* [nb][n_embd] normalized input */
+    float *q;      /* [nb][n_head*dk] */
+    float *k;      /* [nb][n_head_kv*dk] */
+    float *v;      /* [nb][n_head_kv*dv] */
+    float *o;      /* [nb][n_head*dv] attention output */
+    float *y;      /* [nb][n_embd] block output */
+    float *fa, *fb;/* [nb][fw] FFN intermediates (fw = max width incl. fused qkv) */
+    float *rc;     /* [nb][n_rot] rope cos/sin */
+    void *act; uint64_t act_bytes;     /* activation conversion for matmuls */
+    /* MoE */
+    float *router; /* [nb][E] logits then probabilities */
+    float *selbuf; /* [nb][E] selection scores */
+    int32_t *sel;  /* [nb][k] chosen experts */
+    float *selw;   /* [nb][k] their weights */
+    int32_t *e_cnt, *e_off, *e_list, *e_union; /* [E], [E+1], [nb*k] (t*k+j), [E] */
+    float *xg, *yg;/* [nb][n_embd] gathered input / expert output */
+    float *yslot;  /* [nb][k][n_embd] per-slot expert outputs (summed in slot order) */
+    /* attention per-thread scratch */
+    char *attn_scr; size_t attn_stride;
+    /* logits */
+    float *logits; int64_t logits_cap;  /* rows */
+    int n_logits;                        /* rows valid from the last decode */
+    bool logits_all;
+    atomic_int cancel;
+    deltafin_stats st;
+    void *mem; uint64_t mem_bytes;       /* the one scratch block */
+};
+
+uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
+
+/* ---- attention (attn_gqa.c) --------------------------------------------------------------- */
+typedef struct df_attn_args {
+    int n_tok, pos0;            /* query t is at position pos0 + t; keys 0 .. pos0+t */
+    int n_head, n_head_kv, dk, dv;
+    float scale;
+    const float *q; int64_t ldq;        /* [n_tok][ldq], head h at h*dk */
+    const df_f16 *kc, *vc;              /* cache of this layer: row p at p*ldk / p*ldv */
+    int64_t ldk, ldv;
+    float *out; int64_t ldo;            /* [n_tok][ldo], head h at h*dv */
+    bool f32_acc;               /* llama.cpp's tiled path: F32 Q and accumulator */
+    const float *sinks;         /* [n_head] or NULL */
+    int swa;                    /* sliding window (0 = none) */
+    char *scratch; size_t scratch_stride; /* per thread */
+} df_attn_args;
+size_t df_attn_scratch_per_thread(int dk, int dv);
+void df_attn_gqa(df_pool *pool, const df_attn_args *a);
+
+/* ---- MoE (moe.c) ------------------------------------------------------------------------ */
+/* out[t] = MoE(x[t]) (+ shared expert) for the nt tokens, expert-major. */
+int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out);
+/* Routing only (steps 1-9): fills c->sel / c->selw for nt tokens. Exposed for tests. */
+void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt);
+#endif

@@ -1,0 +1,243 @@
+/* run.c — `deltafin run`: generate text from a prompt, streaming it to stdout as tokens are
+ * produced (streaming detokenizer), with llama.cpp's sampler chain and prompt tokenization
+ * (llama-completion: add BOS per the vocab, parse special tokens). Stops at an end-of-
+ * generation token, after -n tokens, or when the context is full. A stats line goes to
+ * stderr; --json prints one JSON object at the end instead of streaming. */
+#include "deltafin.h"
+#include "tokenizer.h"
+#include "model.h"
+#include "util.h"
+
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma weak df_detok_init
+#pragma weak df_detok_push
+#pragma weak df_detok_flush
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: deltafin run -m MODEL (-p PROMPT | -f FILE) [options]\n"
+        "  -m, --model FILE        GGUF model\n"
+        "  -p, --prompt TEXT       prompt\n"
+        "  -f, --file FILE         read the prompt from a file\n"
+        "  -n, --n-predict N       tokens to generate (default -1: until EOG or context full)\n"
+        "  -t, --threads N         threads (default: all cores)\n"
+        "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
+        "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
+        "  --temp T                temperature (default 0.8; 0 = greedy)\n"
+        "  --top-k N               top-k (default 40; 0 = off)\n"
+        "  --top-p P               top-p (default 0.95; 1 = off)\n"
+        "  --min-p P               min-p (default 0.05; 0 = off)\n"
+        "  --repeat-penalty X      repetition penalty (default 1.0 = off)\n"
+        "  --repeat-last-n N       penalty window (default 64)\n"
+        "  -s, --seed N            sampler seed (default: random)\n"
+        "  --special               print special (control) tokens' text\n"
+        "  --json                  print one JSON object at the end:\n"
+        "                          {\"prompt_tokens\":[...],\"tokens\":[...],\"text\":\"...\",\"stats\":{...}}\n"
+        "  --mem-limit SIZE        memory limit for the process (e.g. 16G; default: available RAM)\n"
+        "  -h, --help              this help\n");
+}
+
+static volatile sig_atomic_t g_stop;
+static deltafin_ctx *g_ctx;
+static void on_sigint(int sig) {
+    (void)sig;
+    g_stop = 1;
+    if (g_ctx) deltafin_ctx_cancel(g_ctx);
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *model = NULL, *prompt = NULL, *pfile = NULL;
+    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
+    bool special = false, json = false;
+    uint64_t mem_limit = 0;
+    deltafin_sampler_params sp = deltafin_sampler_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool more = i + 1 < argc;
+#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (ARG("-m", "--model")) model = argv[++i];
+        else if (ARG("-p", "--prompt")) prompt = argv[++i];
+        else if (ARG("-f", "--file")) pfile = argv[++i];
+        else if (ARG("-n", "--n-predict")) n_predict = atoi(argv[++i]);
+        else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
+        else if (ARG("-c", "--ctx-size")) n_ctx = atoi(argv[++i]);
+        else if (ARG("-b", "--batch-size")) n_batch = atoi(argv[++i]);
+        else if (ARG("--temp", "--temperature")) sp.temp = (float)atof(argv[++i]);
+        else if (ARG("--top-k", "--top_k")) sp.top_k = atoi(argv[++i]);
+        else if (ARG("--top-p", "--top_p")) sp.top_p = (float)atof(argv[++i]);
+        else if (ARG("--min-p", "--min_p")) sp.min_p = (float)atof(argv[++i]);
+        else if (ARG("--repeat-penalty", "--repeat_penalty")) sp.repeat_penalty = (float)atof(argv[++i]);
+        else if (ARG("--repeat-last-n", "--repeat_last_n")) sp.repeat_last_n = atoi(argv[++i]);
+        else if (ARG("-s", "--seed")) sp.seed = strtoull(argv[++i], NULL, 10);
+        else if (ARG("--mem-limit", "--mem_limit")) {
+            if (df_parse_size(argv[++i], &mem_limit) < 0) {
+                fprintf(stderr, "run: bad --mem-limit '%s'\n", argv[i]);
+                return 2;
+            }
+        }
+        else if (!strcmp(a, "--special")) special = true;
+        else if (!strcmp(a, "--json")) json = true;
+        else {
+            fprintf(stderr, "run: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+#undef ARG
+    }
+    if (!model || (!prompt && !pfile)) {
+        fprintf(stderr, "run: -m MODEL and -p PROMPT (or -f FILE) are required\n");
+        usage(stderr);
+        return 2;
+    }
+    char *ptext = NULL;
+    size_t plen = 0;
+    if (pfile) {
+        if (df_read_file(pfile, &ptext, &plen) < 0) {
+            fprintf(stderr, "run: %s\n", deltafin_errmsg());
+            return 1;
+        }
+    } else {
+        ptext = df_strdup(prompt);
+        plen = strlen(prompt);
+    }
+    int ret = 1;
+    deltafin_model *m = NULL;
+    deltafin_ctx *c = NULL;
+    deltafin_sampler *smp = NULL;
+    int32_t *pids = NULL, *gen = NULL;
+    char *text = NULL;
+    size_t text_len = 0, text_cap = 0;
+
+    deltafin_model_params mp = deltafin_model_default_params();
+    mp.n_threads = n_threads;
+    mp.mem_limit = mem_limit;
+    int rc = deltafin_model_load(model, &mp, &m);
+    if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
+    if (!m->tokenizer || !df_detok_init) {
+        fprintf(stderr, "run: model has no tokenizer (or the tokenizer is not built in)\n");
+        goto done;
+    }
+    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.n_threads = n_threads;
+    rc = deltafin_ctx_create(m, &cp, &c);
+    if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
+    g_ctx = c;
+    signal(SIGINT, on_sigint);
+
+    int np = deltafin_tokenize(m, ptext, plen, true, true, NULL, 0);
+    if (np < 0) { fprintf(stderr, "run: tokenize: %s\n", deltafin_errmsg()); goto done; }
+    pids = malloc(sizeof(int32_t) * (size_t)(np > 0 ? np : 1));
+    if (!pids) goto done;
+    np = deltafin_tokenize(m, ptext, plen, true, true, pids, np);
+    if (np <= 0) { fprintf(stderr, "run: empty prompt\n"); goto done; }
+    const int nctx = deltafin_ctx_n_ctx(c);
+    if (np > nctx) { fprintf(stderr, "run: prompt has %d tokens, context is %d (use -c)\n", np, nctx); goto done; }
+    smp = deltafin_sampler_create(&sp);
+    if (!smp) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
+    for (int i = 0; i < np; i++) deltafin_sampler_accept(smp, pids[i]);
+    const int n_vocab = deltafin_model_n_vocab(m);
+    const int max_gen = n_predict >= 0 ? n_predict : nctx - np + 1;
+    gen = malloc(sizeof(int32_t) * (size_t)(max_gen > 0 ? max_gen : 1));
+    if (!gen) goto done;
+    int n_gen = 0;
+
+    uint64_t t0 = df_time_ns();
+    rc = deltafin_decode(c, pids, np, false);
+    uint64_t t_prompt = df_time_ns() - t0;
+    if (rc < 0) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); goto done; }
+    df_detok dt;
+    df_detok_init(&dt, special, false);
+    char piece[1024];
+    uint64_t t1 = df_time_ns();
+    bool failed = false;
+    while (n_gen < max_gen && !g_stop) {
+        const float *lg = deltafin_logits(c, -1);
+        int32_t id = deltafin_sampler_sample(smp, lg, n_vocab);
+        deltafin_sampler_accept(smp, id);
+        if (deltafin_token_is_eog(m, id)) break;
+        gen[n_gen++] = id;
+        int n = df_detok_push(&dt, m->tokenizer, id, piece, (int)sizeof piece);
+        if (n > 0) {
+            if (!json) { fwrite(piece, 1, (size_t)n, stdout); fflush(stdout); }
+            if (text_len + (size_t)n + 1 > text_cap) {
+                text_cap = (text_len + (size_t)n + 1) * 2;
+                char *nt = realloc(text, text_cap);
+                if (!nt) goto done;
+                text = nt;
+            }
+            memcpy(text + text_len, piece, (size_t)n);
+            text_len += (size_t)n;
+        }
+        if (n_gen >= max_gen || deltafin_ctx_pos(c) >= nctx) break;
+        rc = deltafin_decode(c, &id, 1, false);
+        if (rc < 0) {
+            if (rc != DF_ERR_CANCELLED) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); failed = true; }
+            break;
+        }
+    }
+    uint64_t t_gen = df_time_ns() - t1;
+    int n = df_detok_flush(&dt, piece, (int)sizeof piece);
+    if (n > 0) {
+        if (!json) fwrite(piece, 1, (size_t)n, stdout);
+        if (text_len + (size_t)n + 1 > text_cap) {
+            text_cap = text_len + (size_t)n + 1;
+            char *nt = realloc(text, text_cap);
+            if (!nt) goto done;
+            text = nt;
+        }
+        memcpy(text + text_len, piece, (size_t)n);
+        text_len += (size_t)n;
+    }
+    if (!json) { fputc('\n', stdout); fflush(stdout); }
+    if (!text) text = df_strdup("");
+    else text[text_len] = 0;
+
+    double pps = t_prompt ? np / (t_prompt / 1e9) : 0.0;
+    double gps = t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0;
+    uint64_t peak = df_peak_rss();
+    char pb[32];
+    deltafin_stats st;
+    deltafin_ctx_stats(c, &st);
+    fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generation: %d tokens, %.2f tok/s | peak memory: %s\n",
+            np, pps, n_gen, gps, df_fmt_bytes(peak, pb, sizeof pb));
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON *pa = cJSON_AddArrayToObject(o, "prompt_tokens");
+        for (int i = 0; i < np; i++) cJSON_AddItemToArray(pa, cJSON_CreateNumber(pids[i]));
+        cJSON *ta = cJSON_AddArrayToObject(o, "tokens");
+        for (int i = 0; i < n_gen; i++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(gen[i]));
+        cJSON_AddStringToObject(o, "text", text);
+        cJSON *so = cJSON_AddObjectToObject(o, "stats");
+        cJSON_AddNumberToObject(so, "n_prompt", np);
+        cJSON_AddNumberToObject(so, "n_gen", n_gen);
+        cJSON_AddNumberToObject(so, "prompt_tok_s", pps);
+        cJSON_AddNumberToObject(so, "gen_tok_s", gps);
+        cJSON_AddNumberToObject(so, "peak_rss", (double)peak);
+        cJSON_AddNumberToObject(so, "expert_hits", (double)st.expert_hits);
+        cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
+        cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
+        char *s = cJSON_PrintUnformatted(o);
+        if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }
+        cJSON_Delete(o);
+    }
+    ret = failed ? 1 : 0;
+done:
+    g_ctx = NULL;
+    signal(SIGINT, SIG_DFL);
+    deltafin_sampler_free(smp);
+    deltafin_ctx_free(c);
+    deltafin_model_free(m);
+    free(pids);
+    free(gen);
+    free(text);
+    free(ptext);
+    return ret;
+}
