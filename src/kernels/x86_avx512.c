@@ -182,12 +182,225 @@ static void from_q8_0(const float *x, void *dst, int64_t n) {
     }
 }
 
+/* ------------------------------------------------------------------ 4-bit 32-blocks x Q8_0 */
+
+/* Nibbles of two 16-byte blocks as [lo0 | hi0 | lo1 | hi1] bytes (element order of Q8_0). */
+static inline __m512i nibbles2(const uint8_t *q0, const uint8_t *q1) {
+    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+                                              _mm_loadu_si128((const __m128i *)q1), 1);
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
+    /* w = [lo0 lo1 hi0 hi1] (128-bit lanes) -> [lo0 hi0 lo1 hi1] */
+    const __m512i p = _mm512_shuffle_i64x2(w, w, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm512_and_si512(p, _mm512_set1_epi8(0x0F));
+}
+
+static void dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_0 *x = w;
+    const df_block_q8_0 *y = xq;
+    const int64_t nb = n / 32;
+    const __m512i eight = _mm512_set1_epi8(8);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t ib = 0;
+    for (; ib + 2 <= nb; ib += 2) {
+        const __m512i q = nibbles2(x[ib].qs, x[ib + 1].qs);
+        const __m512i v = ld2x256(y[ib].qs, y[ib + 1].qs);
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, v);
+        p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, v));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              scale2(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d),
+                                     df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d)),
+                              acc);
+    }
+    float sumf = hsum512(acc);
+    for (; ib < nb; ib++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += ((x[ib].qs[j] & 0xF) - 8) * y[ib].qs[j] + ((x[ib].qs[j] >> 4) - 8) * y[ib].qs[j + 16];
+        sumf += sumi * (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+    }
+    *s = sumf;
+}
+
+/* Codebook formats (IQ4_NL, MXFP4): nibble -> int8 by an in-lane byte shuffle. */
+static inline __m512i lut16(const int8_t *kv) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)kv));
+}
+
+static void dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq4_nl *x = w;
+    const df_block_q8_0 *y = xq;
+    const int64_t nb = n / 32;
+    const __m512i lut = lut16(df_kvalues_iq4nl);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t ib = 0;
+    for (; ib + 2 <= nb; ib += 2) {
+        const __m512i q = _mm512_shuffle_epi8(lut, nibbles2(x[ib].qs, x[ib + 1].qs));
+        const __m512i p = dot_s8(q, ld2x256(y[ib].qs, y[ib + 1].qs));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              scale2(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d),
+                                     df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d)),
+                              acc);
+    }
+    float sumf = hsum512(acc);
+    for (; ib < nb; ib++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += y[ib].qs[j] * df_kvalues_iq4nl[x[ib].qs[j] & 0xF] +
+                    y[ib].qs[j + 16] * df_kvalues_iq4nl[x[ib].qs[j] >> 4];
+        sumf += sumi * (df_f16_to_f32(y[ib].d) * df_f16_to_f32(x[ib].d));
+    }
+    *s = sumf;
+}
+
+static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_mxfp4 *x = w;
+    const df_block_q8_0 *y = xq;
+    const int64_t nb = n / 32;
+    const __m512i lut = lut16(df_kvalues_mxfp4);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t ib = 0;
+    for (; ib + 2 <= nb; ib += 2) {
+        const __m512i q = _mm512_shuffle_epi8(lut, nibbles2(x[ib].qs, x[ib + 1].qs));
+        const __m512i p = dot_s8(q, ld2x256(y[ib].qs, y[ib + 1].qs));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              scale2(df_f16_to_f32(y[ib].d) * df_e8m0_half(x[ib].e),
+                                     df_f16_to_f32(y[ib + 1].d) * df_e8m0_half(x[ib + 1].e)),
+                              acc);
+    }
+    float sumf = hsum512(acc);
+    for (; ib < nb; ib++) {
+        int sumi = 0;
+        for (int j = 0; j < 16; j++)
+            sumi += y[ib].qs[j] * df_kvalues_mxfp4[x[ib].qs[j] & 0xF] +
+                    y[ib].qs[j + 16] * df_kvalues_mxfp4[x[ib].qs[j] >> 4];
+        sumf += (df_f16_to_f32(y[ib].d) * df_e8m0_half(x[ib].e)) * sumi;
+    }
+    *s = sumf;
+}
+
+/* ------------------------------------------------------------------ Q4_K x Q8_K */
+
+/* 8 scales and 8 mins (6-bit) of a Q4_K/Q5_K block. */
+static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    uint32_t s0 = u[0] & k1, m0 = u[1] & k1;
+    uint32_t s1 = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    uint32_t m1 = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    memcpy(sc, &s0, 4);
+    memcpy(sc + 4, &s1, 4);
+    memcpy(m, &m0, 4);
+    memcpy(m + 4, &m1, 4);
+}
+
+static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_K *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    /* int16 lane -> scale index: first 16 lanes sub-block 2c, last 16 sub-block 2c+1 */
+    const __m512i idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi16(2);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(x[i].scales, sc, mn);
+        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        /* Σ_k m_k (bsums[2k] + bsums[2k+1]): bsums pairs x mins repeated twice */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i mrep = _mm256_permutexvar_epi16(
+            _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), mn16);
+        const __m256i mprod = _mm256_madd_epi16(bs, mrep);
+        __m512i isum = _mm512_setzero_si512();
+        __m512i idx = idx0;
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m512i q = _mm512_and_si512(
+                _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+            const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * c));
+            const __m512i p16 = _mm512_maddubs_epi16(q, yv);
+            const __m512i scv = _mm512_permutexvar_epi16(idx, sc16);
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p16, scv));
+            idx = _mm512_add_epi16(idx, two);
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d;
+        const float dm = df_f16_to_f32(x[i].dmin) * y[i].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+    }
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm), _mm256_extractf128_ps(accm, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    *s = hsum512(acc) + _mm_cvtss_f32(a);
+}
+
+/* ------------------------------------------------------------------ Q6_K x Q8_K */
+
+static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q6_K *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+    /* shifts of the qh bytes: [0 | 2] for the low-nibble half, [4 | 6] for the high one */
+    const __m512i sh_a = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i sh_b = _mm512_add_epi16(sh_a, _mm512_set1_epi16(4));
+    /* int16 lane j (pair of elements 2j, 2j+1) -> scale j/8 */
+    const __m512i idx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+                                          1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i four = _mm512_set1_epi16(4);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales)));
+        /* Σ_k sc_k · bsums_k, for the -32 offset */
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
+                                                _mm512_castsi512_si256(sc16));
+        __m512i isum = _mm512_setzero_si512();
+        __m512i idx = idx0;
+        for (int h = 0; h < 2; h++) {
+            const __m512i L = _mm512_loadu_si512((const void *)(x[i].ql + 64 * h));
+            const __m256i H256 = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(H256), H256, 1);
+            const __m512i qa = _mm512_or_si512(
+                _mm512_and_si512(L, m4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(H, sh_a), m3), 4));
+            const __m512i qb = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(H, sh_b), m3), 4));
+            const __m512i ya = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h));
+            const __m512i yb = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64));
+            const __m512i sa = _mm512_permutexvar_epi16(idx, sc16);
+            idx = _mm512_add_epi16(idx, four);
+            const __m512i sb = _mm512_permutexvar_epi16(idx, sc16);
+            idx = _mm512_add_epi16(idx, four);
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(qa, ya), sa));
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(qb, yb), sb));
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-32.0f * d), accm);
+    }
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm), _mm256_extractf128_ps(accm, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    *s = hsum512(acc) + _mm_cvtss_f32(a);
+}
+
 void df_kernels_fill_avx512(df_kernel_table *t) {
     t->name = "avx512";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
     t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0;
+    t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
+    t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
+    t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
+    t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
+    t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
 }
