@@ -57,9 +57,15 @@ typedef struct df_gguf {
 } df_gguf;
 
 /* Open a GGUF file. If the name matches *-00001-of-0000N.gguf, all shards are opened and
- * merged (split.* keys validated). Returns DF_OK and *out, or an error status. */
+ * merged (split.* keys validated). Returns DF_OK and *out, or an error status:
+ * DF_ERR_IO (open/read failed), DF_ERR_FORMAT (malformed file; df_errmsg() starts with the
+ * path and names the section/key/tensor), DF_ERR_INVALID (a later shard was given),
+ * DF_ERR_NOMEM. Tensor names are unique, non-empty, < 64 bytes, valid UTF-8; tensor offsets
+ * are absolute and every tensor's data lies within its shard file. */
 int df_gguf_open(const char *path, df_gguf **out);
-/* Parse from a memory buffer (used by the fuzzer; tensor data bounds checked against len). */
+/* Parse from a memory buffer (used by the fuzzer; tensor data bounds checked against len).
+ * The buffer is borrowed: it must outlive *out (df_gguf_read copies from it). `name` is used
+ * in error messages ("name: reason"). */
 int df_gguf_open_mem(const void *data, size_t len, const char *name, df_gguf **out);
 void df_gguf_close(df_gguf *g);
 
@@ -73,7 +79,7 @@ const df_gguf_tensor *df_gguf_tensor_find(const df_gguf *g, const char *name);
 int df_gguf_get_u32(const df_gguf *g, const char *key, uint32_t *out);
 int df_gguf_get_i32(const df_gguf *g, const char *key, int32_t *out);
 int df_gguf_get_u64(const df_gguf *g, const char *key, uint64_t *out);
-int df_gguf_get_f32(const df_gguf *g, const char *key, float *out); /* accepts F32/F64 */
+int df_gguf_get_f32(const df_gguf *g, const char *key, float *out); /* F32/F64/any integer */
 int df_gguf_get_bool(const df_gguf *g, const char *key, bool *out);
 int df_gguf_get_str(const df_gguf *g, const char *key, const char **out); /* borrowed */
 /* Arrays: element type checked against `want_type`; returns borrowed pointer + count. */
