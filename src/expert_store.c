@@ -469,6 +469,14 @@ void df_store_prefetch(df_store *s, int layer, const int *experts, int n) {
     pthread_mutex_unlock(&s->mu);
 }
 
+void df_store_set_prefetch(df_store *s, int mode) {
+    pthread_mutex_lock(&s->mu);
+    s->p.prefetch = mode;
+    s->prefetch = mode;
+    if (mode == DF_PREFETCH_AUTO && s->n_slots < 4 * s->p.min_slots) s->prefetch = DF_PREFETCH_OFF;
+    pthread_mutex_unlock(&s->mu);
+}
+
 int df_store_pin_hot(df_store *s, const int *layers, const int *experts, int n) {
     int pinned = 0;
     for (int i = 0; i < n; i++) {

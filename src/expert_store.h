@@ -57,6 +57,7 @@ void df_store_release(df_store *s, int layer, int expert);
 /* Starts reads for experts of `layer` not yet cached, never blocks, never evicts a pinned
  * or loading slot. A no-op when prefetch is off (or auto turned it off). */
 void df_store_prefetch(df_store *s, int layer, const int *experts, int n);
+void df_store_set_prefetch(df_store *s, int mode); /* DF_PREFETCH_* */
 
 /* Load and pin for the whole run (hot set). Stops when the hot set would leave fewer than
  * 2 * min_slots unpinned slots; returns how many were pinned (>= 0) or an error (read). */

@@ -4,6 +4,7 @@
  * hit/miss accounting; hot set; records with checksums; injected EIO / short read /
  * corruption and a truncated file each give an error naming layer, expert, file and offset. */
 #include "expert_store.h"
+#include "memplan.h"
 #include "testlib.h"
 
 #include <pthread.h>
@@ -375,5 +376,38 @@ int main(void) {
                   "msg: %s", df_errmsg());
     }
     unlink(path);
+
+    /* memory plan */
+    {
+        df_memplan_in in = {0};
+        in.dense_bytes = 1000ull << 20; in.kv_bytes = 100ull << 20; in.scratch_bytes = 36ull << 20;
+        in.overhead_bytes = 64ull << 20;
+        in.slot_bytes = 24ull << 20; in.n_experts_total = 1000; in.expert_total_bytes = 1000ull * (24ull << 20);
+        in.mem_limit = 4ull << 30;
+        df_memplan pl;
+        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        CHECK_EQ_INT(pl.n_slots, (int)(((4ull << 30) - (1200ull << 20)) / (24ull << 20)));
+        CHECK(pl.fixed_bytes + pl.cache_bytes <= in.mem_limit);
+        CHECK(!pl.all_resident);
+        CHECK_NEAR(pl.frac_resident, pl.n_slots / 1000.0, 1e-9);
+        char buf[1024];
+        CHECK(strstr(df_memplan_str(&pl, buf, sizeof buf), "expert cache") != NULL);
+        /* everything fits */
+        in.mem_limit = 64ull << 30;
+        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        CHECK(pl.all_resident && pl.n_slots == 1000);
+        /* smallest working set: dense + kv + scratch + overhead + 2 slots = 1248 MiB */
+        in.mem_limit = 1248ull << 20;
+        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        CHECK_EQ_INT(pl.n_slots, 2);
+        in.mem_limit = (1248ull << 20) - 1;
+        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_ERR_RANGE);
+        CHECK_MSG(strstr(df_errmsg(), "need at least 1.22 GiB") != NULL, "msg: %s", df_errmsg());
+        /* limit from available memory minus reserve */
+        in.mem_limit = 0; in.mem_available = 3ull << 30; in.mem_reserve = 1ull << 30;
+        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        CHECK(pl.limit_from_ram && pl.limit == (2ull << 30));
+        CHECK(df_mem_available() > 0);
+    }
     TEST_MAIN_END("test_store");
 }
