@@ -32,6 +32,8 @@ struct deltafin_sampler {
     int32_t *ring;
     int ring_cap, ring_len, ring_head; /* head = index of the oldest entry */
     int32_t *counts;                   /* [n_alloc] occurrences in the ring (ids < n_alloc) */
+    int32_t *pen_id;                   /* [ring_cap] ids penalized in the current sample() */
+    float *pen_orig;                   /*            and their unpenalized logits */
 
     /* per-n_vocab scratch */
     int n_alloc;
@@ -102,7 +104,12 @@ deltafin_sampler *deltafin_sampler_create(const deltafin_sampler_params *p) {
     if (s->penalties_on) {
         s->ring_cap = par.repeat_last_n;
         s->ring = df_malloc((size_t)s->ring_cap * sizeof *s->ring);
-        if (!s->ring) { free(s); return NULL; }
+        s->pen_id = df_malloc((size_t)s->ring_cap * sizeof *s->pen_id);
+        s->pen_orig = df_malloc((size_t)s->ring_cap * sizeof *s->pen_orig);
+        if (!s->ring || !s->pen_id || !s->pen_orig) {
+            free(s->ring); free(s->pen_id); free(s->pen_orig); free(s);
+            return NULL;
+        }
     }
     rng_seed(s->rng, par.seed);
     s->last_id = -1;
@@ -112,6 +119,8 @@ deltafin_sampler *deltafin_sampler_create(const deltafin_sampler_params *p) {
 void deltafin_sampler_free(deltafin_sampler *s) {
     if (!s) return;
     free(s->ring);
+    free(s->pen_id);
+    free(s->pen_orig);
     free(s->counts);
     free(s->cand);
     free(s->raw);
@@ -160,40 +169,34 @@ static int ensure_vocab(deltafin_sampler *s, int n_vocab) {
 static inline bool better(const df_cand *a, const df_cand *b) {
     return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
-static int cmp_cand(const void *pa, const void *pb) {
-    const df_cand *a = pa, *b = pb;
-    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
+/* Sift c[i] down in the heap c[0..n) whose root is the WORST candidate. */
+static void sift_down(df_cand *c, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && better(&c[w], &c[l])) w = l;
+        if (r < n && better(&c[w], &c[r])) w = r;
+        if (w == i) return;
+        df_cand t = c[i]; c[i] = c[w]; c[w] = t;
+        i = w;
+    }
 }
 
-/* Move the k best of c[0..n) to c[0..k), sorted best first. O(n log k): a min-heap (worst
- * kept candidate at the root) of size k over the prefix. */
+/* Move the k best of c[0..n) to c[0..k), sorted best first: a heap of the k best so far (worst
+ * at the root) over the prefix, a scan of the rest, then heapsort. O(n log k), in place (no
+ * qsort: glibc's may allocate). */
 static void partial_sort(df_cand *c, int n, int k) {
-    if (k >= n) { qsort(c, (size_t)n, sizeof *c, cmp_cand); return; }
+    if (k > n) k = n;
     if (k <= 0) return;
-    /* build heap over c[0..k): parent is "worse or equal" than children */
-    for (int start = k / 2 - 1; start >= 0; start--) {
-        int i = start;
-        for (;;) {
-            int l = 2 * i + 1, r = l + 1, w = i;
-            if (l < k && better(&c[w], &c[l])) w = l;
-            if (r < k && better(&c[w], &c[r])) w = r;
-            if (w == i) break;
-            df_cand t = c[i]; c[i] = c[w]; c[w] = t; i = w;
-        }
-    }
+    for (int i = k / 2 - 1; i >= 0; i--) sift_down(c, k, i);
     for (int j = k; j < n; j++) {
         if (!better(&c[j], &c[0])) continue;
         df_cand t = c[0]; c[0] = c[j]; c[j] = t;
-        int i = 0;
-        for (;;) {
-            int l = 2 * i + 1, r = l + 1, w = i;
-            if (l < k && better(&c[w], &c[l])) w = l;
-            if (r < k && better(&c[w], &c[r])) w = r;
-            if (w == i) break;
-            df_cand u = c[i]; c[i] = c[w]; c[w] = u; i = w;
-        }
+        sift_down(c, k, 0);
     }
-    qsort(c, (size_t)k, sizeof *c, cmp_cand);
+    for (int end = k - 1; end > 0; end--) { /* the worst goes last */
+        df_cand t = c[0]; c[0] = c[end]; c[end] = t;
+        sift_down(c, end, 0);
+    }
 }
 
 /* llama_sampler_softmax_impl: max-subtracted expf, float sum, p normalized. */
@@ -205,6 +208,48 @@ static void softmax_f(df_cand *c, int n) {
     for (int i = 0; i < n; i++) c[i].p /= sum;
 }
 
+/* The k best of raw[0..n) into c[0..k), sorted best first (NaN counts as -inf). The scan
+ * compares plain floats against the worst kept candidate, so it costs about one load and one
+ * compare per vocabulary entry. */
+static void top_k_from(df_cand *c, const float *raw, int n, int k) {
+    for (int i = 0; i < k; i++) {
+        c[i].id = i;
+        c[i].logit = isnan(raw[i]) ? -INFINITY : raw[i];
+    }
+    for (int i = k / 2 - 1; i >= 0; i--) sift_down(c, k, i);
+    for (int i = k; i < n; i++) {
+        float l = raw[i];
+        if (!(l > c[0].logit)) continue; /* equal logits: the lower id (already kept) wins */
+        c[0].id = i;
+        c[0].logit = l;
+        sift_down(c, k, 0);
+    }
+    for (int end = k - 1; end > 0; end--) {
+        df_cand t = c[0]; c[0] = c[end]; c[end] = t;
+        sift_down(c, end, 0);
+    }
+}
+
+/* top_p on c[0..n) (probabilities in c[].p): keep the shortest best-first prefix whose
+ * cumulative probability reaches top_p. Sorts only as deep as needed. Returns the new n. */
+static int top_p_cut(df_cand *c, int n, float top_p, bool sorted) {
+    int k = sorted ? n : (n > 1024 ? 256 : n);
+    if (!sorted) partial_sort(c, n, k);
+    float cum = 0.0f;
+    int i = 0;
+    for (;;) {
+        for (; i < k; i++) {
+            cum += c[i].p;
+            if (cum >= top_p) return i + 1;
+        }
+        if (k == n) return n;
+        /* not reached within the sorted prefix: sort deeper (the prefix stays in place) */
+        int nk = k * 4 < n ? k * 4 : n;
+        partial_sort(c + k, n - k, nk - k);
+        k = nk;
+    }
+}
+
 int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_vocab) {
     if (!s || !logits || n_vocab <= 0) {
         df_err(DF_ERR_INVALID, "sampler: bad arguments (n_vocab %d)", n_vocab);
@@ -213,78 +258,59 @@ int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_
     if (ensure_vocab(s, n_vocab) != DF_OK) return -1;
     const deltafin_sampler_params *p = &s->par;
     df_cand *c = s->cand;
-    memcpy(s->raw, logits, (size_t)n_vocab * sizeof *logits);
+    float *raw = s->raw;
+    memcpy(raw, logits, (size_t)n_vocab * sizeof *logits);
     s->n_raw = n_vocab;
-    for (int i = 0; i < n_vocab; i++) {
-        float l = logits[i];
-        c[i].id = i;
-        c[i].logit = isnan(l) ? -INFINITY : l;
-        c[i].p = 0.0f;
-    }
 
-    /* penalties (llama_sampler_penalties_apply): c[id] is still indexed by id here */
+    /* penalties (llama_sampler_penalties_apply), written into raw for the distinct ids of the
+     * history and undone before returning, so raw stays the model's logits for _top() */
+    int n_pen = 0;
     if (s->penalties_on) {
         for (int i = 0; i < s->ring_len; i++) {
             int32_t id = s->ring[(s->ring_head + i) % s->ring_cap];
-            if (id >= n_vocab || s->counts[id] <= 0 || c[id].p != 0.0f) continue;
-            c[id].p = 1.0f; /* mark: penalize each distinct id once */
+            if (id >= n_vocab || s->counts[id] <= 0) continue; /* <= 0: done already */
             int cnt = s->counts[id];
-            if (c[id].logit <= 0) c[id].logit *= p->repeat_penalty;
-            else c[id].logit /= p->repeat_penalty;
-            c[id].logit -= (float)cnt * p->freq_penalty + p->presence_penalty;
+            s->counts[id] = -cnt;
+            s->pen_id[n_pen] = id;
+            s->pen_orig[n_pen++] = raw[id];
+            float l = isnan(raw[id]) ? -INFINITY : raw[id];
+            if (l <= 0) l *= p->repeat_penalty;
+            else l /= p->repeat_penalty;
+            raw[id] = l - ((float)cnt * p->freq_penalty + p->presence_penalty);
         }
+        for (int i = 0; i < n_pen; i++) s->counts[s->pen_id[i]] *= -1;
+    }
+
+    int32_t chosen;
+    if (p->temp <= 0.0f) { /* greedy: the truncation steps never remove the argmax */
+        int best = -1;
+        float bl = -INFINITY;
+        for (int i = 0; i < n_vocab; i++)
+            if (raw[i] > bl) { bl = raw[i]; best = i; } /* strict: ties keep the lowest id */
+        chosen = best < 0 ? 0 : best;                   /* all -inf/NaN: id 0 */
+        goto out;
     }
 
     int n = n_vocab;
-    if (p->temp <= 0.0f) { /* greedy */
-        int best = 0;
-        for (int i = 1; i < n; i++)
-            if (c[i].logit > c[best].logit) best = i; /* strict: ties keep the lowest id */
-        s->last_id = c[best].id;
-        return s->last_id;
-    }
-
     bool sorted = false;
-    /* top_k */
     if (p->top_k > 0) {
-        int k = p->top_k < n ? p->top_k : n;
-        partial_sort(c, n, k);
-        n = k;
+        n = p->top_k < n_vocab ? p->top_k : n_vocab;
+        top_k_from(c, raw, n_vocab, n);
         sorted = true;
-    }
-    /* top_p (min_keep 0): shortest sorted prefix whose cumulative probability >= top_p */
-    if (p->top_p < 1.0f) {
-        softmax_f(c, n);
-        if (!sorted) {
-            /* adaptive like llama.cpp: sort the best 256 first, the rest only if needed */
-            int k = n > 1024 ? 256 : n;
-            partial_sort(c, n, k);
-            float cum = 0.0f;
-            int last = -1;
-            for (int i = 0; i < k; i++) {
-                cum += c[i].p;
-                if (cum >= p->top_p) { last = i + 1; break; }
-            }
-            if (last < 0 && k < n) {
-                qsort(c, (size_t)n, sizeof *c, cmp_cand);
-                cum = 0.0f;
-                for (int i = 0; i < n; i++) {
-                    cum += c[i].p;
-                    if (cum >= p->top_p) { last = i + 1; break; }
-                }
-            }
-            n = last < 0 ? n : last;
-            sorted = true;
-        } else {
-            float cum = 0.0f;
-            for (int i = 0; i < n; i++) {
-                cum += c[i].p;
-                if (cum >= p->top_p) { n = i + 1; break; }
-            }
+    } else {
+        for (int i = 0; i < n; i++) {
+            c[i].id = i;
+            c[i].logit = isnan(raw[i]) ? -INFINITY : raw[i];
         }
     }
+    /* top_p (min_keep 0) */
+    if (p->top_p < 1.0f) {
+        softmax_f(c, n);
+        n = top_p_cut(c, n, p->top_p, sorted);
+        sorted = true;
+    }
     /* min_p: keep logits >= max_logit + ln(min_p); the top token always stays */
-    if (p->min_p > 0.0f && n > 0) {
+    if (p->min_p > 0.0f) {
         if (sorted) {
             float min_logit = c[0].logit + logf(p->min_p);
             int i = 1;
@@ -308,8 +334,8 @@ int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_
     if (n == 1 || max_l == -INFINITY) {
         int best = 0;
         for (int i = 1; i < n; i++) if (better(&c[i], &c[best])) best = i;
-        s->last_id = c[best].id;
-        return s->last_id;
+        chosen = c[best].id;
+        goto out;
     }
     double sum = 0.0;
     for (int i = 0; i < n; i++) { c[i].p = expf(c[i].logit - max_l); sum += c[i].p; }
@@ -319,8 +345,11 @@ int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_
         run += c[i].p;
         if (run >= target && c[i].p > 0.0f) { sel = i; break; }
     }
-    s->last_id = c[sel].id;
-    return s->last_id;
+    chosen = c[sel].id;
+out:
+    for (int i = 0; i < n_pen; i++) raw[s->pen_id[i]] = s->pen_orig[i];
+    s->last_id = chosen;
+    return chosen;
 }
 
 /* Logprobs of the model's own distribution (softmax of the raw logits of the last sample,
