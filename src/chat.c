@@ -676,7 +676,7 @@ enum {
     E_LIT, E_NAME, E_LIST, E_TUPLE, E_DICT, E_ATTR, E_ITEM, E_SLICE, E_CALL, E_FILTER, E_TEST,
     E_NEG, E_POS, E_NOT, E_AND, E_OR, E_BIN, E_CMP, E_COND, E_CONCAT,
     /* statements */
-    S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SETBLOCK, S_MACRO, S_BREAK, S_CONTINUE, S_BODY
+    S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SETBLOCK, S_MACRO, S_BREAK, S_CONTINUE, S_BODY, S_WITH
 };
 
 typedef struct node node;
@@ -1118,6 +1118,7 @@ static node *parse_math1(parser *P) {
 }
 static node *parse_compare(parser *P) {
     node *x = parse_math1(P);
+    node *last = NULL; /* last comparison of a chain: a < b < c == (a < b) and (b < c) */
     for (;;) {
         tok *t = pk(P);
         int op = -1;
@@ -1134,7 +1135,13 @@ static node *parse_compare(parser *P) {
             P->i += 2;
         }
         if (op < 0) return x;
-        x = mk_bin(P, E_CMP, op, t, x, parse_math1(P));
+        if (!last) {
+            x = last = mk_bin(P, E_CMP, op, t, x, parse_math1(P));
+        } else {
+            node *c = mk_bin(P, E_CMP, op, t, last->b, parse_math1(P));
+            x = mk_bin(P, E_AND, 0, t, x, c);
+            last = c;
+        }
     }
 }
 static node *parse_not(parser *P) {
@@ -1367,6 +1374,27 @@ static node *parse_statement(parser *P) {
     }
     if (!strcmp(nm, "break") || !strcmp(nm, "continue")) {
         node *x = mk_node(P, nm[0] == 'b' ? S_BREAK : S_CONTINUE, t);
+        expect_bend(P);
+        return x;
+    }
+    if (!strcmp(nm, "with")) { /* {% with a = x, b = y %} ... {% endwith %}: a new scope */
+        node *x = mk_node(P, S_WITH, t);
+        nvec assigns = {0};
+        while (pk(P)->t != T_BEND) {
+            if (assigns.n) expect_op(P, ",");
+            node *a = mk_node(P, S_SET, pk(P));
+            a->a = mk_node(P, E_NAME, pk(P));
+            a->a->s = expect_name(P);
+            expect_op(P, "=");
+            a->b = parse_expr(P);
+            nv_push(P->J, &assigns, a);
+        }
+        expect_bend(P);
+        x->v = assigns.v;
+        x->nv = assigns.n;
+        static const char *const ends[] = {"endwith", NULL};
+        tok *et;
+        x->body = parse_body(P, ends, &et);
         expect_bend(P);
         return x;
     }
@@ -2375,6 +2403,7 @@ static jval call_macro(ev *E, node *at, macro *m, const args_t *a) {
 /* --- filters ------------------------------------------------------------------------------- */
 
 static jval apply_filter(ev *E, node *at, const char *name, jval v, const args_t *a);
+static jval binop(ev *E, node *at, int op, jval a, jval b);
 static bool apply_test(ev *E, node *at, const char *name, jval v, const args_t *a);
 
 static jval tojson_val(ev *E, node *at, jval v, const args_t *a) {
@@ -2668,6 +2697,61 @@ static jval apply_filter(ev *E, node *at, const char *name, jval v, const args_t
         jval r = sb_val(J, &b);
         r.s->safe = true;
         return r;
+    }
+    if (!strcmp(name, "reverse")) {
+        if (v.t == V_STR) {
+            jval r = do_slice(E, at, v, NONE, NONE, mk_int(-1));
+            return r;
+        }
+        jlist *src = iter_list(E, at, v);
+        jlist *l = list_new(J, src->n);
+        for (int i = src->n - 1; i >= 0; i--) list_push(J, l, src->v[i]);
+        return mk_list(l);
+    }
+    if (!strcmp(name, "sum")) {
+        jlist *src = iter_list(E, at, v);
+        jval attr;
+        bool has_attr = arg(a, -1, "attribute", &attr) && attr.t == V_STR;
+        jval acc = arg_or(a, 1, "start", mk_int(0));
+        for (int i = 0; i < src->n; i++)
+            acc = binop(E, at, OP_ADD, acc, has_attr ? get_attr(E, at, src->v[i], attr.s->s) : src->v[i]);
+        return acc;
+    }
+    if (!strcmp(name, "min") || !strcmp(name, "max")) {
+        jlist *src = iter_list(E, at, v);
+        if (!src->n) return undef_named(E, "empty sequence");
+        bool cs = truthy(arg_or(a, 0, "case_sensitive", mk_bool(false)));
+        jval best = src->v[0];
+        for (int i = 1; i < src->n; i++) {
+            jval x = src->v[i];
+            int c = (!cs && x.t == V_STR && best.t == V_STR) ? cmp_ci_keys(x.s, best.s) : py_cmp(E, at, x, best);
+            if (name[1] == 'i' ? c < 0 : c > 0) best = x;
+        }
+        return best;
+    }
+    if (!strcmp(name, "round")) {
+        jval pr = arg_or(a, 0, "precision", mk_int(0));
+        jval method = arg_or(a, 1, "method", mk_str(J, "common"));
+        if (!is_num(v) || pr.t != V_INT) rt_fail(E, at, "round: expected a number");
+        double x = num_f(v), m = pow(10.0, (double)pr.i);
+        const char *md = method.t == V_STR ? method.s->s : "common";
+        double r = !strcmp(md, "ceil") ? ceil(x * m) / m : !strcmp(md, "floor") ? floor(x * m) / m : nearbyint(x * m) / m;
+        return mk_float(r);
+    }
+    if (!strcmp(name, "attr")) {
+        jstr *nm = arg_str(E, at, a, 0, NULL, "attr");
+        if (v.t == V_NS || v.t == V_DICT) {
+            jval *p = dict_get(v.d, nm->s);
+            if (v.t == V_NS && p) return *p;
+        }
+        return undef_named(E, nm->s);
+    }
+    if (!strcmp(name, "format")) {
+        jval s = to_str(E, v);
+        jlist *l = list_new(J, a->npos);
+        l->tuple = true;
+        for (int i = 0; i < a->npos; i++) list_push(J, l, a->pos[i]);
+        return binop(E, at, OP_MOD, s, mk_list(l));
     }
     rt_fail(E, at, "no filter named '%s'", name);
 }
@@ -3465,6 +3549,12 @@ static int exec_node_inner(ev *E, scope *S, node *x) {
         v.m = m;
         dict_set(J, &S->vars, x->s, v);
         return FLOW_NORMAL;
+    }
+    case S_WITH: {
+        scope *W = scope_new(E, S);
+        for (int i = 0; i < x->nv; i++) /* values are evaluated in the outer scope */
+            dict_set(J, &W->vars, x->v[i]->a->s, eval(E, S, x->v[i]->b));
+        return exec_body(E, W, x->body);
     }
     case S_BREAK: return FLOW_BREAK;
     case S_CONTINUE: return FLOW_CONTINUE;
