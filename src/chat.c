@@ -3728,6 +3728,18 @@ int df_chat_msgs_to_json(const deltafin_chat_msg *msgs, int n, char **out) {
                 cJSON_Delete(arr);
                 return df_err(DF_ERR_FORMAT, "chat message %d: tool_calls is not valid JSON", i);
             }
+            /* OpenAI sends function.arguments as a JSON string; HF templates expect a mapping
+             * (they iterate it or tojson it). Parse strings that hold a JSON object. */
+            cJSON *call;
+            cJSON_ArrayForEach(call, tc) {
+                cJSON *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+                cJSON *args = fn ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
+                if (args && cJSON_IsString(args)) {
+                    cJSON *obj = cJSON_Parse(args->valuestring);
+                    if (obj && cJSON_IsObject(obj)) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+                    else cJSON_Delete(obj);
+                }
+            }
             cJSON_AddItemToObject(o, "tool_calls", tc);
         }
         if (m->tool_call_id && !cJSON_AddStringToObject(o, "tool_call_id", m->tool_call_id)) goto nomem;
@@ -3740,4 +3752,30 @@ int df_chat_msgs_to_json(const deltafin_chat_msg *msgs, int n, char **out) {
 nomem:
     cJSON_Delete(arr);
     return df_err(DF_ERR_NOMEM, "df_chat_msgs_to_json: out of memory");
+}
+
+int df_chat_render_msgs(const char *template_src, const char *template_name,
+                        const deltafin_chat_msg *msgs, int n, const char *tools_json,
+                        bool add_generation_prompt, const char *bos_token, const char *eos_token,
+                        const char *extra_vars_json, char **out) {
+    if (!out) return df_err(DF_ERR_INVALID, "df_chat_render_msgs: NULL out");
+    *out = NULL;
+    const char *src = template_src;
+    if (template_name) {
+        src = df_chat_builtin_template(template_name);
+        if (!src) return df_err(DF_ERR_NOTFOUND, "unknown chat template name '%s'", template_name);
+    }
+    if (!src || !*src) src = df_chat_builtin_template("chatml");
+    char *js = NULL;
+    int rc = df_chat_msgs_to_json(msgs, n, &js);
+    if (rc) return rc;
+    df_chat_opts o = {0};
+    o.add_generation_prompt = add_generation_prompt;
+    o.bos_token = bos_token;
+    o.eos_token = eos_token;
+    o.tools_json = tools_json;
+    o.extra_vars_json = extra_vars_json;
+    rc = df_chat_render_ex(src, js, &o, out);
+    free(js);
+    return rc;
 }

@@ -407,6 +407,24 @@ static void test_helpers(void) {
                    "<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n");
     free(out);
     free(js);
+    /* OpenAI-style string arguments become objects */
+    deltafin_chat_msg sa = {"assistant", "", "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\": [1, 2]}\"}}]", NULL, NULL};
+    CHECK_EQ_INT(df_chat_msgs_to_json(&sa, 1, &js), DF_OK);
+    CHECK_STR(js, "[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                  "\"function\":{\"name\":\"f\",\"arguments\":{\"x\":[1,2]}}}]}]");
+    free(js);
+    /* the all-in-one helper: name wins, NULL template -> ChatML */
+    deltafin_chat_msg u = {"user", "hi", NULL, NULL, NULL};
+    CHECK_EQ_INT(df_chat_render_msgs(NULL, NULL, &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_OK);
+    CHECK_STR(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    free(out);
+    CHECK_EQ_INT(df_chat_render_msgs("ignored", "llama3", &u, 1, NULL, true, "<|begin_of_text|>", NULL, NULL, &out), DF_OK);
+    CHECK(out && !strncmp(out, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>", 58));
+    free(out);
+    CHECK_EQ_INT(df_chat_render_msgs(NULL, "nope", &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_ERR_NOTFOUND);
+    CHECK_EQ_INT(df_chat_render_msgs(NULL, "qwen3", &u, 1, NULL, true, NULL, NULL, "{\"enable_thinking\":false}", &out), DF_OK);
+    CHECK_STR(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    free(out);
     deltafin_chat_msg bad = {"assistant", "x", "[oops", NULL, NULL};
     CHECK_EQ_INT(df_chat_msgs_to_json(&bad, 1, &js), DF_ERR_FORMAT);
 
