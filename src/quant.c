@@ -1101,6 +1101,8 @@ static int check_args(int type, int64_t n, const char *what) {
     return DF_OK;
 }
 
+bool df_can_dequantize(int type) { return df_type_info(type) && g_deq[type]; }
+
 int df_dequantize_row(int type, const void *src, float *dst, int64_t n) {
     int rc = check_args(type, n, "dequantize");
     if (rc) return rc;

@@ -37,6 +37,8 @@ uint64_t df_type_row_bytes(int type, int64_t n);
 
 /* Dequantize n elements (n % blck == 0). Returns DF_ERR_UNSUPPORTED for types without code. */
 int df_dequantize_row(int type, const void *src, float *dst, int64_t n);
+/* True if df_dequantize_row supports this type. */
+bool df_can_dequantize(int type);
 /* Quantize n elements with llama.cpp's reference algorithm (no importance matrix). */
 int df_quantize_row(int type, const float *src, void *dst, int64_t n);
 

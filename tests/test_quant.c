@@ -1,7 +1,9 @@
 /* test_quant.c — type table, names, row sizes, quantize/dequantize round trips, and hand-checked
  * blocks for the reference quantizers. */
 #include <math.h>
+#include <openssl/evp.h>
 
+#include "gguf.h"
 #include "quant.h"
 #include "testlib.h"
 
@@ -159,8 +161,43 @@ static void test_roundtrip(void) {
     free(x); free(y); free(q);
 }
 
-int main(void) {
+/* `test_quant --hash-tensors FILE`: SHA-256 over all tensor data, tensors sorted by name
+ * (used by tests/quantize.sh to compare with hashes of llama-quantize outputs). */
+static const df_gguf *g_sort;
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(g_sort->tensors[*(const int *)a].name, g_sort->tensors[*(const int *)b].name);
+}
+static int hash_tensors(const char *path) {
+    df_gguf *g;
+    if (df_gguf_open(path, &g)) { fprintf(stderr, "%s\n", df_errmsg()); return 1; }
+    int *idx = malloc(sizeof(int) * (g->n_tensors + 1));
+    for (int i = 0; i < g->n_tensors; i++) idx[i] = i;
+    g_sort = g;
+    qsort(idx, g->n_tensors, sizeof(int), cmp_name);
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+    int rc = 0;
+    for (int i = 0; i < g->n_tensors && !rc; i++) {
+        const df_gguf_tensor *t = &g->tensors[idx[i]];
+        void *buf = malloc(t->nbytes + 1);
+        rc = df_gguf_read(g, t, 0, buf, t->nbytes);
+        EVP_DigestUpdate(c, buf, t->nbytes);
+        free(buf);
+    }
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(c, md, &len);
+    EVP_MD_CTX_free(c);
+    for (unsigned i = 0; i < len; i++) printf("%02x", md[i]);
+    printf("\n");
+    free(idx);
+    df_gguf_close(g);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
     df_init();
+    if (argc == 3 && !strcmp(argv[1], "--hash-tensors")) return hash_tensors(argv[2]);
     test_table();
     test_errors();
     test_q8_0_hand();
