@@ -374,7 +374,6 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
         int idx = s->map[key];
         if (idx >= 0) {
             slot *sl = &s->slots[idx];
-            if (!counted) { s->st.hits++; counted = true; }
             if (sl->state == S_LOADING) {
                 sl->pins++; /* keep it ours while waiting */
                 uint64_t t0 = df_time_ns();
@@ -393,6 +392,12 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
             }
             DF_ASSERT(sl->state == S_READY && sl->key == key);
             sl->pins++;
+            /* a hit is a cache reuse; the first use of a prefetched expert still cost a read */
+            if (!counted) {
+                if (sl->prefetched && !sl->used) s->st.misses++;
+                else s->st.hits++;
+                counted = true;
+            }
             if (sl->prefetched && !sl->used) s->st.prefetch_used++;
             sl->used = true;
             if (sl->ref < 3) sl->ref++;

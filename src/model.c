@@ -4,6 +4,7 @@
  * expert provider, expert file locations for streaming providers, and the memory plan.
  * Invariant: see model.h. Threading: load/free on one thread; the loaded model is read-only. */
 #include "model.h"
+#include "memplan.h"
 #include "quant.h"
 #include "kernels/kernels.h"
 #include "tokenizer.h"
@@ -476,6 +477,13 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     r->n_ctx_orig = m->hp.n_ctx_orig;
     if (r->n_rot > 0) df_rope_init(r);
 
+    /* expert streaming (memplan.c): routed experts stay on disk when they do not fit */
+    bool stream = false;
+    if (!(flags & DF_LOAD_SKIP_EXPERTS)) {
+        rc = df_stream_decide(m, &stream);
+        if (rc < 0) { deltafin_model_free(m); return rc; }
+        if (stream) flags |= DF_LOAD_SKIP_EXPERTS;
+    }
     rc = load_data(m, flags);
     if (rc < 0) { deltafin_model_free(m); return rc; }
     if (m->rope_freqs) r->freq_factors = m->rope_freqs->data;
@@ -487,6 +495,9 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         m->provider = pr;
         m->has_provider = true;
         m->experts_loaded = true;
+    } else if (stream) {
+        rc = df_stream_attach(m);
+        if (rc < 0) { deltafin_model_free(m); return rc; }
     }
     if (!(flags & DF_LOAD_NO_TOKENIZER) && df_tokenizer_load &&
         df_gguf_find(m->gguf, "tokenizer.ggml.model")) {

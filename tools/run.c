@@ -6,6 +6,8 @@
 #include "deltafin.h"
 #include "tokenizer.h"
 #include "model.h"
+#include "memplan.h"
+#include "expert_store.h"
 #include "util.h"
 
 #include <cjson/cJSON.h>
@@ -39,6 +41,14 @@ static void usage(FILE *f) {
         "  --json                  print one JSON object at the end:\n"
         "                          {\"prompt_tokens\":[...],\"tokens\":[...],\"text\":\"...\",\"stats\":{...}}\n"
         "  --mem-limit SIZE        memory limit for the process (e.g. 16G; default: available RAM)\n"
+        "  --mem-reserve SIZE      with no --mem-limit: RAM left to the OS (default 1G)\n"
+        "  --io ENGINE             expert reads: auto | pread | direct | uring | mmap (default auto;\n"
+        "                          any other than auto streams routed experts from disk)\n"
+        "  --prefetch MODE         auto | on | off: read a layer's routed experts ahead (default auto)\n"
+        "  --hot FILE              pin the most used experts (\"layer expert count\" lines, from\n"
+        "                          deltafin profile) in the expert cache\n"
+        "  --preload L:E,...       pin these experts in the expert cache\n"
+        "  -v, --verbose           print the memory plan and expert-cache statistics\n"
         "  -h, --help              this help\n");
 }
 
@@ -54,7 +64,10 @@ int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *pfile = NULL;
     int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
     bool special = false, json = false;
-    uint64_t mem_limit = 0;
+    uint64_t mem_limit = 0, mem_reserve = 0;
+    const char *io_engine = NULL, *hot = NULL, *preload = NULL;
+    int prefetch = -1;
+    bool verbose = false;
     deltafin_sampler_params sp = deltafin_sampler_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -81,6 +94,23 @@ int cmd_run(int argc, char **argv) {
                 return 2;
             }
         }
+        else if (ARG("--mem-reserve", "--mem_reserve")) {
+            if (df_parse_size(argv[++i], &mem_reserve) < 0) {
+                fprintf(stderr, "run: bad --mem-reserve '%s'\n", argv[i]);
+                return 2;
+            }
+        }
+        else if (ARG("--io", "--io-engine")) {
+            int e;
+            io_engine = argv[++i];
+            if (df_io_engine_parse(io_engine, &e) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
+        }
+        else if (ARG("--prefetch", "--prefetch")) {
+            if (df_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
+        }
+        else if (ARG("--hot", "--hot")) hot = argv[++i];
+        else if (ARG("--preload", "--preload")) preload = argv[++i];
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
         else if (!strcmp(a, "--special")) special = true;
         else if (!strcmp(a, "--json")) json = true;
         else {
@@ -117,7 +147,12 @@ int cmd_run(int argc, char **argv) {
     deltafin_model_params mp = deltafin_model_default_params();
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.mem_reserve = mem_reserve;
+    if (io_engine) mp.io_engine = io_engine;
+    if (verbose && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
     int rc = deltafin_model_load(model, &mp, &m);
+    if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
+    rc = df_stream_configure(m, prefetch, hot, preload);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     if (!m->tokenizer || !df_detok_init) {
         fprintf(stderr, "run: model has no tokenizer (or the tokenizer is not built in)\n");
@@ -208,6 +243,12 @@ int cmd_run(int argc, char **argv) {
     deltafin_ctx_stats(c, &st);
     fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generation: %d tokens, %.2f tok/s | peak memory: %s\n",
             np, pps, n_gen, gps, df_fmt_bytes(peak, pb, sizeof pb));
+    if (verbose && df_stream_store(m)) {
+        df_store_stats ss;
+        char sb[512];
+        df_store_get_stats(df_stream_store(m), &ss);
+        fprintf(stderr, "%s\n", df_store_stats_str(&ss, sb, sizeof sb));
+    }
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON *pa = cJSON_AddArrayToObject(o, "prompt_tokens");
