@@ -20,7 +20,8 @@ for src in fuzz/fuzz_*.c; do
             fuzz/replay_main.c "$LIB" $LIBS; then
         echo "fuzz_replay: $name: build failed"; status=1; continue
     fi
-    if [ ! -d "$corpus" ]; then echo "fuzz_replay: $name: no corpus ($corpus)"; status=1; continue; fi
+    # a target whose corpus is not committed yet is reported, not failed
+    if [ ! -d "$corpus" ]; then echo "fuzz_replay: $name: SKIP (no corpus in $corpus)"; continue; fi
     if "$bin" "$corpus" >"$out/replay_$name.log" 2>&1; then
         echo "fuzz_replay: $name: $(tail -n 1 "$out/replay_$name.log")"
     else
