@@ -70,6 +70,13 @@ const df_kernel_table *df_kernels_by_name(const char *name) {
     return NULL;
 }
 
+int df_kernels_select(const char *name) {
+    const df_kernel_table *t = df_kernels_by_name(name);
+    if (!t) return df_err(DF_ERR_UNSUPPORTED, "kernel table '%s' is not available on this CPU/build", name ? name : "(null)");
+    g_sel = t;
+    return DF_OK;
+}
+
 /* ------------------------------------------------------------------ matmul */
 
 uint64_t df_act_bytes(int wtype, int64_t n_in, int64_t n_tok) {

@@ -25,6 +25,9 @@ void df_kernels_init(void);                     /* called by df_init() */
 const df_kernel_table *df_kernels(void);        /* the selected table */
 const df_kernel_table *df_kernels_ref(void);    /* the scalar oracle */
 const df_kernel_table *df_kernels_by_name(const char *name); /* NULL if not available here */
+/* Switch the table df_kernels()/df_matmul use (benchmarks, tests). Not safe while another
+ * thread runs kernels. Returns DF_ERR_UNSUPPORTED if `name` is not available here. */
+int df_kernels_select(const char *name);
 
 /* Bytes needed to hold n_tok activation rows of n_in elements converted for weight type wtype. */
 uint64_t df_act_bytes(int wtype, int64_t n_in, int64_t n_tok);

@@ -121,11 +121,175 @@ static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     *s = hsum256(_mm256_add_ps(acc0, acc1));
 }
 
+/* ------------------------------------------------------------------ 4-bit 32-blocks x Q8_0 */
+
+/* 32 nibbles of a 16-byte block in element order: [low nibbles | high nibbles]. */
+static inline __m256i nibbles(const uint8_t *q) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)q);
+    const __m256i w = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    return _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
+}
+
+static inline float hsum_i32_8(__m256i p) {
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
+    return (float)_mm_cvtsi128_si32(q);
+}
+
+static void dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_0 *x = w;
+    const df_block_q8_0 *y = xq;
+    const int64_t nb = n / 32;
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t ib = 0;
+    for (; ib + 2 <= nb; ib += 2) {
+        __m256i p0 = dot_s8(_mm256_sub_epi8(nibbles(x[ib].qs), eight),
+                            _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        __m256i p1 = dot_s8(_mm256_sub_epi8(nibbles(x[ib + 1].qs), eight),
+                            _mm256_loadu_si256((const __m256i *)y[ib + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
+                               _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
+                               _mm256_set1_ps(df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d)), acc1);
+    }
+    float sumf = hsum256(_mm256_add_ps(acc0, acc1));
+    for (; ib < nb; ib++) {
+        __m256i p = dot_s8(_mm256_sub_epi8(nibbles(x[ib].qs), eight), _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        sumf += hsum_i32_8(p) * (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+    }
+    *s = sumf;
+}
+
+static inline __m256i lut16(const int8_t *kv) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kv));
+}
+
+static void dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq4_nl *x = w;
+    const df_block_q8_0 *y = xq;
+    const int64_t nb = n / 32;
+    const __m256i lut = lut16(df_kvalues_iq4nl);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        __m256i p = dot_s8(_mm256_shuffle_epi8(lut, nibbles(x[ib].qs)), _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                              _mm256_set1_ps(df_f16_to_f32(y[ib].d) * df_f16_to_f32(x[ib].d)), acc);
+    }
+    *s = hsum256(acc);
+}
+
+static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_mxfp4 *x = w;
+    const df_block_q8_0 *y = xq;
+    const int64_t nb = n / 32;
+    const __m256i lut = lut16(df_kvalues_mxfp4);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        __m256i p = dot_s8(_mm256_shuffle_epi8(lut, nibbles(x[ib].qs)), _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                              _mm256_set1_ps(df_f16_to_f32(y[ib].d) * df_e8m0_half(x[ib].e)), acc);
+    }
+    *s = hsum256(acc);
+}
+
+/* ------------------------------------------------------------------ Q4_K x Q8_K */
+
+static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u[3];
+    memcpy(u, q, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    uint32_t s0 = u[0] & k1, m0 = u[1] & k1;
+    uint32_t s1 = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    uint32_t m1 = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    memcpy(sc, &s0, 4);
+    memcpy(sc + 4, &s1, 4);
+    memcpy(m, &m0, 4);
+    memcpy(m + 4, &m1, 4);
+}
+
+static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_K *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i dup = _mm256_set_epi8(15, 14, 15, 14, 13, 12, 13, 12, 11, 10, 11, 10, 9, 8, 9, 8,
+                                        7, 6, 7, 6, 5, 4, 5, 4, 3, 2, 3, 2, 1, 0, 1, 0);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(x[i].scales, sc, mn);
+        /* mins as int16 pairs [m0 m0 m1 m1 ...] against bsums */
+        const __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        const __m256i mrep = _mm256_shuffle_epi8(_mm256_set_m128i(_mm_unpackhi_epi64(mn16, mn16), mn16), dup);
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mrep);
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            const __m256i ylo = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
+            const __m256i yhi = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
+            const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * c]));
+            const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * c + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d;
+        const float dm = df_f16_to_f32(x[i].dmin) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+    }
+    *s = hsum256(_mm256_add_ps(acc, accm));
+}
+
+/* ------------------------------------------------------------------ Q6_K x Q8_K */
+
+static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q6_K *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), sc16);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const int8_t *sc = x[i].scales + 8 * h;
+            const __m256i L0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i L1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i H = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_slli_epi16(_mm256_and_si256(H, m3), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(L1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), m3), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), m3), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), m3), 4));
+            for (int g = 0; g < 4; g++) {
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * g));
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], yv), scv));
+            }
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-32.0f * d), accm);
+    }
+    *s = hsum256(_mm256_add_ps(acc, accm));
+}
+
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
     t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0;
+    t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
+    t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
+    t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
+    t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
+    t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
 }
