@@ -14,6 +14,7 @@
 #include "chat.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -555,6 +556,59 @@ static void lex(lexer *L) {
                 line_starting = false;
             }
             continue;
+        }
+        if (kind == '%') { /* {% raw %} ... {% endraw %}: verbatim text */
+            size_t q = p;
+            while (q < n && is_ws(s[q])) q++;
+            if (n - q >= 3 && !memcmp(s + q, "raw", 3) && (q + 3 >= n || !(isalnum((unsigned char)s[q + 3]) || s[q + 3] == '_'))) {
+                q += 3;
+                while (q < n && is_ws(s[q])) q++;
+                bool strip_after = false;
+                if (q < n && s[q] == '-') { strip_after = true; q++; }
+                else if (q < n && s[q] == '+') q++;
+                if (q + 1 >= n || s[q] != '%' || s[q + 1] != '}') lx_fail(L, start, "malformed {% raw %} tag");
+                q += 2;
+                if (strip_after) q += lstrip_off(s + q, n - q); /* no trim_blocks after raw (as jinja2) */
+                /* find {%[-+]? endraw [-+]?%} */
+                size_t r = q, body_end = 0, after = 0;
+                for (; r + 1 < n; r++) {
+                    if (s[r] != '{' || s[r + 1] != '%') continue;
+                    size_t t = r + 2;
+                    char sg = 0;
+                    if (t < n && (s[t] == '-' || s[t] == '+')) sg = s[t++];
+                    while (t < n && is_ws(s[t])) t++;
+                    if (n - t < 6 || memcmp(s + t, "endraw", 6)) continue;
+                    t += 6;
+                    while (t < n && is_ws(s[t])) t++;
+                    char eg = 0;
+                    if (t < n && (s[t] == '-' || s[t] == '+')) eg = s[t++];
+                    if (t + 1 >= n || s[t] != '%' || s[t + 1] != '}') continue;
+                    t += 2;
+                    body_end = r;
+                    if (sg == '-') body_end = q + rstrip_len(s + q, r - q);
+                    else if (sg != '+') { /* lstrip_blocks before {% endraw %} */
+                        size_t lp = r;
+                        while (lp > q && s[lp - 1] != '\n') lp--;
+                        bool allws = true;
+                        for (size_t k = lp; k < r; k++)
+                            if (!is_ws(s[k])) { allws = false; break; }
+                        if (allws && (lp > q || s[lp - 1] == '\n')) body_end = lp;
+                    }
+                    if (eg == '-') t += lstrip_off(s + t, n - t);
+                    else if (eg != '+' && t < n && s[t] == '\n') t++;
+                    after = t;
+                    break;
+                }
+                if (!after) lx_fail(L, start, "missing {% endraw %}");
+                if (body_end > q) {
+                    tok tt = mktok(L, T_TEXT, q);
+                    tt.s = jstr_new(L->J, s + q, body_end - q);
+                    lx_push(L, tt);
+                }
+                pos = after;
+                line_starting = s[after - 1] == '\n';
+                continue;
+            }
         }
         int is_var = kind == '{';
         lx_push(L, mktok(L, is_var ? T_VBEGIN : T_BBEGIN, start));
@@ -3190,16 +3244,51 @@ static jval binop(ev *E, node *at, int op, jval a, jval b) {
         for (size_t i = 0; i < a.s->len; i++) {
             char c = a.s->s[i];
             if (c != '%' || i + 1 >= a.s->len) { sb_putc(J, &bb, c); continue; }
-            char f = a.s->s[++i];
-            if (f == '%') { sb_putc(J, &bb, '%'); continue; }
+            /* %[flags][width][.precision]conversion */
+            char spec[32];
+            int sl = 0;
+            spec[sl++] = '%';
+            i++;
+            while (i < a.s->len && strchr("-+ #0", a.s->s[i]) && sl < 8) spec[sl++] = a.s->s[i++];
+            while (i < a.s->len && a.s->s[i] >= '0' && a.s->s[i] <= '9' && sl < 16) spec[sl++] = a.s->s[i++];
+            if (i < a.s->len && a.s->s[i] == '.') {
+                spec[sl++] = a.s->s[i++];
+                while (i < a.s->len && a.s->s[i] >= '0' && a.s->s[i] <= '9' && sl < 24) spec[sl++] = a.s->s[i++];
+            }
+            if (i >= a.s->len) rt_fail(E, at, "incomplete format");
+            char f = a.s->s[i];
+            if (f == '%' && sl == 1) { sb_putc(J, &bb, '%'); continue; }
             if (ai >= args->n) rt_fail(E, at, "not enough arguments for format string");
             jval v = args->v[ai++];
-            if (f == 's') py_str(E, &bb, v, 0);
-            else if (f == 'r') py_repr(E, &bb, v, 0);
-            else if (f == 'd' || f == 'i') {
-                if (!is_num(v)) rt_fail(E, at, "%%d format: a number is required");
-                sb_printf(J, &bb, "%lld", (long long)(v.t == V_FLOAT ? (int64_t)v.f : num_i(v)));
-            } else rt_fail(E, at, "unsupported format character '%c'", f);
+            char tmp[400];
+            if (f == 's' || f == 'r') {
+                sbuf sv = {0};
+                if (f == 's') py_str(E, &sv, v, 0);
+                else py_repr(E, &sv, v, 0);
+                if (sl == 1) { sb_put(J, &bb, sv.p ? sv.p : "", sv.n); continue; }
+                jval t = sb_val(J, &sv);
+                spec[sl++] = 's';
+                spec[sl] = 0;
+                int w = snprintf(tmp, sizeof tmp, spec, t.s->s);
+                sb_put(J, &bb, tmp, w < 0 ? 0 : (size_t)w < sizeof tmp ? (size_t)w : sizeof tmp - 1);
+            } else if (strchr("dixXo", f)) {
+                if (!is_num(v)) rt_fail(E, at, "%%%c format: a number is required, not %s", f, type_name(v));
+                spec[sl++] = 'l';
+                spec[sl++] = 'l';
+                spec[sl++] = f == 'i' ? 'd' : f;
+                spec[sl] = 0;
+                long long iv = (long long)(v.t == V_FLOAT ? (int64_t)v.f : num_i(v));
+                int w = snprintf(tmp, sizeof tmp, spec, iv);
+                sb_put(J, &bb, tmp, w < 0 ? 0 : (size_t)w < sizeof tmp ? (size_t)w : sizeof tmp - 1);
+            } else if (strchr("feEgG", f)) {
+                if (!is_num(v)) rt_fail(E, at, "%%%c format: a number is required, not %s", f, type_name(v));
+                spec[sl++] = f;
+                spec[sl] = 0;
+                int w = snprintf(tmp, sizeof tmp, spec, num_f(v));
+                sb_put(J, &bb, tmp, w < 0 ? 0 : (size_t)w < sizeof tmp ? (size_t)w : sizeof tmp - 1);
+            } else {
+                rt_fail(E, at, "unsupported format character '%c'", f);
+            }
         }
         return sb_val(J, &bb);
     }
