@@ -40,18 +40,26 @@ printf 'name\tgen_random_args\tsha256\n' > "$TMP/models.tsv"
 printf 'name\tprompt\tprompt_ids\tgen_ids\tmin_gap\tgaps\n' > "$TMP/greedy.tsv"
 printf 'name\tppl\n' > "$TMP/ppl.tsv"
 
-for arch in llama llama-moe qwen2moe qwen3moe olmoe; do
-    for type in f32 f16 q8_0; do
-        name=$arch-$type
+# name <TAB> gen-random arguments (@FIX@ = the fixtures folder; the test substitutes it)
+{
+    for arch in llama llama-moe qwen2moe qwen3moe olmoe; do
+        for type in f32 f16 q8_0; do printf '%s\t%s\n' "$arch-$type" "--arch $arch --type $type"; done
+    done
+    # byte-level BPE vocabularies (GPT-2, DeepSeek-LLM) exercise the BPE tokenizer end to end
+    printf 'qwen3moe-f16-gpt2\t--arch qwen3moe --type f16 --vocab @FIX@/vocab/ggml-vocab-gpt-2.gguf\n'
+    printf 'qwen2moe-f32-deepseek\t--arch qwen2moe --type f32 --vocab @FIX@/vocab/ggml-vocab-deepseek-llm.gguf\n'
+} > "$TMP/list"
+
+while IFS='	' read -r name base; do
         seed=1
         while :; do
-            args="--arch $arch --type $type --seed $seed"
+            args="$base --seed $seed"
             # shellcheck disable=SC2086
-            "$DF" gen-random $args "$TMP/$name.gguf" 2>/dev/null
+            "$DF" gen-random $(printf '%s' "$args" | sed "s|@FIX@|$FIX|g") "$TMP/$name.gguf" 2>/dev/null </dev/null
             : > "$TMP/rows"
             ok=1
             while IFS= read -r prompt; do
-                out=$("$TMP/oracle" "$TMP/$name.gguf" "$prompt" $N_PREDICT 2>/dev/null)
+                out=$("$TMP/oracle" "$TMP/$name.gguf" "$prompt" $N_PREDICT 2>/dev/null </dev/null)
                 gap=$(printf '%s' "$out" | cut -f3)
                 n=$(printf '%s' "$out" | cut -f2 | tr ',' '\n' | grep -c . || true)
                 # a near-tie, or an early end of generation (too little to compare), rejects the seed
@@ -60,7 +68,7 @@ for arch in llama llama-moe qwen2moe qwen3moe olmoe; do
                 fi
                 printf '%s\t%s\t%s\n' "$name" "$prompt" "$out" | cut -f1-4,5,7 >> "$TMP/rows"
             done < "$TMP/prompts"
-            [ $ok = 1 ] && break
+            if [ $ok = 1 ]; then break; fi
             seed=$((seed + 1))
             if [ $seed -gt "$MAX_SEED" ]; then echo "no seed for $name with gap >= $GAP_MIN" >&2; exit 1; fi
         done
@@ -69,16 +77,15 @@ for arch in llama llama-moe qwen2moe qwen3moe olmoe; do
         cat "$TMP/rows" >> "$TMP/greedy.tsv"
         # llama.cpp's asynchronous logger occasionally loses the last lines at exit: retry
         ppl=""
-        for try in 1 2 3 4 5; do
-            ppl=$("$PPL_BIN" -m "$TMP/$name.gguf" -f tests/data/ppl_story.txt -c 128 -t 2 2>&1 |
+        for try in $(seq 1 20); do
+            ppl=$("$PPL_BIN" -m "$TMP/$name.gguf" -f tests/data/ppl_story.txt -c 128 -t 2 2>&1 </dev/null |
                   sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
-            [ -n "$ppl" ] && break
+            if [ -n "$ppl" ]; then break; fi
         done
         [ -n "$ppl" ] || { echo "llama-perplexity failed on $name" >&2; exit 1; }
         printf '%s\t%s\n' "$name" "$ppl" >> "$TMP/ppl.tsv"
         echo "$name: seed $seed, ppl $ppl" >&2
-    done
-done
+done < "$TMP/list"
 
 # llama-2-tiny-random (32000-token SPM vocab, random weights): near-ties are common, the test
 # compares only the steps before the first gap < 0.01.

@@ -152,7 +152,7 @@ try:
         if not want(name):
             continue
         path = os.path.join(tmp, name + ".gguf")
-        rc, out, err = run(["gen-random"] + m["gen_random_args"].split() + [path])
+        rc, out, err = run(["gen-random"] + m["gen_random_args"].replace("@FIX@", FIX).split() + [path])
         if rc != 0:
             report("FAIL", f"{name} gen-random", why(rc, err))
             continue
