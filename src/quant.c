@@ -1023,6 +1023,179 @@ static void deq_q6_K(const void *src, float *y, int64_t n) {
     }
 }
 
+/* ------------------------------------------------------------------ i-quants (dequant only) */
+
+static inline float sgn8(uint8_t signs, int j) { return (signs >> j) & 1 ? -1.f : 1.f; }
+
+static void deq_iq2_xxs(const void *src, float *y, int64_t n) {
+    const df_block_iq2_xxs *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = df_f16_to_f32(x[i].d);
+        for (int ib = 0; ib < 8; ++ib) {
+            uint32_t a[2];
+            memcpy(a, x[i].qs + 4 * ib, 8);
+            const uint8_t *a8 = (const uint8_t *)a;
+            const float db = d * (0.5f + (a[1] >> 28)) * 0.25f;
+            for (int l = 0; l < 4; ++l, y += 8) {
+                const uint8_t *g = (const uint8_t *)(df_iq2xxs_grid + a8[l]);
+                const uint8_t signs = df_ksigns_iq2xs[(a[1] >> 7 * l) & 127];
+                for (int j = 0; j < 8; ++j) y[j] = db * g[j] * sgn8(signs, j);
+            }
+        }
+    }
+}
+
+static void deq_iq2_xs(const void *src, float *y, int64_t n) {
+    const df_block_iq2_xs *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = df_f16_to_f32(x[i].d);
+        for (int ib = 0; ib < 8; ++ib) {
+            float db[2] = {d * (0.5f + (x[i].scales[ib] & 0xf)) * 0.25f, d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f};
+            for (int l = 0; l < 4; ++l, y += 8) {
+                const uint16_t v = x[i].qs[4 * ib + l];
+                const uint8_t *g = (const uint8_t *)(df_iq2xs_grid + (v & 511));
+                const uint8_t signs = df_ksigns_iq2xs[v >> 9];
+                for (int j = 0; j < 8; ++j) y[j] = db[l / 2] * g[j] * sgn8(signs, j);
+            }
+        }
+    }
+}
+
+static void deq_iq2_s(const void *src, float *y, int64_t n) {
+    const df_block_iq2_s *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = df_f16_to_f32(x[i].d);
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = qs + 32;
+        for (int ib = 0; ib < 8; ++ib, qs += 4, signs += 4) {
+            float db[2] = {d * (0.5f + (x[i].scales[ib] & 0xf)) * 0.25f, d * (0.5f + (x[i].scales[ib] >> 4)) * 0.25f};
+            for (int l = 0; l < 4; ++l, y += 8) {
+                const uint8_t *g = (const uint8_t *)(df_iq2s_grid + (qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300)));
+                for (int j = 0; j < 8; ++j) y[j] = db[l / 2] * g[j] * sgn8(signs[l], j);
+            }
+        }
+    }
+}
+
+static void deq_iq3_xxs(const void *src, float *y, int64_t n) {
+    const df_block_iq3_xxs *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = df_f16_to_f32(x[i].d);
+        const uint8_t *qs = x[i].qs, *ss = x[i].qs + 64;
+        for (int ib = 0; ib < 8; ++ib, qs += 8) {
+            uint32_t a;
+            memcpy(&a, ss + 4 * ib, 4);
+            const float db = d * (0.5f + (a >> 28)) * 0.5f;
+            for (int l = 0; l < 4; ++l, y += 8) {
+                const uint8_t signs = df_ksigns_iq2xs[(a >> 7 * l) & 127];
+                const uint8_t *g1 = (const uint8_t *)(df_iq3xxs_grid + qs[2 * l]);
+                const uint8_t *g2 = (const uint8_t *)(df_iq3xxs_grid + qs[2 * l + 1]);
+                for (int j = 0; j < 4; ++j) {
+                    y[j] = db * g1[j] * sgn8(signs, j);
+                    y[j + 4] = db * g2[j] * sgn8(signs, j + 4);
+                }
+            }
+        }
+    }
+}
+
+static void deq_iq3_s(const void *src, float *y, int64_t n) {
+    const df_block_iq3_s *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = df_f16_to_f32(x[i].d);
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = x[i].signs;
+        for (int ib = 0; ib < 8; ++ib) {
+            const float db = d * (1 + 2 * ((x[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf));
+            for (int l = 0; l < 4; ++l, y += 8) {
+                const uint8_t *g1 = (const uint8_t *)(df_iq3s_grid + (qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256)));
+                const uint8_t *g2 = (const uint8_t *)(df_iq3s_grid + (qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256)));
+                for (int j = 0; j < 4; ++j) {
+                    y[j] = db * g1[j] * sgn8(signs[l], j);
+                    y[j + 4] = db * g2[j] * sgn8(signs[l], j + 4);
+                }
+            }
+            qs += 8;
+            signs += 4;
+        }
+    }
+}
+
+static void deq_iq1_s(const void *src, float *y, int64_t n) {
+    const df_block_iq1_s *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const float d = df_f16_to_f32(x[i].d);
+        const uint8_t *qs = x[i].qs;
+        for (int ib = 0; ib < 8; ++ib, qs += 4) {
+            const uint16_t h = x[i].qh[ib];
+            const float dl = d * (2 * ((h >> 12) & 7) + 1);
+            const float delta = h & 0x8000 ? -DF_IQ1S_DELTA : DF_IQ1S_DELTA;
+            for (int l = 0; l < 4; ++l, y += 8) {
+                const int8_t *g = (const int8_t *)(df_iq1s_grid + (qs[l] | (((h >> 3 * l) & 7) << 8)));
+                for (int j = 0; j < 8; ++j) y[j] = dl * (g[j] + delta);
+            }
+        }
+    }
+}
+
+static inline float iq1m_d(const df_block_iq1_m *x) {
+    uint16_t sc[4];
+    memcpy(sc, x->scales, 8);
+    uint16_t u = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+    return df_f16_to_f32(u);
+}
+
+static void deq_iq1_m(const void *src, float *y, int64_t n) {
+    const df_block_iq1_m *x = src;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint16_t sc[4];
+        memcpy(sc, x[i].scales, 8);
+        const float d = iq1m_d(&x[i]);
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh;
+        for (int ib = 0; ib < 8; ++ib, qs += 4, qh += 2) {
+            const float dl1 = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1);
+            const float dl2 = d * (2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1);
+            const uint16_t idx[4] = {(uint16_t)(qs[0] | ((qh[0] << 8) & 0x700)), (uint16_t)(qs[1] | ((qh[0] << 4) & 0x700)),
+                                     (uint16_t)(qs[2] | ((qh[1] << 8) & 0x700)), (uint16_t)(qs[3] | ((qh[1] << 4) & 0x700))};
+            const float delta[4] = {qh[0] & 0x08 ? -DF_IQ1S_DELTA : DF_IQ1S_DELTA, qh[0] & 0x80 ? -DF_IQ1S_DELTA : DF_IQ1S_DELTA,
+                                    qh[1] & 0x08 ? -DF_IQ1S_DELTA : DF_IQ1S_DELTA, qh[1] & 0x80 ? -DF_IQ1S_DELTA : DF_IQ1S_DELTA};
+            for (int l = 0; l < 4; ++l, y += 8) {
+                const int8_t *g = (const int8_t *)(df_iq1s_grid + idx[l]);
+                const float dl = l < 2 ? dl1 : dl2;
+                for (int j = 0; j < 8; ++j) y[j] = dl * (g[j] + delta[l]);
+            }
+        }
+    }
+}
+
+/* TQ1_0: 5 trits per byte (base-3 fixed point); element order as llama.cpp's dequantizer. */
+static inline int tq_trit(uint8_t b, int n) {
+    static const uint8_t pow3[6] = {1, 3, 9, 27, 81, 243};
+    uint8_t q = (uint8_t)(b * pow3[n]);
+    return (int)(((uint16_t)q * 3) >> 8) - 1;
+}
+static void deq_tq1_0(const void *src, float *y, int64_t n) {
+    const df_block_tq1_0 *x = src;
+    for (int64_t i = 0; i < n / 256; ++i) {
+        const float d = df_f16_to_f32(x[i].d);
+        for (int j = 0; j < 32; j += 32)
+            for (int k = 0; k < 5; ++k)
+                for (int m = 0; m < 32; ++m) *y++ = (float)tq_trit(x[i].qs[j + m], k) * d;
+        for (int j = 32; j < 48; j += 16)
+            for (int k = 0; k < 5; ++k)
+                for (int m = 0; m < 16; ++m) *y++ = (float)tq_trit(x[i].qs[j + m], k) * d;
+        for (int k = 0; k < 4; ++k)
+            for (int j = 0; j < 4; ++j) *y++ = (float)tq_trit(x[i].qh[j], k) * d;
+    }
+}
+static void deq_tq2_0(const void *src, float *y, int64_t n) {
+    const df_block_tq2_0 *x = src;
+    for (int64_t i = 0; i < n / 256; ++i) {
+        const float d = df_f16_to_f32(x[i].d);
+        for (int j = 0; j < 64; j += 32)
+            for (int l = 0; l < 4; ++l)
+                for (int m = 0; m < 32; ++m) *y++ = (float)(((x[i].qs[j + m] >> (l * 2)) & 3) - 1) * d;
+    }
+}
+
 /* ------------------------------------------------------------------ tables */
 
 typedef void (*deq_fn)(const void *, float *, int64_t);
@@ -1035,6 +1208,9 @@ static const deq_fn g_deq[DF_TYPE_COUNT] = {
     [DF_TYPE_Q5_1] = deq_q5_1, [DF_TYPE_MXFP4] = deq_mxfp4, [DF_TYPE_IQ4_NL] = deq_iq4_nl,
     [DF_TYPE_IQ4_XS] = deq_iq4_xs, [DF_TYPE_Q2_K] = deq_q2_K, [DF_TYPE_Q3_K] = deq_q3_K,
     [DF_TYPE_Q4_K] = deq_q4_K, [DF_TYPE_Q5_K] = deq_q5_K, [DF_TYPE_Q6_K] = deq_q6_K,
+    [DF_TYPE_IQ2_XXS] = deq_iq2_xxs, [DF_TYPE_IQ2_XS] = deq_iq2_xs, [DF_TYPE_IQ2_S] = deq_iq2_s,
+    [DF_TYPE_IQ3_XXS] = deq_iq3_xxs, [DF_TYPE_IQ3_S] = deq_iq3_s, [DF_TYPE_IQ1_S] = deq_iq1_s,
+    [DF_TYPE_IQ1_M] = deq_iq1_m, [DF_TYPE_TQ1_0] = deq_tq1_0, [DF_TYPE_TQ2_0] = deq_tq2_0,
 };
 static const q_fn g_q[DF_TYPE_COUNT] = {
     [DF_TYPE_F32] = q_f32,
@@ -1056,6 +1232,8 @@ static bool has_dot(int t) {
     case DF_TYPE_Q4_0: case DF_TYPE_Q4_1: case DF_TYPE_Q5_0: case DF_TYPE_Q5_1:
     case DF_TYPE_MXFP4: case DF_TYPE_IQ4_NL: case DF_TYPE_Q2_K: case DF_TYPE_Q3_K:
     case DF_TYPE_Q4_K: case DF_TYPE_Q5_K: case DF_TYPE_Q6_K: case DF_TYPE_IQ4_XS:
+    case DF_TYPE_IQ2_XXS: case DF_TYPE_IQ2_XS: case DF_TYPE_IQ2_S: case DF_TYPE_IQ3_XXS:
+    case DF_TYPE_IQ3_S: case DF_TYPE_IQ1_S: case DF_TYPE_IQ1_M: case DF_TYPE_TQ1_0: case DF_TYPE_TQ2_0:
         return true;
     default:
         return false;

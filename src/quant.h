@@ -85,6 +85,15 @@ void df_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n);
 /* Codebooks shared by quant.c and the kernels (formats.md §2.3). */
 extern const int8_t df_kvalues_iq4nl[16];
 extern const int8_t df_kvalues_mxfp4[16];
+/* i-quant codebooks (kernels/iq_tables.c, verbatim from ggml-common.h; formats.md §2.5). */
+extern const uint64_t df_iq2xxs_grid[256];
+extern const uint64_t df_iq2xs_grid[512];
+extern const uint64_t df_iq2s_grid[1024];
+extern const uint32_t df_iq3xxs_grid[256];
+extern const uint32_t df_iq3s_grid[512];
+extern const uint64_t df_iq1s_grid[2048]; /* bytes are int8 in {-1, 0, 1} */
+extern const uint8_t df_ksigns_iq2xs[128];
+#define DF_IQ1S_DELTA 0.125f
 /* E8M0 "half" scale of MXFP4: 2^(e-128) as float (denormal for e < 2). */
 static inline float df_e8m0_half(uint8_t e) {
     return e < 2 ? df_bits_f32(0x00200000u << e) : df_bits_f32((uint32_t)(e - 1) << 23);

@@ -61,9 +61,40 @@ static double dot_tol(int wtype) {
     }
 }
 
-/* Build a weight row of type t from floats; returns false if this type cannot be produced. */
-static bool make_weights(int t, const float *x, void *w, int64_t n) {
-    return df_quantize_row(t, x, w, n) == DF_OK;
+/* Offset of the F16 super-block scale for types without a quantizer (-1: IQ1_M special). */
+static int d_offset(int t) {
+    switch (t) {
+    case DF_TYPE_TQ1_0: return 52;
+    case DF_TYPE_TQ2_0: return 64;
+    case DF_TYPE_IQ1_M: return -1;
+    default: return 0;
+    }
+}
+
+/* Weight row of type t: quantized from x where a quantizer exists, else random block bytes with
+ * a sane scale (magnitude following the data kind; zero-blocks kind zeroes 2 of 3 blocks). */
+static bool make_weights(int t, const float *x, void *w, int64_t n, int kind) {
+    if (df_type_info(t)->can_quantize) return df_quantize_row(t, x, w, n) == DF_OK;
+    const df_type_traits *ti = df_type_info(t);
+    uint8_t *b = w;
+    for (int64_t i = 0; i < (int64_t)df_type_row_bytes(t, n); i++) b[i] = (uint8_t)rnd_u32();
+    for (int64_t k = 0; k < n / ti->blck; k++) {
+        uint8_t *blk = b + k * ti->bytes;
+        if (kind == DATA_ZERO_BLOCKS && k % 3 != 1) { memset(blk, 0, ti->bytes); continue; }
+        float d = 0.002f + 0.01f * (rnd_u32() % 1000) / 1000.0f;
+        if (kind == DATA_TINY) d *= 1e-4f;
+        if (kind == DATA_HUGE) d *= 1e3f;
+        df_f16 h = df_f32_to_f16(d);
+        int off = d_offset(t);
+        if (off >= 0) memcpy(blk + off, &h, 2);
+        else { /* IQ1_M: F16 scale spread over the top nibbles of the four u16 scales */
+            uint16_t sc[4];
+            memcpy(sc, blk + 48, 8);
+            for (int j = 0; j < 4; j++) sc[j] = (uint16_t)((sc[j] & 0x0fff) | (((h >> (4 * j)) & 0xf) << 12));
+            memcpy(blk + 48, sc, 8);
+        }
+    }
+    return true;
 }
 
 static void test_type_table(const df_kernel_table *k, const df_kernel_table *r, int t) {
@@ -87,7 +118,7 @@ static void test_type_table(const df_kernel_table *k, const df_kernel_table *r, 
             for (int rep = 0; rep < 3; rep++) {
                 gen(xw, n, kind == DATA_NONFINITE && rep == 1 ? DATA_NONFINITE : (kind == DATA_NONFINITE ? DATA_RANDOM : kind), t);
                 gen(xa, n, kind == DATA_NONFINITE && rep != 1 ? DATA_NONFINITE : (kind == DATA_NONFINITE ? DATA_RANDOM : kind), DF_TYPE_F32);
-                if (!make_weights(t, xw, w, n)) goto next_size;
+                if (!make_weights(t, xw, w, n, kind)) goto next_size;
                 r->from_float[vdt](xa, ar, n);
                 k->from_float[vdt](xa, ak, n);
                 if (memcmp(ar, ak, df_type_row_bytes(vdt, n)) != 0) bad_act++;
@@ -142,7 +173,7 @@ static void test_ref_formula(int t) {
     void *w = malloc(df_type_row_bytes(t, n)), *a = malloc(df_type_row_bytes(vdt, n));
     gen(xw, n, DATA_RANDOM, t);
     gen(xa, n, DATA_RANDOM, DF_TYPE_F32);
-    if (df_quantize_row(t, xw, w, n) == DF_OK) {
+    if (make_weights(t, xw, w, n, DATA_RANDOM)) {
         r->from_float[vdt](xa, a, n);
         df_dequantize_row(t, w, dw, n);
         df_dequantize_row(vdt, a, da, n);
@@ -166,7 +197,7 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     float *row = malloc(n_in * 4);
     for (int64_t o = 0; o < n_out; o++) {
         gen(row, n_in, DATA_RANDOM, t);
-        if (df_quantize_row(t, row, W + o * wrb, n_in) != DF_OK) { free(W); free(row); return; }
+        if (!make_weights(t, row, W + o * wrb, n_in, DATA_RANDOM)) { free(W); free(row); return; }
     }
     int64_t ldx = n_in + 3, ldy = n_out + 5;
     float *X = malloc(ldx * n_tok * 4), *Y = malloc(ldy * n_tok * 4);

@@ -195,10 +195,38 @@ static int hash_tensors(const char *path) {
     return rc ? 1 : 0;
 }
 
+/* i-quant tables: SHA-256 of the little-endian bytes as listed in formats.md §2.5. */
+static void sha_hex(const void *p, size_t n, char out[65]) {
+    unsigned char md[32];
+    unsigned int len = 0;
+    EVP_Digest(p, n, md, &len, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
+}
+static void test_iq_tables(void) {
+    static const struct { const void *p; size_t n; const char *sha; const char *name; } tabs[] = {
+        {df_iq2xxs_grid, sizeof df_iq2xxs_grid, "05826b5d3e472a3a78f196be62ac78acf81df0f909626e12ab9fa2a5d490dd54", "iq2xxs"},
+        {df_iq2xs_grid, sizeof df_iq2xs_grid, "06e47aaca60b4dc1d9b5a3f34540437058a6b142b4d7a59d5ded769b4d1bf1de", "iq2xs"},
+        {df_iq2s_grid, sizeof df_iq2s_grid, "e1aa1473412b0552c2174c30ef22ab4073f6a181b85a17056e8249bd2932fd88", "iq2s"},
+        {df_iq3xxs_grid, sizeof df_iq3xxs_grid, "46e35f5a997efdee6c99ce57854c8a0d4f0ff8ca57e5e8a60c0793ea580acf5d", "iq3xxs"},
+        {df_iq3s_grid, sizeof df_iq3s_grid, "bd1af4945a1717c65610b0284e4628b9a1ba3b306fae3a06f6e5f597356e349f", "iq3s"},
+        {df_iq1s_grid, sizeof df_iq1s_grid, "07540ffc1aeaf6ad4d97e96b0fcc765aae39671d4ae4a27bbd0e796fde167c6a", "iq1s"},
+        {df_ksigns_iq2xs, sizeof df_ksigns_iq2xs, "a76742a603f8beca5212ecce0f1f02f11a4887fd2f7c8b15aca0ea3eb3380c31", "ksigns"},
+        {df_kvalues_iq4nl, sizeof df_kvalues_iq4nl, "61aa47540aa024b5d6ddaa839b84ffe59f3d5a349af5c6c7ffcb5e0474b46163", "kvalues_iq4nl"},
+    };
+    for (size_t i = 0; i < sizeof tabs / sizeof *tabs; i++) {
+        char h[65];
+        sha_hex(tabs[i].p, tabs[i].n, h);
+        CHECK_MSG(!strcmp(h, tabs[i].sha), "table %s sha %s", tabs[i].name, h);
+    }
+    /* ksigns is i | parity(i) << 7 */
+    for (int i = 0; i < 128; i++) CHECK_EQ_INT(df_ksigns_iq2xs[i], i | ((__builtin_popcount(i) & 1) << 7));
+}
+
 int main(int argc, char **argv) {
     df_init();
     if (argc == 3 && !strcmp(argv[1], "--hash-tensors")) return hash_tensors(argv[2]);
     test_table();
+    test_iq_tables();
     test_errors();
     test_q8_0_hand();
     test_q8_K_hand();

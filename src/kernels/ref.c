@@ -291,6 +291,227 @@ static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) 
     *s = sumf;
 }
 
+/* ------------------------------------------------------------------ i-quants x Q8_K
+ * Integer sums per 8-element sub-group times the integer part of the sub-scale, then
+ * d·dy·(format constant), as llama.cpp's generic kernels. */
+
+static inline int sdot8(const uint8_t *g, uint8_t signs, const int8_t *q8) {
+    int s = 0;
+    for (int j = 0; j < 8; ++j) s += ((signs >> j) & 1) ? -(g[j] * q8[j]) : g[j] * q8[j];
+    return s;
+}
+
+static void dot_iq2_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_xxs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        int bsum = 0;
+        for (int ib = 0; ib < 8; ++ib) {
+            uint32_t a[2];
+            memcpy(a, x[i].qs + 4 * ib, 8);
+            const uint8_t *a8 = (const uint8_t *)a;
+            const int ls = 2 * (a[1] >> 28) + 1;
+            int sumi = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8)
+                sumi += sdot8((const uint8_t *)(df_iq2xxs_grid + a8[l]), df_ksigns_iq2xs[(a[1] >> 7 * l) & 127], q8);
+            bsum += sumi * ls;
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq2_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_xs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        int bsum = 0;
+        for (int ib = 0; ib < 8; ++ib) {
+            const int ls1 = 2 * (x[i].scales[ib] & 0xf) + 1, ls2 = 2 * (x[i].scales[ib] >> 4) + 1;
+            int s1 = 0, s2 = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8) {
+                const uint16_t v = x[i].qs[4 * ib + l];
+                int t = sdot8((const uint8_t *)(df_iq2xs_grid + (v & 511)), df_ksigns_iq2xs[v >> 9], q8);
+                if (l < 2) s1 += t;
+                else s2 += t;
+            }
+            bsum += s1 * ls1 + s2 * ls2;
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq2_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_s *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = qs + 32;
+        int bsum = 0;
+        for (int ib = 0; ib < 8; ++ib, qs += 4, signs += 4) {
+            const int ls1 = 2 * (x[i].scales[ib] & 0xf) + 1, ls2 = 2 * (x[i].scales[ib] >> 4) + 1;
+            int s1 = 0, s2 = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8) {
+                int t = sdot8((const uint8_t *)(df_iq2s_grid + (qs[l] | ((qh[ib] << (8 - 2 * l)) & 0x300))), signs[l], q8);
+                if (l < 2) s1 += t;
+                else s2 += t;
+            }
+            bsum += s1 * ls1 + s2 * ls2;
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.125f;
+    }
+    *s = sumf;
+}
+
+static inline int sdot4x2(const uint8_t *g1, const uint8_t *g2, uint8_t signs, const int8_t *q8) {
+    uint8_t g[8];
+    memcpy(g, g1, 4);
+    memcpy(g + 4, g2, 4);
+    return sdot8(g, signs, q8);
+}
+
+static void dot_iq3_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq3_xxs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *ss = x[i].qs + 64;
+        int bsum = 0;
+        for (int ib = 0; ib < 8; ++ib, qs += 8) {
+            uint32_t a;
+            memcpy(&a, ss + 4 * ib, 4);
+            const int ls = 2 * (a >> 28) + 1;
+            int sumi = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8)
+                sumi += sdot4x2((const uint8_t *)(df_iq3xxs_grid + qs[2 * l]), (const uint8_t *)(df_iq3xxs_grid + qs[2 * l + 1]),
+                                df_ksigns_iq2xs[(a >> 7 * l) & 127], q8);
+            bsum += sumi * ls;
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.25f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq3_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq3_s *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = x[i].signs;
+        int bsum = 0;
+        for (int ib = 0; ib < 8; ++ib, qs += 8, signs += 4) {
+            const int ls = 2 * ((x[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf) + 1;
+            int sumi = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8)
+                sumi += sdot4x2((const uint8_t *)(df_iq3s_grid + (qs[2 * l] | ((qh[ib] << (8 - 2 * l)) & 256))),
+                                (const uint8_t *)(df_iq3s_grid + (qs[2 * l + 1] | ((qh[ib] << (7 - 2 * l)) & 256))), signs[l], q8);
+            bsum += sumi * ls;
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum;
+    }
+    *s = sumf;
+}
+
+static void dot_iq1_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq1_s *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs;
+        int sumi = 0, sumi1 = 0;
+        for (int ib = 0; ib < 8; ++ib, qs += 4) {
+            const uint16_t h = x[i].qh[ib];
+            const int ls = 2 * ((h >> 12) & 7) + 1;
+            const int delta = h & 0x8000 ? -1 : 1;
+            int lsum = 0, ysum = 0;
+            for (int l = 0; l < 4; ++l, q8 += 8) {
+                const int8_t *g = (const int8_t *)(df_iq1s_grid + (qs[l] | (((h >> 3 * l) & 7) << 8)));
+                for (int j = 0; j < 8; ++j) { lsum += g[j] * q8[j]; ysum += q8[j]; }
+            }
+            sumi += ls * lsum;
+            sumi1 += ls * delta * ysum;
+        }
+        sumf += df_f16_to_f32(x[i].d) * y[i].d * (sumi + DF_IQ1S_DELTA * sumi1);
+    }
+    *s = sumf;
+}
+
+static void dot_iq1_m_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq1_m *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint16_t sc[4];
+        memcpy(sc, x[i].scales, 8);
+        const uint16_t du = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh;
+        int sumi1 = 0, sumi2 = 0;
+        for (int ib = 0; ib < 8; ++ib, qs += 4, qh += 2) {
+            const int ls1 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1;
+            const int ls2 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1;
+            const int idx[4] = {qs[0] | ((qh[0] << 8) & 0x700), qs[1] | ((qh[0] << 4) & 0x700),
+                                qs[2] | ((qh[1] << 8) & 0x700), qs[3] | ((qh[1] << 4) & 0x700)};
+            const int dl[4] = {qh[0] & 0x08 ? -1 : 1, qh[0] & 0x80 ? -1 : 1, qh[1] & 0x08 ? -1 : 1, qh[1] & 0x80 ? -1 : 1};
+            int lsum[2] = {0, 0}, dsum[2] = {0, 0};
+            for (int l = 0; l < 4; ++l, q8 += 8) {
+                const int8_t *g = (const int8_t *)(df_iq1s_grid + idx[l]);
+                int a = 0, b = 0;
+                for (int j = 0; j < 8; ++j) { a += g[j] * q8[j]; b += q8[j]; }
+                lsum[l / 2] += a;
+                dsum[l / 2] += dl[l] * b;
+            }
+            sumi1 += ls1 * lsum[0] + ls2 * lsum[1];
+            sumi2 += ls1 * dsum[0] + ls2 * dsum[1];
+        }
+        sumf += df_f16_to_f32(du) * y[i].d * (sumi1 + DF_IQ1S_DELTA * sumi2);
+    }
+    *s = sumf;
+}
+
+static void dot_tq1_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_tq1_0 *x = w;
+    const df_block_q8_K *y = xq;
+    static const uint8_t pow3[6] = {1, 3, 9, 27, 81, 243};
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        int sumi = 0, e = 0;
+        for (int k = 0; k < 5; ++k)
+            for (int m = 0; m < 32; ++m, ++e) sumi += ((((uint16_t)(uint8_t)(x[i].qs[m] * pow3[k]) * 3) >> 8) - 1) * q8[e];
+        for (int k = 0; k < 5; ++k)
+            for (int m = 0; m < 16; ++m, ++e) sumi += ((((uint16_t)(uint8_t)(x[i].qs[32 + m] * pow3[k]) * 3) >> 8) - 1) * q8[e];
+        for (int k = 0; k < 4; ++k)
+            for (int j = 0; j < 4; ++j, ++e) sumi += ((((uint16_t)(uint8_t)(x[i].qh[j] * pow3[k]) * 3) >> 8) - 1) * q8[e];
+        sumf += (float)sumi * (df_f16_to_f32(x[i].d) * y[i].d);
+    }
+    *s = sumf;
+}
+
+static void dot_tq2_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_tq2_0 *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        int sumi = 0, e = 0;
+        for (int j = 0; j < 64; j += 32)
+            for (int l = 0; l < 4; ++l)
+                for (int m = 0; m < 32; ++m, ++e) sumi += (((x[i].qs[j + m] >> (2 * l)) & 3) - 1) * q8[e];
+        sumf += (float)sumi * (df_f16_to_f32(x[i].d) * y[i].d);
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ table */
 
 void df_kernels_fill_ref(df_kernel_table *t) {
@@ -312,6 +533,15 @@ void df_kernels_fill_ref(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_XS] = dot_iq2_xs_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_S] = dot_iq2_s_q8_K;
+    t->vec_dot[DF_TYPE_IQ3_XXS] = dot_iq3_xxs_q8_K;
+    t->vec_dot[DF_TYPE_IQ3_S] = dot_iq3_s_q8_K;
+    t->vec_dot[DF_TYPE_IQ1_S] = dot_iq1_s_q8_K;
+    t->vec_dot[DF_TYPE_IQ1_M] = dot_iq1_m_q8_K;
+    t->vec_dot[DF_TYPE_TQ1_0] = dot_tq1_0_q8_K;
+    t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
 
     t->from_float[DF_TYPE_F32] = from_f32;
     t->from_float[DF_TYPE_F16] = from_f16;
