@@ -85,6 +85,7 @@ static const char *kv_name(const void *arr, int i) { return ((const df_gguf_kv *
 static const char *tensor_name(const void *arr, int i) {
     return ((const df_gguf_tensor *)arr)[i].name;
 }
+static const char *wtensor_name(const void *arr, int i); /* writer tensors, below */
 
 /* Build; on a duplicate name returns false and sets *dup_a, *dup_b (indices). */
 static int hmap_build(hmap *m, const void *arr, int n, name_fn nf, int *dup_a, int *dup_b) {
@@ -118,6 +119,32 @@ static int hmap_find(const hmap *m, const void *arr, name_fn nf, const char *k) 
         h = (h + 1) & (m->cap - 1);
     }
     return -1;
+}
+
+/* Incremental insert used by the writer (grows at load 1/2). Returns 1 if `k` already present,
+ * 0 when inserted as index idx, or a negative status. */
+static int hmap_insert(hmap *m, const void *arr, name_fn nf, const char *k, int idx) {
+    if (!m->slot || (uint64_t)(idx + 1) * 2 > m->cap) {
+        uint32_t nc = m->cap ? m->cap * 2 : 64;
+        int32_t *ns = df_calloc(nc, sizeof *ns);
+        if (!ns) return DF_ERR_NOMEM;
+        for (uint32_t i = 0; i < m->cap; i++) {
+            if (!m->slot[i]) continue;
+            uint32_t h = (uint32_t)hash_str(nf(arr, m->slot[i] - 1)) & (nc - 1);
+            while (ns[h]) h = (h + 1) & (nc - 1);
+            ns[h] = m->slot[i];
+        }
+        free(m->slot);
+        m->slot = ns;
+        m->cap = nc;
+    }
+    uint32_t h = (uint32_t)hash_str(k) & (m->cap - 1);
+    while (m->slot[h]) {
+        if (!strcmp(nf(arr, m->slot[h] - 1), k)) return 1;
+        h = (h + 1) & (m->cap - 1);
+    }
+    m->slot[h] = idx + 1;
+    return 0;
 }
 
 typedef struct {
@@ -973,12 +1000,15 @@ typedef struct {
     const void *data;
 } wtensor;
 
+static const char *wtensor_name(const void *arr, int i) { return ((const wtensor *)arr)[i].name; }
+
 struct df_gguf_writer {
     uint32_t alignment;
     int n_kv, cap_kv;
     df_gguf_kv *kv;
     int n_t, cap_t;
     wtensor *t;
+    hmap th;          /* tensor name -> index */
     /* streaming state */
     bool header_done;
     int cur;          /* tensor being written */
@@ -1001,6 +1031,7 @@ void df_gguf_writer_free(df_gguf_writer *w) {
     for (int i = 0; i < w->n_kv; i++) kv_free(&w->kv[i]);
     free(w->kv);
     free(w->t);
+    free(w->th.slot);
     free(w);
 }
 
@@ -1178,9 +1209,7 @@ int df_gguf_w_tensor(df_gguf_writer *w, const char *name, int type, int n_dims, 
     if (n_dims < 0 || n_dims > 4 || (!ne && n_dims))
         return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s': n_dims %d not in 0..4", name,
                       n_dims);
-    for (int i = 0; i < w->n_t; i++)
-        if (!strcmp(w->t[i].name, name))
-            return df_err(DF_ERR_INVALID, "gguf writer: duplicate tensor name '%s'", name);
+    if (w->n_t >= (1 << 29)) return df_err(DF_ERR_RANGE, "gguf writer: too many tensors");
     wtensor t = {0};
     memcpy(t.name, name, nl + 1);
     t.type = type;
@@ -1206,7 +1235,11 @@ int df_gguf_w_tensor(df_gguf_writer *w, const char *name, int type, int n_dims, 
         w->t = n;
         w->cap_t = nc;
     }
-    w->t[w->n_t++] = t;
+    w->t[w->n_t] = t;
+    int rc = hmap_insert(&w->th, w->t, wtensor_name, name, w->n_t);
+    if (rc < 0) return rc;
+    if (rc) return df_err(DF_ERR_INVALID, "gguf writer: duplicate tensor name '%s'", name);
+    w->n_t++;
     return DF_OK;
 }
 

@@ -453,6 +453,23 @@ static void test_roundtrip(void) {
     df_gguf_close(g);
 }
 
+/* Many tensors: the writer's duplicate check is hashed (no O(n^2)), offsets stay exact. */
+static void test_many_tensors(void) {
+    df_gguf_writer *w = df_gguf_writer_new(32);
+    int bad = 0;
+    for (int i = 0; i < 50000; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "blk.%d.ffn_up.%d", i / 384, i % 384);
+        if (df_gguf_w_tensor(w, nm, 8, 1, (int64_t[]){32}, NULL)) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(df_gguf_w_tensor(w, "blk.3.ffn_up.7", 8, 1, (int64_t[]){32}, NULL),
+                 DF_ERR_INVALID);
+    CHECK(strstr(df_errmsg(), "duplicate tensor name 'blk.3.ffn_up.7'"));
+    CHECK_EQ_INT(df_gguf_writer_tensor_offset(w, 49999), 49999ull * 64);
+    df_gguf_writer_free(w);
+}
+
 /* ---- split models ---------------------------------------------------------------------------- */
 static int write_shard(const char *name, int no, int count, int total, const char *const *tn,
                        int nt, uint8_t fill) {
@@ -598,6 +615,7 @@ int main(void) {
     test_fixture_vocab();
     test_malformed();
     test_roundtrip();
+    test_many_tensors();
     test_split();
     test_rewrite_identical("models/llama-2-tiny-random.gguf");
     test_rewrite_identical("vocab/ggml-vocab-gpt-2.gguf");
