@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "options:\n"
             "  --size SIZE     bytes per buffer/matrix (default 1G; use ≥ 4x the L3 size)\n"
             "  -t, --threads N threads (default: all cores)\n"
-            "  --types LIST    comma-separated weight types (default Q8_0,Q4_K,MXFP4,Q6_K,F16)\n"
+            "  --types LIST    comma-separated weight types (default Q8_0,Q4_K,MXFP4,Q6_K,IQ2_XXS,F16)\n"
             "  --n-in N        matrix row length (default 4096)\n"
             "  --n-tok N       also time N activation rows at once (default 0 = skip)\n"
             "  --reps N        repetitions, best is reported (default 5)\n"
@@ -103,7 +103,14 @@ static int measure_matvec(df_pool *pool, int type, int64_t n_in, size_t bytes, i
     for (int r = 0; r < nseed; r++) {
         for (int64_t i = 0; i < n_in; i++) row[i] = rnd();
         if (ti->can_quantize) df_quantize_row(type, row, W + r * rb, n_in);
-        else { free(row); free(W); return df_err(DF_ERR_UNSUPPORTED, "cannot make %s weights", ti->name); }
+        else if (type == DF_TYPE_IQ2_XXS || type == DF_TYPE_IQ2_XS || type == DF_TYPE_IQ2_S ||
+                 type == DF_TYPE_IQ3_XXS || type == DF_TYPE_IQ3_S || type == DF_TYPE_IQ1_S) {
+            /* no quantizer for these: random codes, scale (F16 at block offset 0) set sanely */
+            uint8_t *b = (uint8_t *)W + r * rb;
+            for (uint64_t k = 0; k < rb; k++) b[k] = (uint8_t)(rnd() * 127.0f + 128.0f);
+            df_f16 h = df_f32_to_f16(0.01f);
+            for (uint64_t k = 0; k < rb; k += (uint64_t)ti->bytes) memcpy(b + k, &h, 2);
+        } else { free(row); free(W); return df_err(DF_ERR_UNSUPPORTED, "cannot make %s weights", ti->name); }
     }
     for (int64_t r = nseed; r < n_out; r++) memcpy(W + r * rb, W + (r % nseed) * rb, rb);
     int nt = n_tok > 1 ? n_tok : 1;
@@ -145,7 +152,7 @@ int bench_kernels_main(int argc, char **argv) {
     int64_t n_in = 4096;
     bool json = false;
     const char *isa_req = NULL;
-    const char *types = "Q8_0,Q4_K,MXFP4,Q6_K,F16";
+    const char *types = "Q8_0,Q4_K,MXFP4,Q6_K,IQ2_XXS,F16";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

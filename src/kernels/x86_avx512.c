@@ -390,6 +390,44 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = hsum512(acc) + _mm_cvtss_f32(a);
 }
 
+/* ------------------------------------------------------------------ IQ2_XXS x Q8_K */
+
+/* Two 32-element groups per step: grid bytes (unsigned) x activations with the group's sign
+ * bits applied through a byte mask, vpdpbusd, then the odd integer scales (2s+1) per group. */
+static void dot_iq2_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_xxs *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i isum = _mm512_setzero_si512();
+        for (int ib = 0; ib < 8; ib += 2) {
+            uint32_t a[4];
+            memcpy(a, x[i].qs + 4 * ib, 16);
+            const uint8_t *a8 = (const uint8_t *)a;
+            const __m512i g = _mm512_set_epi64(
+                (long long)df_iq2xxs_grid[a8[11]], (long long)df_iq2xxs_grid[a8[10]],
+                (long long)df_iq2xxs_grid[a8[9]], (long long)df_iq2xxs_grid[a8[8]],
+                (long long)df_iq2xxs_grid[a8[3]], (long long)df_iq2xxs_grid[a8[2]],
+                (long long)df_iq2xxs_grid[a8[1]], (long long)df_iq2xxs_grid[a8[0]]);
+            uint64_t m = 0;
+            for (int l = 0; l < 4; l++) {
+                m |= (uint64_t)df_ksigns_iq2xs[(a[1] >> 7 * l) & 127] << (8 * l);
+                m |= (uint64_t)df_ksigns_iq2xs[(a[3] >> 7 * l) & 127] << (8 * l + 32);
+            }
+            const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
+            const __m512i sy = _mm512_mask_sub_epi8(yv, (__mmask64)m, _mm512_setzero_si512(), yv);
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g, sy);
+            const __m512i ls = _mm512_inserti64x4(_mm512_set1_epi32((int)(2 * (a[1] >> 28) + 1)),
+                                                  _mm256_set1_epi32((int)(2 * (a[3] >> 28) + 1)), 1);
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, ls));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                              _mm512_set1_ps(df_f16_to_f32(x[i].d) * y[i].d * 0.125f), acc);
+    }
+    *s = hsum512(acc);
+}
+
 void df_kernels_fill_avx512(df_kernel_table *t) {
     t->name = "avx512";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
@@ -401,6 +439,7 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
 }
