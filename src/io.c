@@ -385,7 +385,9 @@ static int profile_lookup(const char *ppath, const char *key) {
         if (nl) *nl = 0;
         if (!strncmp(line, key, klen) && !strncmp(line + klen, " engine=", 8)) {
             int e;
-            if (df_io_engine_parse(line + klen + 8, &e) == DF_OK && e != DF_IO_AUTO) found = e;
+            char *name = line + klen + 8, *sp = strchr(name, ' ');
+            if (sp) *sp = 0;
+            if (df_io_engine_parse(name, &e) == DF_OK && e != DF_IO_AUTO) found = e;
             else df_err_clear();
         }
         line = nl ? nl + 1 : NULL;

@@ -2,6 +2,7 @@
 #include "memplan.h"
 #include "expert_store.h"
 #include "model.h"
+#include "pack.h"
 
 #include <errno.h>
 
@@ -149,6 +150,7 @@ static int plan_ctx(const df_model *m) {
 int df_stream_decide(df_model *m, bool *stream) {
     *stream = false;
     if (!model_has_moe(m)) return DF_OK;
+    if (m->pack) { *stream = true; return DF_OK; } /* packed experts are only reachable through the store */
     int engine = DF_IO_AUTO;
     if (m->params.io_engine) {
         int rc = df_io_engine_parse(m->params.io_engine, &engine);
@@ -198,6 +200,19 @@ int df_stream_attach(df_model *m) {
     if (!paths) { free(locs); return DF_ERR_NOMEM; }
     for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
     df_store_params sp = df_store_default_params();
+    df_store_record *recs = NULL;
+    if (m->pack) { /* one checksummed read per expert */
+        recs = df_calloc((size_t)m->hp.n_layer * m->hp.n_expert + 1, sizeof *recs);
+        if (!recs) { rc = DF_ERR_NOMEM; goto out; }
+        int L = df_pack_n_layers(m->pack), E = df_pack_n_experts(m->pack);
+        if (E != m->hp.n_expert || L > m->hp.n_layer) {
+            rc = df_err(DF_ERR_FORMAT, "%s: pack has %d layers x %d experts, model %d x %d", m->path, L, E,
+                        m->hp.n_layer, m->hp.n_expert);
+            goto out;
+        }
+        df_pack_locs(m->pack, locs, recs); /* layers >= L keep zero entries (no experts) */
+        sp.records = recs;
+    }
     sp.n_layers = m->hp.n_layer;
     sp.n_experts = m->hp.n_expert;
     sp.locs = locs;
@@ -242,9 +257,48 @@ int df_stream_attach(df_model *m) {
     df_expert_provider pv = df_store_provider(s, true);
     df_model_set_expert_provider(m, &pv);
 out:
+    free(recs);
     free(locs);
     free(paths);
     return rc;
+}
+
+int df_model_pack_init(df_model *m) {
+    if (!df_pack_is_packed(m->gguf)) return DF_OK;
+    df_pack *p = NULL;
+    int rc = df_pack_open(m->gguf, &p);
+    if (rc) return rc;
+    int n = df_pack_n_tensors(p);
+    m->pack_tensors = df_calloc((size_t)(n ? n : 1), sizeof(df_gguf_tensor));
+    if (!m->pack_tensors) { df_pack_close(p); return DF_ERR_NOMEM; }
+    for (int i = 0; i < n; i++) {
+        const char *name;
+        int64_t ne[3];
+        df_gguf_tensor *t = &m->pack_tensors[i];
+        df_pack_tensor_info(p, i, &name, &t->type, ne, &t->nbytes);
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->n_dims = 3;
+        t->ne[0] = ne[0]; t->ne[1] = ne[1]; t->ne[2] = ne[2]; t->ne[3] = 1;
+        t->shard = 0;
+        t->offset = 0; /* not a contiguous tensor: locations come from the pack index */
+    }
+    m->n_pack_tensors = n;
+    m->pack = p;
+    return DF_OK;
+}
+
+const df_gguf_tensor *df_model_pack_tensor(df_model *m, const char *name) {
+    for (int i = 0; i < m->n_pack_tensors; i++)
+        if (!strcmp(m->pack_tensors[i].name, name)) return &m->pack_tensors[i];
+    return NULL;
+}
+
+void df_model_pack_free(df_model *m) {
+    df_pack_close(m->pack);
+    m->pack = NULL;
+    free(m->pack_tensors);
+    m->pack_tensors = NULL;
+    m->n_pack_tensors = 0;
 }
 
 df_store *df_stream_store(df_model *m) {

@@ -5,6 +5,7 @@
  * Invariant: see model.h. Threading: load/free on one thread; the loaded model is read-only. */
 #include "model.h"
 #include "memplan.h"
+#include "pack.h"
 #include "quant.h"
 #include "kernels/kernels.h"
 #include "tokenizer.h"
@@ -200,6 +201,7 @@ df_tensor *df_model_tensor(df_model *m, const char *fmt, int il, int flags, int 
     char name[128];
     snprintf(name, sizeof name, fmt, il);
     const df_gguf_tensor *t = df_gguf_tensor_find(m->gguf, name);
+    if (!t && m->pack && (flags & DF_T_EXPERT)) t = df_model_pack_tensor(m, name); /* packed model */
     if (!t) {
         if (!(flags & DF_T_OPTIONAL))
             m->bind_status = df_err(DF_ERR_FORMAT, "%s: missing tensor '%s' (required by arch %s)",
@@ -314,6 +316,7 @@ int df_model_expert_loc(const df_model *m, int layer, int expert, int part, df_e
         return df_err(DF_ERR_INVALID, "expert_loc: layer %d has no routed experts", layer);
     if (expert < 0 || expert >= m->hp.n_expert || part < 0 || part >= DF_EXPERT_NPARTS)
         return df_err(DF_ERR_INVALID, "expert_loc: bad expert %d / part %d", expert, part);
+    if (m->pack) return df_pack_expert_loc(m->pack, layer, expert, part, out);
     const df_tensor *t = m->layers[layer].exps[part];
     uint64_t bytes = df_type_row_bytes(t->type, t->ne[0]) * (uint64_t)t->ne[1];
     out->shard = t->info->shard;
@@ -428,6 +431,8 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     m->path = df_strdup(path);
     int rc = df_gguf_open(path, &m->gguf);
     if (rc < 0) { deltafin_model_free(m); return rc; }
+    rc = df_model_pack_init(m);
+    if (rc < 0) { deltafin_model_free(m); return rc; }
     const char *arch = NULL;
     rc = df_gguf_get_str(m->gguf, "general.architecture", &arch);
     if (rc < 0) {
@@ -446,13 +451,14 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     if (rc < 0) { deltafin_model_free(m); return rc; }
 
     m->layers = df_calloc((size_t)m->hp.n_layer, sizeof(df_layer));
-    m->cap_bound = m->gguf->n_tensors;
+    m->cap_bound = m->gguf->n_tensors + m->n_pack_tensors;
     m->tensors = df_calloc((size_t)(m->cap_bound ? m->cap_bound : 1), sizeof(df_tensor));
     if (!m->layers || !m->tensors) { deltafin_model_free(m); return DF_ERR_NOMEM; }
     m->rope_freqs = NULL;
     rc = m->arch->bind(m);
     if (rc == DF_OK) rc = m->bind_status;
-    if (rc == DF_OK && m->n_bound != m->gguf->n_tensors) {
+    /* a packed file replaces its expert tensors by deltafin.pack.experts + .index */
+    if (rc == DF_OK && m->n_bound != m->gguf->n_tensors + (m->pack ? m->n_pack_tensors - 2 : 0)) {
         /* like llama.cpp's "wrong number of tensors", but name the culprit */
         const char *extra = "?";
         for (int i = 0; i < m->gguf->n_tensors; i++) {
@@ -520,6 +526,7 @@ void deltafin_model_free(deltafin_model *m) {
     if (m->tokenizer && df_tokenizer_free) df_tokenizer_free(m->tokenizer);
     if (m->dense_mem) munmap(m->dense_mem, (size_t)(m->dense_bytes ? m->dense_bytes : 1));
     if (m->expert_mem) munmap(m->expert_mem, (size_t)m->expert_bytes);
+    df_model_pack_free(m);
     if (m->gguf) df_gguf_close(m->gguf);
     free(m->layers);
     free(m->tensors);

@@ -97,6 +97,9 @@ struct deltafin_model {
     bool experts_loaded;
     df_expert_provider provider;
     bool has_provider;
+    void *pack;                  /* df_pack * of a packed model (pack.h), else NULL */
+    df_gguf_tensor *pack_tensors; /* expert tensor infos from the pack keys (memplan.c) */
+    int n_pack_tensors;
     void *tokenizer;             /* df_tokenizer * (tokenizer.h) */
     deltafin_model_params params;
 };

@@ -441,6 +441,35 @@ int df_pack_locs(const df_pack *p, df_expert_loc *locs, df_store_record *records
     return DF_OK;
 }
 
+int df_pack_expert_loc(const df_pack *p, int layer, int expert, int part, df_expert_loc *out) {
+    if (layer < 0 || layer >= p->n_layer || expert < 0 || expert >= p->n_expert || part < 0 || part >= DF_EXPERT_NPARTS)
+        return df_err(DF_ERR_INVALID, "pack: bad layer %d / expert %d / part %d", layer, expert, part);
+    const int64_t *row = &p->index[((size_t)layer * p->n_expert + expert) * IDX_W];
+    uint64_t base = p->region->offset + (uint64_t)row[0];
+    const pk_tensor *t = &p->t[layer * K_N];
+    if (t[K_GATE_UP].present && part != DF_EXPERT_DOWN) {
+        uint64_t half = t[K_GATE_UP].slice / 2;
+        *out = (df_expert_loc){p->region->shard, base + (uint64_t)row[3] + (part == DF_EXPERT_UP ? half : 0), half,
+                               t[K_GATE_UP].type};
+        return DF_OK;
+    }
+    if (!t[part].present) return df_err(DF_ERR_INVALID, "pack: layer %d has no %s experts", layer, g_kind[part]);
+    *out = (df_expert_loc){p->region->shard, base + (uint64_t)row[3 + part], t[part].slice, t[part].type};
+    return DF_OK;
+}
+
+int df_pack_n_tensors(const df_pack *p) { return p->n_names; }
+
+int df_pack_tensor_info(const df_pack *p, int i, const char **name, int *type, int64_t ne[3], uint64_t *nbytes) {
+    if (i < 0 || i >= p->n_names) return DF_ERR_INVALID;
+    const pk_tensor *t = &p->t[p->name_layer[i] * K_N + p->name_kind[i]];
+    *name = p->names[i];
+    *type = t->type;
+    for (int d = 0; d < 3; d++) ne[d] = t->ne[d];
+    *nbytes = t->slice * (uint64_t)p->n_expert;
+    return DF_OK;
+}
+
 int df_pack_check(const df_gguf *g, const df_pack *p, uint64_t *n_checked) {
     uint64_t maxr = 0, n = (uint64_t)p->n_layer * p->n_expert;
     for (uint64_t k = 0; k < n; k++)

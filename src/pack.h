@@ -37,6 +37,12 @@ int df_pack_expert_tensor(const df_pack *p, const char *name, int *type, int64_t
 /* Fill locs [L*E*3] (fused gate_up: gate = first half, up = second half) and records [L*E]
  * (may be NULL) for the expert store. Shard = the packed file's shard index. */
 int df_pack_locs(const df_pack *p, df_expert_loc *locs, df_store_record *records);
+/* One part's location (same values as df_pack_locs). DF_ERR_INVALID for bad indices or a
+ * layer without that part. */
+int df_pack_expert_loc(const df_pack *p, int layer, int expert, int part, df_expert_loc *out);
+/* Number of original expert tensors and the i-th one's name/type/shape/bytes. */
+int df_pack_n_tensors(const df_pack *p);
+int df_pack_tensor_info(const df_pack *p, int i, const char **name, int *type, int64_t ne[3], uint64_t *nbytes);
 /* Read every record and check its checksum; first mismatch -> DF_ERR_CHECKSUM naming layer,
  * expert, file and offset. *n_checked receives the number of records checked. */
 int df_pack_check(const df_gguf *g, const df_pack *p, uint64_t *n_checked);

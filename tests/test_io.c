@@ -185,10 +185,19 @@ int main(void) {
         char want[64];
         snprintf(want, sizeof want, "engine=%s", df_io_engine_name(chosen));
         CHECK(txt && strstr(txt, want));
-        free(txt);
+        for (int rep = 0; rep < 3; rep++) { /* from the cache, not re-measured */
+            CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+            CHECK_EQ_INT(df_io_get_engine(io), chosen);
+            df_io_close(io);
+        }
+        /* a cached choice is used as is: rewrite the profile to name mmap */
+        FILE *pf = fopen(prof, "w");
+        char *sp = strstr(txt ? txt : "", " engine=");
+        if (pf && sp) { fprintf(pf, "%.*s engine=mmap pread=1.00GB/s\n", (int)(sp - txt), txt); fclose(pf); }
         CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
-        CHECK_EQ_INT(df_io_get_engine(io), chosen);
+        CHECK_EQ_INT(df_io_get_engine(io), DF_IO_MMAP);
         df_io_close(io);
+        free(txt);
         unlink(prof);
     }
     int k; uint64_t nth;

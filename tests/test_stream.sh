@@ -66,6 +66,17 @@ rc=$?
 "$BIN" pack -q "$T/m.gguf" "$T/p.gguf" 2>"$T/err" && [ ! -e "$T/p.gguf.tmp" ] &&
     "$BIN" pack --check "$T/p.gguf" >"$T/out" 2>&1 && grep -q "48 expert records, all checksums match" "$T/out" &&
     ok "pack + --check" || bad "pack: $(cat "$T/err" "$T/out")"
+# the packed model runs (one checksummed read per expert) with the same tokens
+pfail=0
+for io in pread direct uring mmap; do
+    for cache in 420K 3M 64M; do
+        OUT=$(DELTAFIN_EXPERT_CACHE=$cache "$BIN" run -m "$T/p.gguf" -p "The quick brown fox" -n 24 --temp 0 -t 2 --json --io $io \
+              2>"$T/err" | grep -o '"tokens":\[[0-9,]*\]')
+        [ "$OUT" = "$REF" ] || { [ $io = uring ] && grep -q "not available" "$T/err"; } ||
+            { pfail=1; bad "packed io=$io cache=$cache: $OUT ($(tail -1 "$T/err"))"; }
+    done
+done
+[ $pfail = 0 ] && ok "packed model: same tokens for 4 engines x 3 cache sizes"
 DELTAFIN_PACK_FAIL_AFTER=5 "$BIN" pack -q "$T/m.gguf" "$T/q.gguf" 2>/dev/null
 [ $? -ne 0 ] && [ ! -e "$T/q.gguf" ] && [ ! -e "$T/q.gguf.tmp" ] && ok "interrupted pack leaves no output" ||
     bad "interrupted pack left a file"
