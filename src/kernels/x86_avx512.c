@@ -394,7 +394,7 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
 
 /* Two 32-element groups per step: grid bytes (unsigned) x activations with the group's sign
  * bits applied through a byte mask, vpdpbusd, then the odd integer scales (2s+1) per group. */
-static void dot_iq2_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+__attribute__((target("bmi2"))) static void dot_iq2_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_iq2_xxs *x = w;
     const df_block_q8_K *y = xq;
     const int64_t nb = n / 256;
@@ -410,11 +410,12 @@ static void dot_iq2_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq)
                 (long long)df_iq2xxs_grid[a8[9]], (long long)df_iq2xxs_grid[a8[8]],
                 (long long)df_iq2xxs_grid[a8[3]], (long long)df_iq2xxs_grid[a8[2]],
                 (long long)df_iq2xxs_grid[a8[1]], (long long)df_iq2xxs_grid[a8[0]]);
-            uint64_t m = 0;
-            for (int l = 0; l < 4; l++) {
-                m |= (uint64_t)df_ksigns_iq2xs[(a[1] >> 7 * l) & 127] << (8 * l);
-                m |= (uint64_t)df_ksigns_iq2xs[(a[3] >> 7 * l) & 127] << (8 * l + 32);
-            }
+            /* eight 7-bit sign fields -> bytes, bit 7 = parity (= ksigns_iq2xs[] without lookups) */
+            uint64_t m = _pdep_u64((a[1] & 0x0fffffffu) | (uint64_t)(a[3] & 0x0fffffffu) << 28, 0x7f7f7f7f7f7f7f7full);
+            uint64_t t = (m ^ (m >> 4)) & 0x0f0f0f0f0f0f0f0full;
+            t ^= t >> 2;
+            t ^= t >> 1;
+            m |= (t & 0x0101010101010101ull) << 7;
             const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib));
             const __m512i sy = _mm512_mask_sub_epi8(yv, (__mmask64)m, _mm512_setzero_si512(), yv);
             const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g, sy);
