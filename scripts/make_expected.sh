@@ -43,7 +43,9 @@ printf 'name\tppl\n' > "$TMP/ppl.tsv"
 # name <TAB> gen-random arguments (@FIX@ = the fixtures folder; the test substitutes it)
 {
     for arch in llama llama-moe qwen2moe qwen3moe olmoe; do
-        for type in f32 f16 q8_0; do printf '%s\t%s\n' "$arch-$type" "--arch $arch --type $type"; done
+        for type in f32 f16 q8_0; do
+            printf "%s\t%s\n" "$arch-$type" "--arch $arch --type $type --vocab @FIX@/models/tok512.bin"
+        done
     done
     # byte-level BPE vocabularies (GPT-2, DeepSeek-LLM) exercise the BPE tokenizer end to end
     printf 'qwen3moe-f16-gpt2\t--arch qwen3moe --type f16 --vocab @FIX@/vocab/ggml-vocab-gpt-2.gguf\n'

@@ -143,6 +143,31 @@ try:
                 else:
                     report("PASS", "stories260K text vs llama2.c run.c")
 
+    # ---- 1b. bad input: clear error, exit status 1 (2 for bad options), no output file --------
+    if want("bad input"):
+        good_bin, good_tok = f"{FIX}/models/stories260K.bin", f"{FIX}/models/tok512.bin"
+        def cut(src, n, name):
+            dst = os.path.join(tmp, name)
+            with open(src, "rb") as f, open(dst, "wb") as g:
+                g.write(f.read(n))
+            return dst
+        bad_out = os.path.join(tmp, "bad.gguf")
+        cases = [
+            ("convert-llama2c truncated checkpoint", ["convert-llama2c", cut(good_bin, 100000, "t.bin"), good_tok, bad_out], 1, "bytes"),
+            ("convert-llama2c not a checkpoint", ["convert-llama2c", good_tok, good_tok, bad_out], 1, "config"),
+            ("convert-llama2c truncated tokenizer", ["convert-llama2c", good_bin, cut(good_tok, 3000, "tk.bin"), bad_out], 1, "tokens"),
+            ("convert-llama2c missing file", ["convert-llama2c", good_bin, os.path.join(tmp, "nope.bin"), bad_out], 1, "nope.bin"),
+            ("gen-random bad arch", ["gen-random", "--arch", "nope", bad_out], 2, "arch"),
+            ("gen-random q8_0 row not a multiple of 32", ["gen-random", "--arch", "llama", "--type", "q8_0", "--n-embd", "48", bad_out], 1, "multiple of 32"),
+            ("gen-random inconsistent heads", ["gen-random", "--arch", "llama", "--n-head", "4", "--n-head-kv", "3", bad_out], 2, "n-head"),
+        ]
+        for name, args, want_rc, needle in cases:
+            rc, out, err = run(args)
+            if rc != want_rc or needle not in err or os.path.exists(bad_out) or os.path.exists(bad_out + ".tmp"):
+                report("FAIL", f"bad input: {name}", f"exit {rc} (want {want_rc}), stderr {err.strip()[-120:]!r}")
+            else:
+                report("PASS", f"bad input: {name}")
+
     # ---- 2-4. random models vs llama.cpp ------------------------------------------------------
     models = read_tsv(f"{EXP}/random_models.tsv")
     greedy = read_tsv(f"{EXP}/random_greedy.tsv")
