@@ -6,6 +6,10 @@
  * Threading: tables are built under pthread_once and immutable afterwards. */
 #include <pthread.h>
 #include <strings.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include "kernels_impl.h"
 
@@ -32,9 +36,17 @@ static void init_tables(void) {
     }
 #endif
 #if defined(__aarch64__)
-    g_neon = g_ref;
-    df_kernels_fill_neon(&g_neon);
-    g_have_neon = true;
+    bool dp = true;
+#if defined(__linux__)
+    /* the NEON table uses sdot and FP16 conversions (ARMv8.2 dotprod + fp16) */
+    unsigned long hw = getauxval(AT_HWCAP);
+    dp = (hw & HWCAP_ASIMDDP) && (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP);
+#endif
+    if (dp) {
+        g_neon = g_ref;
+        df_kernels_fill_neon(&g_neon);
+        g_have_neon = true;
+    }
 #endif
     g_sel = g_have_avx512 ? &g_avx512 : g_have_avx2 ? &g_avx2 : g_have_neon ? &g_neon : &g_ref;
     const char *isa = getenv("DELTAFIN_ISA");

@@ -1,0 +1,168 @@
+/* arm_neon.c — AArch64 NEON kernels using the dot-product extension (sdot) and FP16
+ * conversions (compiled with -march=armv8.2-a+dotprod+fp16; dispatch.c enables this table only
+ * when the CPU reports asimddp and fphp/asimdhp).
+ * Same formulas as ref.c: exact int8 sums per block, scaled in F32 (different float order).
+ * Threading: pure functions. */
+#include <arm_neon.h>
+
+#include "kernels_impl.h"
+
+/* ------------------------------------------------------------------ F16 */
+
+static void dot_f16(int64_t n, float *s, const void *w, const void *xq) {
+    const __fp16 *a = (const __fp16 *)w, *b = (const __fp16 *)xq;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0), acc2 = vdupq_n_f32(0), acc3 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float16x8_t a0 = vld1q_f16(a + i), a1 = vld1q_f16(a + i + 8);
+        float16x8_t b0 = vld1q_f16(b + i), b1 = vld1q_f16(b + i + 8);
+        acc0 = vfmaq_f32(acc0, vcvt_f32_f16(vget_low_f16(a0)), vcvt_f32_f16(vget_low_f16(b0)));
+        acc1 = vfmaq_f32(acc1, vcvt_high_f32_f16(a0), vcvt_high_f32_f16(b0));
+        acc2 = vfmaq_f32(acc2, vcvt_f32_f16(vget_low_f16(a1)), vcvt_f32_f16(vget_low_f16(b1)));
+        acc3 = vfmaq_f32(acc3, vcvt_high_f32_f16(a1), vcvt_high_f32_f16(b1));
+    }
+    double sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc0, acc1), vaddq_f32(acc2, acc3)));
+    const df_f16 *ua = w, *ub = xq;
+    for (; i < n; i++) sum += (double)(df_f16_to_f32(ua[i]) * df_f16_to_f32(ub[i]));
+    *s = (float)sum;
+}
+
+static void from_f16(const float *x, void *dst, int64_t n) {
+    __fp16 *d = dst;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_f16(d + i, vcvt_f16_f32(vld1q_f32(x + i)));
+    df_f16 *u = dst;
+    for (; i < n; i++) u[i] = df_f32_to_f16(x[i]);
+}
+
+static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
+    const float *a = w, *b = xq;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0), acc2 = vdupq_n_f32(0), acc3 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = vfmaq_f32(acc0, vld1q_f32(a + i), vld1q_f32(b + i));
+        acc1 = vfmaq_f32(acc1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+        acc2 = vfmaq_f32(acc2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+        acc3 = vfmaq_f32(acc3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    double sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc0, acc1), vaddq_f32(acc2, acc3)));
+    for (; i < n; i++) sum += (double)(a[i] * b[i]);
+    *s = (float)sum;
+}
+
+/* ------------------------------------------------------------------ Q8_0 */
+
+static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q8_0 *x = w, *y = xq;
+    const int64_t nb = n / 32;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
+    int64_t ib = 0;
+    for (; ib + 2 <= nb; ib += 2) {
+        int32x4_t p0 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vld1q_s8(x[ib].qs), vld1q_s8(y[ib].qs)),
+                                 vld1q_s8(x[ib].qs + 16), vld1q_s8(y[ib].qs + 16));
+        int32x4_t p1 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vld1q_s8(x[ib + 1].qs), vld1q_s8(y[ib + 1].qs)),
+                                 vld1q_s8(x[ib + 1].qs + 16), vld1q_s8(y[ib + 1].qs + 16));
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d));
+    }
+    for (; ib < nb; ib++) {
+        int32x4_t p0 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vld1q_s8(x[ib].qs), vld1q_s8(y[ib].qs)),
+                                 vld1q_s8(x[ib].qs + 16), vld1q_s8(y[ib].qs + 16));
+        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+    }
+    *s = vaddvq_f32(vaddq_f32(acc0, acc1));
+}
+
+/* ------------------------------------------------------------------ 4-bit 32-blocks x Q8_0 */
+
+static inline int32x4_t dot_nib(uint8x16_t q, int8x16_t lut, const int8_t *y) {
+    const int8x16_t lo = vqtbl1q_s8(lut, vandq_u8(q, vdupq_n_u8(0x0F)));
+    const int8x16_t hi = vqtbl1q_s8(lut, vshrq_n_u8(q, 4));
+    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(y)), hi, vld1q_s8(y + 16));
+}
+
+static const int8_t k_q4_0_lut[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+static void dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_0 *x = w;
+    const df_block_q8_0 *y = xq;
+    const int8x16_t lut = vld1q_s8(k_q4_0_lut);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        int32x4_t p = dot_nib(vld1q_u8(x[ib].qs), lut, y[ib].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+    }
+    *s = vaddvq_f32(acc);
+}
+
+static void dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq4_nl *x = w;
+    const df_block_q8_0 *y = xq;
+    const int8x16_t lut = vld1q_s8(df_kvalues_iq4nl);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        int32x4_t p = dot_nib(vld1q_u8(x[ib].qs), lut, y[ib].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), df_f16_to_f32(y[ib].d) * df_f16_to_f32(x[ib].d));
+    }
+    *s = vaddvq_f32(acc);
+}
+
+static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_mxfp4 *x = w;
+    const df_block_q8_0 *y = xq;
+    const int8x16_t lut = vld1q_s8(df_kvalues_mxfp4);
+    float32x4_t acc = vdupq_n_f32(0);
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        int32x4_t p = dot_nib(vld1q_u8(x[ib].qs), lut, y[ib].qs);
+        acc = vfmaq_n_f32(acc, vcvtq_f32_s32(p), df_f16_to_f32(y[ib].d) * df_e8m0_half(x[ib].e));
+    }
+    *s = vaddvq_f32(acc);
+}
+
+/* ------------------------------------------------------------------ Q4_K x Q8_K */
+
+static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_K *x = w;
+    const df_block_q8_K *y = xq;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint32_t u[3];
+        memcpy(u, x[i].scales, 12);
+        const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+        uint32_t sc32[2] = {u[0] & k1, (u[2] & k2) | (((u[0] >> 6) & k3) << 4)};
+        uint32_t mn32[2] = {u[1] & k1, ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)};
+        const uint8_t *sc = (const uint8_t *)sc32, *mn = (const uint8_t *)mn32;
+        /* Σ m_k (bsums[2k] + bsums[2k+1]) */
+        const int16x8_t b0 = vld1q_s16(y[i].bsums), b1 = vld1q_s16(y[i].bsums + 8);
+        const int16x8_t bp = vpaddq_s16(b0, b1); /* pairwise sums: k = 0..7 */
+        const int16x8_t m16 = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+        const int32_t summs = vaddvq_s32(vmull_s16(vget_low_s16(bp), vget_low_s16(m16))) +
+                              vaddvq_s32(vmull_high_s16(bp, m16));
+        int32_t isum = 0;
+        const uint8_t *q = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        for (int c = 0; c < 4; c++, q += 32, q8 += 64) {
+            const uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
+            int32x4_t plo = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(v0, m4)), vld1q_s8(q8));
+            plo = vdotq_s32(plo, vreinterpretq_s8_u8(vandq_u8(v1, m4)), vld1q_s8(q8 + 16));
+            int32x4_t phi = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vld1q_s8(q8 + 32));
+            phi = vdotq_s32(phi, vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), vld1q_s8(q8 + 48));
+            isum += vaddvq_s32(plo) * sc[2 * c] + vaddvq_s32(phi) * sc[2 * c + 1];
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * isum - (df_f16_to_f32(x[i].dmin) * y[i].d) * summs;
+    }
+    *s = sumf;
+}
+
+void df_kernels_fill_neon(df_kernel_table *t) {
+    t->name = "neon";
+    t->vec_dot[DF_TYPE_F32] = dot_f32;
+    t->vec_dot[DF_TYPE_F16] = dot_f16;
+    t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0;
+    t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
+    t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
+    t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
+    t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
+    t->from_float[DF_TYPE_F16] = from_f16;
+}
