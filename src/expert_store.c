@@ -177,7 +177,16 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     s->n_free = s->n_slots;
     s->prefetch = pin->prefetch;
     if (s->prefetch == DF_PREFETCH_AUTO && s->n_slots < 4 * s->p.min_slots) s->prefetch = DF_PREFETCH_OFF;
-    rc = df_io_open(pin->paths, pin->n_files, &pin->io, &s->io);
+    df_io_params iop = pin->io;
+    /* io auto measures with this store's own request size */
+    uint64_t maxread = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (s->records) { if (s->records[k].nbytes > maxread) maxread = s->records[k].nbytes; continue; }
+        for (int part = 0; part < DF_EXPERT_NPARTS; part++)
+            if (s->locs[k * DF_EXPERT_NPARTS + part].nbytes > maxread) maxread = s->locs[k * DF_EXPERT_NPARTS + part].nbytes;
+    }
+    iop.probe_bytes = df_pad(maxread, DF_IO_ALIGN);
+    rc = df_io_open(pin->paths, pin->n_files, &iop, &s->io);
     if (rc) { df_store_free(s); return rc; }
     /* every location must lie inside its file */
     for (size_t k = 0; k < n; k++)

@@ -641,8 +641,11 @@ int df_io_measure(const char *path, uint64_t probe, int n_threads, int *best, do
     if (!probe) probe = 8u << 20;
     if (size < probe) probe = size;
     if (!probe) return df_err(DF_ERR_INVALID, "%s: empty file", path);
-    int n_req = (int)(size / probe);
+    /* 4..16 parallel reads, at most ~128 MiB of buffers */
+    int n_req = (int)((128u << 20) / probe);
     if (n_req > 16) n_req = 16;
+    if (n_req < 4) n_req = 4;
+    if ((uint64_t)n_req > size / probe) n_req = (int)(size / probe);
     if (n_req < 1) n_req = 1;
     uint8_t *bufs = df_aligned_alloc(DF_IO_ALIGN, (size_t)n_req * df_io_buf_need(DF_IO_ALIGN - 1, probe));
     df_io_req *reqs = df_calloc((size_t)n_req, sizeof *reqs);

@@ -147,6 +147,12 @@ static int plan_ctx(const df_model *m) {
     return n;
 }
 
+/* the context's default batch, never more than the planned context */
+static int plan_batch(const df_model *m) {
+    int c = plan_ctx(m);
+    return c < 512 ? c : 512;
+}
+
 int df_stream_decide(df_model *m, bool *stream) {
     *stream = false;
     if (!model_has_moe(m)) return DF_OK;
@@ -160,7 +166,7 @@ int df_stream_decide(df_model *m, bool *stream) {
     if (env && !strcmp(env, "0")) return DF_OK;
     if ((env && !strcmp(env, "1")) || engine != DF_IO_AUTO) { *stream = true; return DF_OK; }
     df_mem_plan mp;
-    df_model_mem_plan(m, plan_ctx(m), 512, &mp);
+    df_model_mem_plan(m, plan_ctx(m), plan_batch(m), &mp);
     uint64_t limit = m->params.mem_limit;
     if (!limit) {
         uint64_t av = df_mem_available(), res = m->params.mem_reserve ? m->params.mem_reserve : (1ull << 30);
@@ -225,7 +231,7 @@ int df_stream_attach(df_model *m) {
     }
     uint64_t slot = df_store_slot_bytes(&sp);
     df_mem_plan mp;
-    df_model_mem_plan(m, plan_ctx(m), 512, &mp);
+    df_model_mem_plan(m, plan_ctx(m), plan_batch(m), &mp);
     df_memplan_in in = {0};
     in.dense_bytes = mp.dense_bytes;
     in.kv_bytes = mp.kv_bytes;
