@@ -242,6 +242,65 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = hsum256(_mm256_add_ps(acc, accm));
 }
 
+/* ------------------------------------------------------------------ Q5_K x Q8_K */
+
+static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_K *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
+    const __m256i dup = _mm256_set_epi8(15, 14, 15, 14, 13, 12, 13, 12, 11, 10, 11, 10, 9, 8, 9, 8,
+                                        7, 6, 7, 6, 5, 4, 5, 4, 3, 2, 3, 2, 1, 0, 1, 0);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(x[i].scales, sc, mn);
+        const __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        const __m256i mrep = _mm256_shuffle_epi8(_mm256_set_m128i(_mm_unpackhi_epi64(mn16, mn16), mn16), dup);
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mrep);
+        const __m256i H = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m128i s0 = _mm_cvtsi32_si128(2 * c), s1 = _mm_cvtsi32_si128(2 * c + 1);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(H, s0), m1), 4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(H, s1), m1), 4));
+            const __m256i ylo = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c));
+            const __m256i yhi = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * c + 32));
+            const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * c]));
+            const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * c + 1]));
+            isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d;
+        const float dm = df_f16_to_f32(x[i].dmin) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+    }
+    *s = hsum256(_mm256_add_ps(acc, accm));
+}
+
+/* ------------------------------------------------------------------ IQ4_XS x Q8_K */
+
+static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq4_xs *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i lut = lut16(df_kvalues_iq4nl);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = (((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
+            const __m256i p = dot_s8(_mm256_shuffle_epi8(lut, nibbles(x[i].qs + 16 * ib)),
+                                     _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib)));
+            isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(p, _mm256_set1_epi32(ls)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(df_f16_to_f32(x[i].d) * y[i].d), acc);
+    }
+    *s = hsum256(acc);
+}
+
 /* ------------------------------------------------------------------ Q6_K x Q8_K */
 
 static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
@@ -291,5 +350,7 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
+    t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
+    t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
 }

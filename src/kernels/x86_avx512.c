@@ -338,6 +338,78 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = hsum512(acc) + _mm_cvtss_f32(a);
 }
 
+/* ------------------------------------------------------------------ Q5_K x Q8_K */
+
+static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_K *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m1 = _mm512_set1_epi8(1);
+    const __m512i idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi16(2);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sc[8], mn[8];
+        k4_scales(x[i].scales, sc, mn);
+        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        const __m256i mrep = _mm256_permutexvar_epi16(
+            _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), mn16);
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mrep);
+        const __m256i h256 = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        const __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(h256), h256, 1);
+        /* per-half shift of qh: [2c | 2c+1] */
+        __m512i sh = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+        __m512i isum = _mm512_setzero_si512();
+        __m512i idx = idx0;
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m512i q4 = _mm512_and_si512(
+                _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+            const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(H, sh), m1), 4);
+            const __m512i q = _mm512_or_si512(q4, hb);
+            const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * c));
+            const __m512i scv = _mm512_permutexvar_epi16(idx, sc16);
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv));
+            idx = _mm512_add_epi16(idx, two);
+            sh = _mm512_add_epi16(sh, two);
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d;
+        const float dm = df_f16_to_f32(x[i].dmin) * y[i].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+    }
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm), _mm256_extractf128_ps(accm, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    *s = hsum512(acc) + _mm_cvtss_f32(a);
+}
+
+/* ------------------------------------------------------------------ IQ4_XS x Q8_K */
+
+static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq4_xs *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    const __m512i lut = lut16(df_kvalues_iq4nl);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i isum = _mm512_setzero_si512();
+        for (int ib = 0; ib < 8; ib += 2) {
+            const int ls0 = ((x[i].scales_l[ib / 2] & 0xf) | (((x[i].scales_h >> 2 * ib) & 3) << 4)) - 32;
+            const int ls1 = ((x[i].scales_l[ib / 2] >> 4) | (((x[i].scales_h >> 2 * (ib + 1)) & 3) << 4)) - 32;
+            const __m512i q = _mm512_shuffle_epi8(lut, nibbles2(x[i].qs + 16 * ib, x[i].qs + 16 * ib + 16));
+            const __m512i p = dot_s8(q, _mm512_loadu_si512((const void *)(y[i].qs + 32 * ib)));
+            const __m512i ls = _mm512_inserti64x4(_mm512_set1_epi32(ls0), _mm256_set1_epi32(ls1), 1);
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(p, ls));
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(df_f16_to_f32(x[i].d) * y[i].d), acc);
+    }
+    *s = hsum512(acc);
+}
+
 /* ------------------------------------------------------------------ Q6_K x Q8_K */
 
 static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
@@ -441,6 +513,8 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
+    t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
+    t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
 }
