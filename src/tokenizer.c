@@ -331,6 +331,7 @@ struct df_tokenizer {
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, nl;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges, clean_spaces;
+    bool spm_split_ws; /* no token has U+2581 right after a non-U+2581 char: see spm_tokenize_split */
 };
 
 /* ---- UTF-8 helpers ---------------------------------------------------------------------- */
@@ -647,6 +648,30 @@ static void spm_tokenize(const df_tokenizer *t, work_t *w, const char *text, siz
     for (int32_t i = 0; i != -1; i = w->sym[i].next) spm_emit_symbol(t, text, &w->sym[i], out);
 }
 
+/* SPM merges are global (one priority queue over the whole fragment), which is quadratic-ish
+ * in cache misses for long texts. When no vocabulary token contains U+2581 directly after a
+ * different character, no merge can ever span the symbol boundary in front of a U+2581 that
+ * follows a non-U+2581 symbol; merges on either side then commute, so cutting the text there
+ * and running each segment alone gives exactly the same tokens. Symbols are llama.cpp's
+ * (lead-byte length), so an invalid lead byte that swallows a following U+2581 is respected. */
+static void spm_tokenize_split(const df_tokenizer *t, work_t *w, const char *text, size_t len, idvec *out) {
+    if (!t->spm_split_ws) { spm_tokenize(t, w, text, len, out); return; }
+    size_t seg = 0, off = 0;
+    bool prev_lb = false;
+    while (off < len) {
+        size_t l = (size_t)utf8_len_lead((unsigned char)text[off]);
+        if (l > len - off) l = len - off;
+        bool lb = l == 3 && !memcmp(text + off, "\xE2\x96\x81", 3);
+        if (lb && !prev_lb && off > seg) {
+            spm_tokenize(t, w, text + seg, off - seg, out);
+            seg = off;
+        }
+        prev_lb = lb;
+        off += l;
+    }
+    spm_tokenize(t, w, text + seg, len - seg, out);
+}
+
 /* ------------------------------------------------------------------------------------------
  * byte-level BPE
  * ---------------------------------------------------------------------------------------- */
@@ -807,10 +832,43 @@ static int bpe_tokenize(const df_tokenizer *t, work_t *w, const char *raw, size_
     size_t n = utf8_sanitize((const unsigned char *)raw, len, txt);
     spanvec sp = {0};
     int rc = presplit(t, txt, n, &sp);
+    /* Per-call cache of short pieces -> their ids (long texts repeat the same words; the
+     * ids are copied from where they were first emitted in out). */
+    enum { CACHE_BITS = 16, CACHE_MAXLEN = 48 };
+    typedef struct { uint64_t h; size_t off, out_pos; uint32_t len, nid; } centry;
+    centry *cache = NULL;
+    size_t cache_used = 0;
+    if (!rc && sp.n > 64) cache = calloc((size_t)1 << CACHE_BITS, sizeof *cache);
     if (!rc) {
-        for (size_t i = 0; i < sp.n && !w->err && !out->err; i++)
-            bpe_word(t, w, (const unsigned char *)txt + sp.v[i].off, sp.v[i].len, out);
+        for (size_t i = 0; i < sp.n && !w->err && !out->err; i++) {
+            const unsigned char *p = (const unsigned char *)txt + sp.v[i].off;
+            size_t pl = sp.v[i].len;
+            centry *ce = NULL;
+            if (cache && pl <= CACHE_MAXLEN) {
+                uint64_t h = hash_bytes(p, pl) | 1;
+                size_t mask = ((size_t)1 << CACHE_BITS) - 1, k = h & mask;
+                for (;;) {
+                    centry *e = &cache[k];
+                    if (!e->h) { ce = e; break; }
+                    if (e->h == h && e->len == pl && !memcmp(txt + e->off, p, pl)) {
+                        for (uint32_t j = 0; j < e->nid; j++) iv_push(out, out->v[e->out_pos + j]);
+                        ce = NULL;
+                        goto next_piece;
+                    }
+                    k = (k + 1) & mask;
+                }
+                if (cache_used * 4 >= ((size_t)3 << CACHE_BITS)) ce = NULL; /* 75% full: stop adding */
+                if (ce) { ce->h = h; ce->off = sp.v[i].off; ce->len = (uint32_t)pl; }
+            }
+            {
+                size_t before = out->n;
+                bpe_word(t, w, p, pl, out);
+                if (ce) { ce->out_pos = before; ce->nid = (uint32_t)(out->n - before); cache_used++; }
+            }
+        next_piece:;
+        }
     }
+    free(cache);
     free(sp.v);
     free(txt);
     return rc;
@@ -929,7 +987,7 @@ static int tokenize_vec(const df_tokenizer *t, const char *text, size_t len, boo
                 if (c == ' ') { memcpy(esc + o, "\xE2\x96\x81", 3); o += 3; }
                 else esc[o++] = c;
             }
-            spm_tokenize(t, &w, esc, o, out);
+            spm_tokenize_split(t, &w, esc, o, out);
             prev_special = false;
         }
         free(esc);
@@ -1552,6 +1610,19 @@ int df_tokenizer_load_ex(const df_gguf *g, const df_tokenizer_opts *opts, df_tok
     memset(t->sid_tok, 0xff, (size_t)t->st.n * sizeof(int32_t));
     for (int32_t i = 0; i < nv; i++) t->sid_tok[t->tok_sid[i]] = i; /* last id wins */
 
+    if (type == DF_TOK_SPM) {
+        t->spm_split_ws = true;
+        for (int32_t i = 0; i < nv && t->spm_split_ws; i++) {
+            const char *s = strtab_str(&t->st, t->tok_sid[i]);
+            size_t l = t->st.len[t->tok_sid[i]];
+            for (size_t k = 1; k + 3 <= l; k++) {
+                if (memcmp(s + k, "\xE2\x96\x81", 3)) continue;
+                if (k >= 3 && !memcmp(s + k - 3, "\xE2\x96\x81", 3)) continue;
+                t->spm_split_ws = false; /* e.g. "a\u2581b": cannot cut safely */
+                break;
+            }
+        }
+    }
     byte_level_map(t->byte_enc, t->byte_enc_len);
     for (int b = 0; b < 256; b++) {
         char c = (char)b;
