@@ -110,6 +110,37 @@ void df_quantize_act(int wtype, const float *X, int64_t ldx, int64_t n_in, int64
 }
 
 typedef struct {
+    df_from_float_fn ff;
+    const float *X;
+    int64_t ldx, n_in, n_tok, per_task;
+    uint64_t rb;
+    char *act;
+} qa_job;
+
+static void qa_task(void *ctx, int task, int thread) {
+    const qa_job *j = ctx;
+    int64_t t0 = (int64_t)task * j->per_task, t1 = t0 + j->per_task;
+    if (t1 > j->n_tok) t1 = j->n_tok;
+    for (int64_t t = t0; t < t1; t++) j->ff(j->X + t * j->ldx, j->act + t * j->rb, j->n_in);
+}
+
+void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, int64_t n_in,
+                        int64_t n_tok, void *act) {
+    const int nth = df_pool_size(pool);
+    if (nth <= 1 || n_tok < 2) {
+        df_quantize_act(wtype, X, ldx, n_in, n_tok, act);
+        return;
+    }
+    const df_type_traits *t = df_type_info(wtype);
+    DF_ASSERT(t && n_in % t->blck == 0);
+    qa_job j = {.ff = df_kernels()->from_float[t->vec_dot_type], .X = X, .ldx = ldx, .n_in = n_in,
+                .n_tok = n_tok, .rb = df_type_row_bytes(t->vec_dot_type, n_in), .act = act};
+    DF_ASSERT(j.ff);
+    j.per_task = (n_tok + nth - 1) / nth;
+    df_pool_run(pool, (int)((n_tok + j.per_task - 1) / j.per_task), qa_task, &j);
+}
+
+typedef struct {
     df_vec_dot_fn dot;
     const char *W;
     const char *act;
@@ -184,7 +215,7 @@ void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_
         DF_ASSERT(own); /* callers on hot paths pass scratch; this path is for tools/tests */
         act = own;
     }
-    df_quantize_act(wtype, X, ldx, n_in, n_tok, act);
+    df_quantize_act_mt(pool, wtype, X, ldx, n_in, n_tok, act);
     df_matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy);
     free(own);
 }

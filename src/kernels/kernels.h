@@ -41,6 +41,9 @@ void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_
 /* Same with X already converted (act filled by df_quantize_act); lets several weights that
  * share one input (gate/up, q/k/v) reuse one conversion. */
 void df_quantize_act(int wtype, const float *X, int64_t ldx, int64_t n_in, int64_t n_tok, void *act);
+/* df_quantize_act with the rows spread over the pool (worth it for n_tok >= a few). */
+void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, int64_t n_in,
+                        int64_t n_tok, void *act);
 void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                  const void *act, int64_t n_tok, float *Y, int64_t ldy);
 #endif
