@@ -75,6 +75,26 @@ static double measure_bw(df_pool *pool, size_t bytes, int reps) {
     return best;
 }
 
+static void empty_task(void *ctx, int task, int thread) { (void)ctx; (void)task; (void)thread; }
+
+/* Median cost of one df_pool_run with one empty task per thread (dispatch + barrier). */
+static double measure_dispatch_us(df_pool *pool) {
+    enum { N = 2000 };
+    static double t[N];
+    for (int i = 0; i < N; i++) {
+        uint64_t t0 = df_time_ns();
+        df_pool_run(pool, df_pool_size(pool), empty_task, NULL);
+        t[i] = (df_time_ns() - t0) / 1e3;
+    }
+    for (int i = 1; i < N; i++) { /* insertion sort is fine for 2000 */
+        double v = t[i];
+        int j = i - 1;
+        while (j >= 0 && t[j] > v) { t[j + 1] = t[j]; j--; }
+        t[j + 1] = v;
+    }
+    return t[N / 2];
+}
+
 typedef struct {
     int type;
     double gbs, ratio, gbs_tok, us_per_call;
@@ -183,6 +203,8 @@ int bench_kernels_main(int argc, char **argv) {
                df_fmt_bytes(size, sb, sizeof sb), (long long)n_in);
         fflush(stdout);
     }
+    double disp = measure_dispatch_us(pool);
+    if (!json) printf("pool dispatch+barrier: %.2f us (median of 2000 df_pool_run)\n", disp);
     double bw = measure_bw(pool, size, reps);
     if (!json) printf("memory read bandwidth: %.2f GB/s\n", bw / 1e9);
     result res[DF_TYPE_COUNT];
@@ -209,8 +231,8 @@ int bench_kernels_main(int argc, char **argv) {
         nres++;
     }
     if (json) {
-        printf("{\"isa\":\"%s\",\"threads\":%d,\"size_bytes\":%llu,\"n_in\":%lld,\"bandwidth_gbs\":%.3f,\"matvec\":[",
-               isa, nth, (unsigned long long)size, (long long)n_in, bw / 1e9);
+        printf("{\"isa\":\"%s\",\"threads\":%d,\"size_bytes\":%llu,\"n_in\":%lld,\"dispatch_us\":%.3f,\"bandwidth_gbs\":%.3f,\"matvec\":[",
+               isa, nth, (unsigned long long)size, (long long)n_in, disp, bw / 1e9);
         for (int i = 0; i < nres; i++)
         {
             printf("%s{\"type\":\"%s\",\"gbs\":%.3f,\"ratio\":%.4f", i ? "," : "",
