@@ -474,6 +474,7 @@ void df_store_prefetch(df_store *s, int layer, const int *experts, int n) {
         if (free_like <= s->p.min_slots) break;
         int v = find_victim(s);
         if (v < 0) break;
+        if (s->slots[v].prefetched && !s->slots[v].used) break; /* would discard a prediction not yet used */
         evict(s, v);
         if (start_load(s, &s->slots[v], key) != DF_OK) { df_err_clear(); continue; }
         s->slots[v].ref = 2;

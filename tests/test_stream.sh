@@ -8,6 +8,9 @@ set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
 T=$(mktemp -d /tmp/df_test_stream.XXXXXX)
 trap 'rm -rf "$T"' EXIT
+# a private copy: other builds relinking $BIN while this runs must not break it
+cp "$BIN" "$T/deltafin" || { echo "test_stream: no binary $BIN"; exit 1; }
+BIN="$T/deltafin"
 fail=0
 ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
