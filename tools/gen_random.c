@@ -38,6 +38,21 @@ typedef struct {
     const char *vocab, *name, *out;
 } gr_opts;
 
+/* Real widths (formats.md §3) with few layers, for benchmarks. -1 = arch default. */
+typedef struct {
+    const char *name;
+    int arch;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used;
+    int64_t n_ff_exp, n_ff_shexp;
+} gr_preset;
+static const gr_preset g_presets[] = {
+    {"qwen3-30b-a3b", A_QWEN3MOE, 2048, 4, 32, 4, 128, 6144, 128, 8, 768, -1},
+    {"qwen3-235b-a22b", A_QWEN3MOE, 4096, 2, 64, 4, 128, 12288, 128, 8, 1536, -1},
+    {"mixtral-8x7b", A_LLAMA_MOE, 4096, 2, 32, 8, 128, 14336, 8, 2, -1, -1},
+    {"olmoe-1b-7b", A_OLMOE, 2048, 4, 16, 16, 128, 1024, 64, 8, -1, -1},
+    {"qwen1.5-moe-a2.7b", A_QWEN2MOE, 2048, 4, 16, 16, 128, 5632, 60, 4, 1408, 5632},
+};
+
 /* kinds of value distributions */
 enum { K_NORM, K_BIAS, K_EMBD, K_MAT, K_ROUTER, K_OUT };
 
@@ -52,10 +67,13 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: deltafin gen-random --arch ARCH [options] OUT.gguf\n\n"
+        "usage: deltafin gen-random (--arch ARCH | --preset P) [options] OUT.gguf\n\n"
         "Write a model with random weights and the exact tensor names, shapes and keys llama.cpp\n"
         "expects. Deterministic: the same options give the same bytes on every machine.\n\n"
         "  --arch A            llama | llama-moe (Mixtral-style) | qwen2moe | qwen3moe | olmoe\n"
+        "  --preset P          real widths, few layers (options given explicitly win):\n"
+        "                      qwen3-30b-a3b (4 layers), qwen3-235b-a22b (2), mixtral-8x7b (2),\n"
+        "                      olmoe-1b-7b (4), qwen1.5-moe-a2.7b (4)\n"
         "  --type T            f32 | f16 | q8_0 for the matrices (default f32); norms, biases and\n"
         "                      routers stay F32\n"
         "  --n-embd N          (default 64)\n"
@@ -79,9 +97,8 @@ static void usage(FILE *f) {
         "  --router-scale F    gain of the expert routers (default 3)\n"
         "  --name NAME         general.name (default deltafin-random-ARCH)\n"
         "  -h, --help          this help\n\n"
-        "Example (Qwen3-30B-A3B widths, 4 layers):\n"
-        "  deltafin gen-random --arch qwen3moe --type q8_0 --n-embd 2048 --n-layer 4 --n-head 32 \\\n"
-        "      --n-head-kv 4 --head-dim 128 --n-expert 128 --n-expert-used 8 --n-ff-exp 768 q3.gguf\n");
+        "Example (Qwen3-30B-A3B widths, 8 layers, ~5 GB):\n"
+        "  deltafin gen-random --preset qwen3-30b-a3b --n-layer 8 --type q8_0 q3.gguf\n");
 }
 
 /* ---- deterministic values ------------------------------------------------------------------ */
@@ -305,10 +322,11 @@ static bool parse_i64(const char *s, int64_t *out) {
 }
 
 int cmd_gen_random(int argc, char **argv) {
-    gr_opts o = {.arch = -1, .type = DF_TYPE_F32, .n_embd = 64, .n_layer = 2, .n_head = 4,
-                 .n_head_kv = -1, .head_dim = -1, .n_ff = -1, .n_expert = -1, .n_expert_used = 2,
-                 .n_ff_exp = 32, .n_ff_shexp = 64, .n_ctx = 4096, .out_scale = 4.0f,
+    gr_opts o = {.arch = -1, .type = DF_TYPE_F32, .n_embd = -1, .n_layer = -1, .n_head = -1,
+                 .n_head_kv = -1, .head_dim = -1, .n_ff = -1, .n_expert = -1, .n_expert_used = -1,
+                 .n_ff_exp = -1, .n_ff_shexp = -1, .n_ctx = -1, .out_scale = 4.0f,
                  .router_scale = 3.0f, .seed = 1};
+    const gr_preset *preset = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -335,7 +353,11 @@ int cmd_gen_random(int argc, char **argv) {
             done = true;
         }
         if (done) continue;
-        if (!strcmp(a, "--arch")) {
+        if (!strcmp(a, "--preset")) {
+            for (size_t k = 0; k < sizeof g_presets / sizeof g_presets[0]; k++)
+                if (!strcmp(v, g_presets[k].name)) preset = &g_presets[k];
+            if (!preset) { fprintf(stderr, "gen-random: unknown --preset '%s' (see --help)\n", v); return 2; }
+        } else if (!strcmp(a, "--arch")) {
             for (int k = 0; k < 5; k++) if (!strcmp(v, g_arch_opt[k])) o.arch = k;
             if (o.arch < 0) { fprintf(stderr, "gen-random: unknown --arch '%s'\n", v); return 2; }
         } else if (!strcmp(a, "--type")) {
@@ -363,9 +385,28 @@ int cmd_gen_random(int argc, char **argv) {
             return 2;
         }
     }
+    /* explicit options > preset > arch defaults */
+    if (preset) {
+        if (o.arch >= 0 && o.arch != preset->arch) {
+            fprintf(stderr, "gen-random: --preset %s is arch %s\n", preset->name, g_arch_opt[preset->arch]);
+            return 2;
+        }
+        o.arch = preset->arch;
+#define P(f) if (o.f < 0) o.f = preset->f
+        P(n_embd); P(n_layer); P(n_head); P(n_head_kv); P(head_dim); P(n_ff); P(n_expert);
+        P(n_expert_used); P(n_ff_exp); P(n_ff_shexp);
+#undef P
+    }
     if (o.arch < 0 || !o.out) { usage(stderr); return 2; }
 
     /* arch defaults and constraints */
+    if (o.n_embd < 0) o.n_embd = 64;
+    if (o.n_layer < 0) o.n_layer = 2;
+    if (o.n_head < 0) o.n_head = 4;
+    if (o.n_expert_used < 0) o.n_expert_used = 2;
+    if (o.n_ff_exp < 0) o.n_ff_exp = 32;
+    if (o.n_ff_shexp < 0) o.n_ff_shexp = 64;
+    if (o.n_ctx < 0) o.n_ctx = 4096;
     if (o.n_head_kv < 0) o.n_head_kv = o.arch == A_OLMOE ? o.n_head : 2;
     if (o.head_dim < 0) o.head_dim = o.arch == A_QWEN3MOE ? 32 : o.n_embd / o.n_head;
     if (o.n_ff < 0) o.n_ff = (o.arch == A_LLAMA_MOE || o.arch == A_OLMOE) ? 64 : 128;
