@@ -339,6 +339,64 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = hsum256(_mm256_add_ps(acc, accm));
 }
 
+/* ------------------------------------------------------------------ Q8_K activations */
+
+/* Bit-identical to df_quantize_row_q8_K_ref (see x86_avx512.c). */
+static void from_q8_K(const float *x, void *dst, int64_t n) {
+    df_block_q8_K *y = dst;
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m256 am = _mm256_setzero_ps();
+        int bad = 0;
+        for (int k = 0; k < 32; k++) {
+            const __m256 v = _mm256_loadu_ps(x + 8 * k);
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            am = _mm256_max_ps(am, _mm256_andnot_ps(sgn, v));
+        }
+        if (bad) {
+            df_quantize_row_q8_K_ref(x, &y[i], 256);
+            continue;
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (!amax) {
+            y[i].d = 0;
+            memset(y[i].qs, 0, 256);
+            memset(y[i].bsums, 0, sizeof y[i].bsums);
+            continue;
+        }
+        float max = 0;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int k = 0; k < 32; k++) {
+            int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sgn, _mm256_loadu_ps(x + 8 * k)), va, _CMP_EQ_OQ));
+            if (m) { max = x[8 * k + __builtin_ctz((unsigned)m)]; break; }
+        }
+        const float iscale = -127.f / max;
+        const __m256 vs = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.f);
+        const __m256i mant = _mm256_set1_epi32(0x007fffff), off = _mm256_set1_epi32(0x00400000);
+        const __m256i lim = _mm256_set1_epi32(127);
+        for (int k = 0; k < 16; k++) {
+            __m256i q[2];
+            for (int h = 0; h < 2; h++) {
+                const __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * k + 8 * h), vs), magic);
+                q[h] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(t), mant), off), lim);
+            }
+            /* 16 int32 -> 16 int8 in order */
+            __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xd8);
+            __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), p8);
+            __m256i sm = _mm256_add_epi32(q[0], q[1]);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sm), _mm256_extracti128_si256(sm, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            y[i].bsums[k] = (int16_t)_mm_cvtsi128_si32(s4);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
@@ -353,4 +411,5 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
+    t->from_float[DF_TYPE_Q8_K] = from_q8_K;
 }

@@ -501,6 +501,54 @@ __attribute__((target("bmi2"))) static void dot_iq2_xxs_q8_K(int64_t n, float *s
     *s = hsum512(acc);
 }
 
+/* ------------------------------------------------------------------ Q8_K activations */
+
+/* Bit-identical to df_quantize_row_q8_K_ref: first element of largest |x| sets the sign of
+ * the scale; nearest_int via the 1.5*2^23 trick (mul then add, two roundings as in C). */
+static void from_q8_K(const float *x, void *dst, int64_t n) {
+    df_block_q8_K *y = dst;
+    const __m512 sgn = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        __m512 am = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (int k = 0; k < 16; k++) {
+            const __m512 v = _mm512_loadu_ps(x + 16 * k);
+            bad |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            am = _mm512_max_ps(am, _mm512_andnot_ps(sgn, v));
+        }
+        if (bad) { /* NaN: the reference's comparison order defines the result */
+            df_quantize_row_q8_K_ref(x, &y[i], 256);
+            continue;
+        }
+        const float amax = _mm512_reduce_max_ps(am);
+        if (!amax) {
+            y[i].d = 0;
+            memset(y[i].qs, 0, 256);
+            memset(y[i].bsums, 0, sizeof y[i].bsums);
+            continue;
+        }
+        float max = 0;
+        const __m512 va = _mm512_set1_ps(amax);
+        for (int k = 0; k < 16; k++) {
+            __mmask16 m = _mm512_cmp_ps_mask(_mm512_andnot_ps(sgn, _mm512_loadu_ps(x + 16 * k)), va, _CMP_EQ_OQ);
+            if (m) { max = x[16 * k + __builtin_ctz(m)]; break; }
+        }
+        const float iscale = -127.f / max;
+        const __m512 vs = _mm512_set1_ps(iscale), magic = _mm512_set1_ps(12582912.f);
+        const __m512i mant = _mm512_set1_epi32(0x007fffff), off = _mm512_set1_epi32(0x00400000);
+        const __m512i lim = _mm512_set1_epi32(127);
+        for (int k = 0; k < 16; k++) {
+            const __m512 prod = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), vs);
+            const __m512 t = _mm512_add_ps(prod, magic);
+            __m512i q = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(t), mant), off);
+            q = _mm512_min_epi32(q, lim);
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * k), _mm512_cvtsepi32_epi8(q));
+            y[i].bsums[k] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 void df_kernels_fill_avx512(df_kernel_table *t) {
     t->name = "avx512";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
@@ -517,4 +565,5 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
+    t->from_float[DF_TYPE_Q8_K] = from_q8_K;
 }
