@@ -490,13 +490,16 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         if (rc < 0) { deltafin_model_free(m); return rc; }
         if (stream) flags |= DF_LOAD_SKIP_EXPERTS;
     }
-    rc = load_data(m, flags);
-    if (rc < 0) { deltafin_model_free(m); return rc; }
-    if (m->rope_freqs) r->freq_factors = m->rope_freqs->data;
+    m->meta_only = flags & DF_LOAD_META_ONLY;
+    if (!m->meta_only) {
+        rc = load_data(m, flags);
+        if (rc < 0) { deltafin_model_free(m); return rc; }
+        if (m->rope_freqs) r->freq_factors = m->rope_freqs->data;
+    }
 
     bool any_moe = false;
     for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;
-    if (any_moe && !(flags & DF_LOAD_SKIP_EXPERTS)) {
+    if (any_moe && !(flags & (DF_LOAD_SKIP_EXPERTS | DF_LOAD_META_ONLY))) {
         df_expert_provider pr = {.ud = m, .acquire = resident_acquire, .release = resident_release};
         m->provider = pr;
         m->has_provider = true;

@@ -95,6 +95,7 @@ struct deltafin_model {
     void *expert_mem; uint64_t expert_bytes;  /* routed experts (if loaded) */
     uint64_t expert_file_bytes;               /* routed expert bytes in the file */
     bool experts_loaded;
+    bool meta_only;              /* DF_LOAD_META_ONLY: no weights in memory */
     df_expert_provider provider;
     bool has_provider;
     void *pack;                  /* df_pack * of a packed model (pack.h), else NULL */
@@ -126,7 +127,8 @@ void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp);
 
 /* Load flags. */
 enum { DF_LOAD_SKIP_EXPERTS = 1, /* leave routed expert tensors on disk (a store plugs in) */
-       DF_LOAD_NO_TOKENIZER = 2 };
+       DF_LOAD_NO_TOKENIZER = 2,
+       DF_LOAD_META_ONLY = 4     /* bind and validate only; no weights read (info) */ };
 
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out);
 /* Where routed expert `expert` of layer `layer`, part DF_EXPERT_GATE/UP/DOWN lives in the

@@ -103,6 +103,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     *out = NULL;
     deltafin_ctx_params p = pp ? *pp : deltafin_ctx_default_params();
     const df_hparams *hp = &m->hp;
+    if (m->meta_only) return df_err(DF_ERR_INVALID, "model was loaded for metadata only");
     for (int l = 0; l < hp->n_layer; l++)
         if (m->layers[l].is_moe && !m->has_provider)
             return df_err(DF_ERR_INVALID, "model loaded without routed experts and no expert provider set");
