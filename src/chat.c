@@ -2515,6 +2515,7 @@ static jval items_of(ev *E, node *at, jval v) {
 /* select/reject/selectattr/rejectattr */
 static jval filter_select(ev *E, node *at, jval v, const args_t *a, bool attr, bool want) {
     jx *J = E->J;
+    if (!truthy(v)) return mk_list(list_new(J, 1)); /* jinja2: `if value:` guard (none -> empty) */
     jlist *in = iter_list(E, at, v);
     jlist *out = list_new(J, in->n);
     int first = attr ? 1 : 0;
@@ -2631,6 +2632,7 @@ static jval apply_filter(ev *E, node *at, const char *name, jval v, const args_t
     if (!strcmp(name, "select")) return filter_select(E, at, v, a, false, true);
     if (!strcmp(name, "reject")) return filter_select(E, at, v, a, false, false);
     if (!strcmp(name, "map")) {
+        if (!truthy(v)) return mk_list(list_new(J, 1)); /* jinja2: `if value:` guard */
         jlist *src = iter_list(E, at, v);
         jlist *out = list_new(J, src->n);
         jval attr;
