@@ -107,6 +107,9 @@ try:
     if not os.access(BIN, os.X_OK):
         report("FAIL", "setup", f"{BIN} not found (build first)")
         raise SystemExit
+    # a private copy: a concurrent `make` may replace the binary while the test runs
+    shutil.copy2(BIN, os.path.join(tmp, "deltafin"))
+    BIN = os.path.join(tmp, "deltafin")
 
     # ---- 1. llama2.c stories260K -------------------------------------------------------------
     s260 = os.path.join(tmp, "stories260K.gguf")
