@@ -146,8 +146,9 @@ struct jlist {
 
 struct jdict {
     int n, cap;
-    jstr **k;
+    jstr **k; /* key text (for non-string keys: their JSON object-key form) */
     jval *v;
+    jval *kv; /* NULL while all keys are strings; else the real key of every entry */
 };
 
 struct method {
@@ -177,6 +178,7 @@ static jval mk_strn(jx *J, const char *s, size_t n) {
 }
 static jval mk_str(jx *J, const char *s) { return mk_strn(J, s, strlen(s)); }
 static jval mk_sv(jstr *s) { jval v = {.t = V_STR}; v.s = s; return v; }
+static void fmt_float(char *buf, size_t cap, double x);
 
 static jlist *list_new(jx *J, int cap) {
     jlist *l = amalloc(J, sizeof(jlist));
@@ -205,13 +207,32 @@ static jdict *dict_new(jx *J) {
     d->cap = 0;
     d->k = NULL;
     d->v = NULL;
+    d->kv = NULL;
     return d;
 }
 static int dict_find(const jdict *d, const char *k, size_t kl) {
     for (int i = 0; i < d->n; i++)
-        if (d->k[i]->len == kl && !memcmp(d->k[i]->s, k, kl)) return i;
+        if (d->k[i]->len == kl && !memcmp(d->k[i]->s, k, kl) && (!d->kv || d->kv[i].t == V_STR)) return i;
     return -1;
 }
+static void dict_grow(jx *J, jdict *d) {
+    if (d->n < d->cap) return;
+    int nc = d->cap ? d->cap * 2 : 8;
+    jstr **nk = amalloc(J, sizeof(jstr *) * (size_t)nc);
+    jval *nv = amalloc(J, sizeof(jval) * (size_t)nc);
+    jval *nkv = d->kv ? amalloc(J, sizeof(jval) * (size_t)nc) : NULL;
+    if (d->n) {
+        memcpy(nk, d->k, sizeof(jstr *) * (size_t)d->n);
+        memcpy(nv, d->v, sizeof(jval) * (size_t)d->n);
+        if (nkv) memcpy(nkv, d->kv, sizeof(jval) * (size_t)d->n);
+    }
+    d->k = nk;
+    d->v = nv;
+    d->kv = nkv;
+    d->cap = nc;
+}
+static jval mk_sv(jstr *s);
+static jval dict_key(const jdict *d, int i) { return d->kv ? d->kv[i] : mk_sv(d->k[i]); }
 static jval *dict_get(const jdict *d, const char *k) {
     int i = dict_find(d, k, strlen(k));
     return i < 0 ? NULL : &d->v[i];
@@ -222,20 +243,10 @@ static void dict_set(jx *J, jdict *d, jstr *k, jval v) {
         d->v[i] = v;
         return;
     }
-    if (d->n == d->cap) {
-        int nc = d->cap ? d->cap * 2 : 8;
-        jstr **nk = amalloc(J, sizeof(jstr *) * (size_t)nc);
-        jval *nv = amalloc(J, sizeof(jval) * (size_t)nc);
-        if (d->n) {
-            memcpy(nk, d->k, sizeof(jstr *) * (size_t)d->n);
-            memcpy(nv, d->v, sizeof(jval) * (size_t)d->n);
-        }
-        d->k = nk;
-        d->v = nv;
-        d->cap = nc;
-    }
+    dict_grow(J, d);
     d->k[d->n] = k;
     d->v[d->n] = v;
+    if (d->kv) d->kv[d->n] = mk_sv(k);
     d->n++;
 }
 static void dict_setc(jx *J, jdict *d, const char *k, jval v) { dict_set(J, d, jstr_new(J, k, strlen(k)), v); }
@@ -1531,6 +1542,8 @@ typedef struct {
 
 static jval eval(ev *E, scope *S, node *x);
 static int exec_body(ev *E, scope *S, node *body);
+static int py_cmp(ev *E, node *at, jval a, jval b);
+static int dict_find_val(const jdict *d, jval key);
 
 static _Noreturn void rt_fail(ev *E, node *x, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static _Noreturn void rt_fail(ev *E, node *x, const char *fmt, ...) {
@@ -1690,7 +1703,7 @@ static void py_repr(ev *E, sbuf *b, jval v, int depth) {
         sb_putc(J, b, '{');
         for (int i = 0; i < v.d->n; i++) {
             if (i) sb_puts(J, b, ", ");
-            repr_str(E, b, v.d->k[i]->s, v.d->k[i]->len);
+            py_repr(E, b, dict_key(v.d, i), depth + 1);
             sb_puts(J, b, ": ");
             py_repr(E, b, v.d->v[i], depth + 1);
         }
@@ -1775,7 +1788,14 @@ static void json_dump(ev *E, node *at, sbuf *b, jval v, const jsonopt *o, int le
         if (n == 0) { sb_puts(J, b, isd ? "{}" : "[]"); return; }
         sb_putc(J, b, isd ? '{' : '[');
         int *order = NULL;
-        if (isd && o->sort_keys) {
+        if (isd && o->sort_keys && v.d->kv) { /* mixed/non-string keys: Python sorts the real keys */
+            order = amalloc(J, sizeof(int) * (size_t)n);
+            for (int i = 0; i < n; i++) {
+                int j = i;
+                for (; j > 0 && py_cmp(E, at, v.d->kv[order[j - 1]], v.d->kv[i]) > 0; j--) order[j] = order[j - 1];
+                order[j] = i;
+            }
+        } else if (isd && o->sort_keys) {
             jstr **ks = amalloc(J, sizeof(jstr *) * (size_t)n);
             memcpy(ks, v.d->k, sizeof(jstr *) * (size_t)n);
             qsort(ks, (size_t)n, sizeof(jstr *), key_cmp_plain);
@@ -1790,6 +1810,8 @@ static void json_dump(ev *E, node *at, sbuf *b, jval v, const jsonopt *o, int le
             }
             if (isd) {
                 int j = order ? order[i] : i;
+                if (v.d->kv && v.d->kv[j].t == V_LIST)
+                    rt_fail(E, at, "TypeError: keys must be str, int, float, bool or None, not tuple");
                 json_str(E, b, v.d->k[j]->s, v.d->k[j]->len, o->ensure_ascii);
                 sb_puts(J, b, o->key_sep);
                 json_dump(E, at, b, v.d->v[j], o, level + 1);
@@ -1986,7 +2008,7 @@ static bool py_eq(jval a, jval b, int depth) {
     case V_DICT:
         if (a.d->n != b.d->n) return false;
         for (int i = 0; i < a.d->n; i++) {
-            int j = dict_find(b.d, a.d->k[i]->s, a.d->k[i]->len);
+            int j = dict_find_val(b.d, dict_key(a.d, i));
             if (j < 0 || !py_eq(a.d->v[i], b.d->v[j], depth + 1)) return false;
         }
         return true;
@@ -1994,6 +2016,45 @@ static bool py_eq(jval a, jval b, int depth) {
     case V_MACRO: return a.m == b.m;
     default: return false;
     }
+}
+
+/* dict lookup/insert by any hashable key (Python semantics: 1 == 1.0 == True) */
+static int dict_find_val(const jdict *d, jval key) {
+    if (key.t == V_STR) return dict_find(d, key.s->s, key.s->len);
+    if (!d->kv) return -1;
+    for (int i = 0; i < d->n; i++)
+        if (d->kv[i].t != V_STR && py_eq(d->kv[i], key, 0)) return i;
+    return -1;
+}
+static void dict_set_val(ev *E, node *at, jdict *d, jval key, jval v) {
+    jx *J = E->J;
+    if (key.t == V_STR) {
+        dict_set(J, d, key.s, v);
+        return;
+    }
+    if (!(key.t == V_INT || key.t == V_BOOL || key.t == V_FLOAT || key.t == V_NONE || (key.t == V_LIST && key.l->tuple)))
+        rt_fail(E, at, "unhashable type: '%s'", type_name(key));
+    int i = dict_find_val(d, key);
+    if (i >= 0) {
+        d->v[i] = v;
+        return;
+    }
+    if (!d->kv) {
+        d->kv = amalloc(J, sizeof(jval) * (size_t)(d->cap ? d->cap : 1));
+        for (int k = 0; k < d->n; k++) d->kv[k] = mk_sv(d->k[k]);
+    }
+    char tmp[64];
+    jstr *ks;
+    if (key.t == V_INT) { snprintf(tmp, sizeof tmp, "%lld", (long long)key.i); ks = jstr_new(J, tmp, strlen(tmp)); }
+    else if (key.t == V_BOOL) ks = jstr_new(J, key.b ? "true" : "false", key.b ? 4 : 5);
+    else if (key.t == V_NONE) ks = jstr_new(J, "null", 4);
+    else if (key.t == V_FLOAT) { fmt_float(tmp, sizeof tmp, key.f); ks = jstr_new(J, tmp, strlen(tmp)); }
+    else ks = jstr_new(J, "", 0);
+    dict_grow(J, d);
+    d->k[d->n] = ks;
+    d->v[d->n] = v;
+    d->kv[d->n] = key;
+    d->n++;
 }
 
 static int py_cmp(ev *E, node *at, jval a, jval b) {
@@ -2030,7 +2091,7 @@ static jlist *iter_list(ev *E, node *at, jval v) {
     case V_LIST: return v.l;
     case V_DICT: {
         jlist *l = list_new(J, v.d->n);
-        for (int i = 0; i < v.d->n; i++) list_push(J, l, mk_sv(v.d->k[i]));
+        for (int i = 0; i < v.d->n; i++) list_push(J, l, dict_key(v.d, i));
         return l;
     }
     case V_STR: {
@@ -2185,6 +2246,10 @@ static jval get_attr(ev *E, node *at, jval obj, const char *name) {
 
 static jval get_item(ev *E, node *at, jval obj, jval key) {
     if (obj.t == V_UNDEF) undef_fail(E, at, obj, "subscripting");
+    if (obj.t == V_DICT && key.t != V_STR && key.t != V_UNDEF) {
+        int i = dict_find_val(obj.d, key);
+        if (i >= 0) return obj.d->v[i];
+    }
     if (obj.t == V_DICT || obj.t == V_NS) {
         if (key.t == V_STR) {
             int i = dict_find(obj.d, key.s->s, key.s->len);
@@ -2505,7 +2570,7 @@ static jval items_of(ev *E, node *at, jval v) {
     for (int i = 0; i < v.d->n; i++) {
         jlist *p = list_new(J, 2);
         p->tuple = true;
-        list_push(J, p, mk_sv(v.d->k[i]));
+        list_push(J, p, dict_key(v.d, i));
         list_push(J, p, v.d->v[i]);
         list_push(J, l, mk_list(p));
     }
@@ -3062,50 +3127,50 @@ static jval call_method(ev *E, node *at, jval self, const char *m, const args_t 
             jstr *k = NULL;
             if (!arg(a, 0, NULL, &x)) rt_fail(E, at, "get expected at least 1 argument");
             jval dflt = arg_or(a, 1, NULL, NONE);
-            if (x.t != V_STR) return dflt;
-            k = x.s;
-            int i = dict_find(d, k->s, k->len);
+            (void)k;
+            int i = dict_find_val(d, x);
             return i >= 0 ? d->v[i] : dflt;
         }
         if (!strcmp(m, "items")) return items_of(E, at, self);
         if (!strcmp(m, "keys") || !strcmp(m, "values")) {
             jlist *l = list_new(J, d->n);
-            for (int i = 0; i < d->n; i++) list_push(J, l, m[0] == 'k' ? mk_sv(d->k[i]) : d->v[i]);
+            for (int i = 0; i < d->n; i++) list_push(J, l, m[0] == 'k' ? dict_key(d, i) : d->v[i]);
             return mk_list(l);
         }
         if (!strcmp(m, "pop")) {
-            if (!arg(a, 0, NULL, &x) || x.t != V_STR) rt_fail(E, at, "pop: key must be a string");
-            int i = dict_find(d, x.s->s, x.s->len);
+            if (!arg(a, 0, NULL, &x)) rt_fail(E, at, "pop expected at least 1 argument");
+            int i = dict_find_val(d, x);
             if (i < 0) {
                 jval dflt;
                 if (arg(a, 1, NULL, &dflt)) return dflt;
-                rt_fail(E, at, "KeyError: '%s'", x.s->s);
+                rt_fail(E, at, "KeyError: %s", x.t == V_STR ? x.s->s : "(key)");
             }
             jval r = d->v[i];
             memmove(d->k + i, d->k + i + 1, sizeof(jstr *) * (size_t)(d->n - i - 1));
             memmove(d->v + i, d->v + i + 1, sizeof(jval) * (size_t)(d->n - i - 1));
+            if (d->kv) memmove(d->kv + i, d->kv + i + 1, sizeof(jval) * (size_t)(d->n - i - 1));
             d->n--;
             return r;
         }
         if (!strcmp(m, "setdefault")) {
-            if (!arg(a, 0, NULL, &x) || x.t != V_STR) rt_fail(E, at, "setdefault: key must be a string");
-            jval *p = dict_get(d, x.s->s);
-            if (p) return *p;
+            if (!arg(a, 0, NULL, &x)) rt_fail(E, at, "setdefault expected at least 1 argument");
+            int i = dict_find_val(d, x);
+            if (i >= 0) return d->v[i];
             jval dflt = arg_or(a, 1, NULL, NONE);
-            dict_set(J, d, x.s, dflt);
+            dict_set_val(E, at, d, x, dflt);
             return dflt;
         }
         if (!strcmp(m, "update")) {
             if (arg(a, 0, NULL, &x)) {
                 if (x.t != V_DICT) rt_fail(E, at, "update: expected a mapping");
-                for (int i = 0; i < x.d->n; i++) dict_set(J, d, x.d->k[i], x.d->v[i]);
+                for (int i = 0; i < x.d->n; i++) dict_set_val(E, at, d, dict_key(x.d, i), x.d->v[i]);
             }
             for (int i = 0; i < a->nkw; i++) dict_set(J, d, a->kwn[i], a->kwv[i]);
             return NONE;
         }
         if (!strcmp(m, "copy")) {
             jdict *c = dict_new(J);
-            for (int i = 0; i < d->n; i++) dict_set(J, c, d->k[i], d->v[i]);
+            for (int i = 0; i < d->n; i++) dict_set_val(E, at, c, dict_key(d, i), d->v[i]);
             return mk_dict(c, V_DICT);
         }
         if (!strcmp(m, "clear")) { d->n = 0; return NONE; }
@@ -3128,7 +3193,7 @@ static jval call_builtin(ev *E, node *at, int fn, const args_t *a) {
         jdict *d = dict_new(J);
         if (arg(a, 0, NULL, &x)) {
             if (x.t != V_DICT) rt_fail(E, at, "namespace()/dict(): positional argument must be a mapping");
-            for (int i = 0; i < x.d->n; i++) dict_set(J, d, x.d->k[i], x.d->v[i]);
+            for (int i = 0; i < x.d->n; i++) dict_set_val(E, at, d, dict_key(x.d, i), x.d->v[i]);
         }
         for (int i = 0; i < a->nkw; i++) dict_set(J, d, a->kwn[i], a->kwv[i]);
         return mk_dict(d, fn == F_NAMESPACE ? V_NS : V_DICT);
@@ -3354,8 +3419,7 @@ static bool contains(ev *E, node *at, jval item, jval seq) {
             if (py_eq(seq.l->v[i], item, 0)) return true;
         return false;
     case V_DICT:
-        if (item.t != V_STR) return false;
-        return dict_find(seq.d, item.s->s, item.s->len) >= 0;
+        return dict_find_val(seq.d, item) >= 0;
     default:
         rt_fail(E, at, "argument of type '%s' is not iterable", type_name(seq));
     }
@@ -3393,8 +3457,7 @@ static jval eval_inner(ev *E, scope *S, node *x) {
         jdict *d = dict_new(J);
         for (int i = 0; i + 1 < x->nv; i += 2) {
             jval k = eval(E, S, x->v[i]);
-            if (k.t != V_STR) rt_fail(E, x->v[i], "only string dict keys are supported");
-            dict_set(J, d, k.s, eval(E, S, x->v[i + 1]));
+            dict_set_val(E, x->v[i], d, k, eval(E, S, x->v[i + 1]));
         }
         return mk_dict(d, V_DICT);
     }
