@@ -221,7 +221,9 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
         /* mins as int16 pairs [m0 m0 m1 m1 ...] against bsums */
-        const __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        uint32_t mw[2];
+        memcpy(mw, mn, 8);
+        const __m128i mn16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mw[1], (int)mw[0]));
         const __m256i mrep = _mm256_shuffle_epi8(_mm256_set_m128i(_mm_unpackhi_epi64(mn16, mn16), mn16), dup);
         const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mrep);
         __m256i isum = _mm256_setzero_si256();
@@ -255,7 +257,9 @@ static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     for (int64_t i = 0; i < nb; i++) {
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
-        const __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        uint32_t mw[2];
+        memcpy(mw, mn, 8);
+        const __m128i mn16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mw[1], (int)mw[0]));
         const __m256i mrep = _mm256_shuffle_epi8(_mm256_set_m128i(_mm_unpackhi_epi64(mn16, mn16), mn16), dup);
         const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mrep);
         const __m256i H = _mm256_loadu_si256((const __m256i *)x[i].qh);
@@ -301,6 +305,75 @@ static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) 
     *s = hsum256(acc);
 }
 
+/* ------------------------------------------------------------------ Q2_K / Q3_K x Q8_K */
+
+static void dot_q2_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q2_K *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        const __m128i raw = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xF)));
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mn16);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i Q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int j = 0; j < 4; j++) {
+                const int k = 8 * h + 2 * j;
+                const __m256i q = _mm256_and_si256(_mm256_srl_epi16(Q, _mm_cvtsi32_si128(2 * j)), m3);
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * j));
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(x[i].scales[k + 1] & 0xF), _mm_set1_epi16(x[i].scales[k] & 0xF));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), scv));
+            }
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d, dm = df_f16_to_f32(x[i].dmin) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+    }
+    *s = hsum256(_mm256_add_ps(acc, accm));
+}
+
+static void dot_q3_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q3_K *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint8_t sc[16]; /* 6-bit codes 0..63; the scale is code - 32 */
+        __m256i scv16;
+        {
+            uint32_t a[4];
+            memcpy(a, x[i].scales, 12);
+            const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f, t = a[2];
+            a[2] = ((a[0] >> 4) & k2) | (((t >> 4) & k1) << 4);
+            a[3] = ((a[1] >> 4) & k2) | (((t >> 6) & k1) << 4);
+            a[0] = (a[0] & k2) | (((t >> 0) & k1) << 4);
+            a[1] = (a[1] & k2) | (((t >> 2) & k1) << 4);
+            memcpy(sc, a, 16);
+            scv16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_set_epi32((int)a[3], (int)a[2], (int)a[1], (int)a[0])),
+                                     _mm256_set1_epi16(32));
+        }
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), scv16);
+        const __m256i H = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i Q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int j = 0; j < 4; j++) {
+                const int k = 8 * h + 2 * j;
+                const __m256i q2 = _mm256_and_si256(_mm256_srl_epi16(Q, _mm_cvtsi32_si128(2 * j)), m3);
+                const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(H, _mm_cvtsi32_si128(4 * h + j)), m1), 2);
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * j));
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16((int16_t)(sc[k + 1] - 32)), _mm_set1_epi16((int16_t)(sc[k] - 32)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_or_si256(q2, hb), yv), scv));
+            }
+        }
+        /* offset removed in integers and summed to one exact integer per block, like ref.c */
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(_mm256_sub_epi32(isum, _mm256_slli_epi32(mprod, 2)));
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q6_K x Q8_K */
 
 static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
@@ -308,7 +381,7 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q8_K *y = xq;
     const int64_t nb = n / 256;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    float sumf = 0;
     for (int64_t i = 0; i < nb; i++) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), sc16);
@@ -332,11 +405,10 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], yv), scv));
             }
         }
-        const float d = df_f16_to_f32(x[i].d) * y[i].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-32.0f * d), accm);
+        /* offset removed in integers and summed to one exact integer per block, like ref.c */
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(_mm256_sub_epi32(isum, _mm256_slli_epi32(mprod, 5)));
     }
-    *s = hsum256(_mm256_add_ps(acc, accm));
+    *s = sumf;
 }
 
 /* ------------------------------------------------------------------ Q8_K activations */
@@ -410,6 +482,8 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
+    t->vec_dot[DF_TYPE_Q2_K] = dot_q2_K_q8_K;
+    t->vec_dot[DF_TYPE_Q3_K] = dot_q3_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
 }

@@ -280,18 +280,16 @@ static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
 
 /* ------------------------------------------------------------------ Q4_K x Q8_K */
 
-/* 8 scales and 8 mins (6-bit) of a Q4_K/Q5_K block. */
-static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
+/* 8 scales (low 8 bytes) and 8 mins (high 8 bytes), 6-bit, of a Q4_K/Q5_K block. Built from
+ * registers: reloading freshly stored bytes as a vector would stall store forwarding. */
+static inline __m128i k4_scales(const uint8_t *q) {
     uint32_t u[3];
     memcpy(u, q, 12);
     const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
     uint32_t s0 = u[0] & k1, m0 = u[1] & k1;
     uint32_t s1 = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
     uint32_t m1 = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
-    memcpy(sc, &s0, 4);
-    memcpy(sc + 4, &s1, 4);
-    memcpy(m, &m0, 4);
-    memcpy(m + 4, &m1, 4);
+    return _mm_set_epi32((int)m1, (int)m0, (int)s1, (int)s0);
 }
 
 static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
@@ -306,10 +304,9 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        uint8_t sc[8], mn[8];
-        k4_scales(x[i].scales, sc, mn);
-        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
-        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        const __m128i scm = k4_scales(x[i].scales);
+        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_srli_si128(scm, 8));
         /* Σ_k m_k (bsums[2k] + bsums[2k+1]): bsums pairs x mins repeated twice */
         const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         const __m256i mrep = _mm256_permutexvar_epi16(
@@ -351,10 +348,9 @@ static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        uint8_t sc[8], mn[8];
-        k4_scales(x[i].scales, sc, mn);
-        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
-        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        const __m128i scm = k4_scales(x[i].scales);
+        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_srli_si128(scm, 8));
         const __m256i mrep = _mm256_permutexvar_epi16(
             _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), mn16);
         const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mrep);
@@ -410,6 +406,109 @@ static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) 
     *s = hsum512(acc);
 }
 
+/* ------------------------------------------------------------------ Q2_K / Q3_K x Q8_K
+ * Both: 16 sub-blocks of 16 with per-128-element halves h whose 32 bytes of 2-bit codes give
+ * four 32-element groups j (shift 2j). A zmm takes groups j, j+1 (64 contiguous activations);
+ * int16 lanes map to sub-blocks 8h+2j .. 8h+2j+3 in 128-bit steps (permutexvar of scales). */
+
+/* The 16 signed 6-bit Q3_K scales as int16 (bit-parallel unpacking of the 12 bytes). */
+static inline __m256i q3k_scales_vec(const uint8_t *s) {
+    uint32_t a[4];
+    memcpy(a, s, 12);
+    const uint32_t k1 = 0x03030303, k2 = 0x0f0f0f0f, t = a[2];
+    a[2] = ((a[0] >> 4) & k2) | (((t >> 4) & k1) << 4);
+    a[3] = ((a[1] >> 4) & k2) | (((t >> 6) & k1) << 4);
+    a[0] = (a[0] & k2) | (((t >> 0) & k1) << 4);
+    a[1] = (a[1] & k2) | (((t >> 2) & k1) << 4);
+    /* from registers: a 16-byte load of four fresh 4-byte stores would stall store forwarding */
+    const __m128i v = _mm_set_epi32((int)a[3], (int)a[2], (int)a[1], (int)a[0]);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), _mm256_set1_epi16(32));
+}
+
+static void dot_q2_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q2_K *x = w;
+    const df_block_q8_K *y = xq;
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m512i idx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+                                          1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i four = _mm512_set1_epi16(4);
+    const __m512i sh0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        const __m128i raw = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0xF)));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xF)));
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mn16);
+        const __m512i scz = _mm512_castsi256_si512(sc16);
+        __m512i isum = _mm512_setzero_si512(), idx = idx0;
+        for (int h = 0; h < 2; h++) {
+            const __m256i q256 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            const __m512i Q = _mm512_inserti64x4(_mm512_castsi256_si512(q256), q256, 1);
+            __m512i sh = sh0;
+            for (int j = 0; j < 4; j += 2) {
+                const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(Q, sh), m3);
+                const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 32 * j));
+                isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), _mm512_permutexvar_epi16(idx, scz)));
+                idx = _mm512_add_epi16(idx, four);
+                sh = _mm512_add_epi16(sh, four);
+            }
+        }
+        const float d = df_f16_to_f32(x[i].d) * y[i].d, dm = df_f16_to_f32(x[i].dmin) * y[i].d;
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+    }
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm), _mm256_extractf128_ps(accm, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    *s = hsum512(acc) + _mm_cvtss_f32(a);
+}
+
+static void dot_q3_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q3_K *x = w;
+    const df_block_q8_K *y = xq;
+    const __m512i m3 = _mm512_set1_epi8(3), m1 = _mm512_set1_epi8(1);
+    const __m512i idx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+                                          1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i four = _mm512_set1_epi16(4), two = _mm512_set1_epi16(2);
+    const __m512i sh0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i hs0 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const __m256i sc16 = q3k_scales_vec(x[i].scales);
+        /* q = q2 + 4*hbit in 0..7, value q - 4: subtract 4 * Σ_k S_k bsums_k */
+        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), sc16);
+        const __m512i scz = _mm512_castsi256_si512(sc16);
+        const __m256i h256 = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        const __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(h256), h256, 1);
+        __m512i isum = _mm512_setzero_si512(), idx = idx0, hs = hs0;
+        for (int h = 0; h < 2; h++) {
+            const __m256i q256 = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            const __m512i Q = _mm512_inserti64x4(_mm512_castsi256_si512(q256), q256, 1);
+            __m512i sh = sh0;
+            for (int j = 0; j < 4; j += 2) {
+                const __m512i q2 = _mm512_and_si512(_mm512_srlv_epi16(Q, sh), m3);
+                const __m512i hb = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(H, hs), m1), 2);
+                const __m512i q = _mm512_or_si512(q2, hb);
+                const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 32 * j));
+                isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), _mm512_permutexvar_epi16(idx, scz)));
+                idx = _mm512_add_epi16(idx, four);
+                sh = _mm512_add_epi16(sh, four);
+                hs = _mm512_add_epi16(hs, two);
+            }
+        }
+        /* offset removed in integers (exact): Σ S (q+4h) y - 4 Σ S bsums */
+        const __m256i i8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1)),
+                                            _mm256_slli_epi32(mprod, 2));
+        /* one exact integer per block, like ref.c: lanes alone would cancel only in float */
+        __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(i8), _mm256_extracti128_si256(i8, 1));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0x4e));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0xb1));
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * (float)_mm_cvtsi128_si32(q4);
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q6_K x Q8_K */
 
 static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
@@ -424,8 +523,7 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const __m512i idx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
                                           1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i four = _mm512_set1_epi16(4);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    float sumf = 0;
     for (int64_t i = 0; i < nb; i++) {
         const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales)));
         /* Σ_k sc_k · bsums_k, for the -32 offset */
@@ -452,14 +550,16 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
             isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(qa, ya), sa));
             isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(qb, yb), sb));
         }
-        const float d = df_f16_to_f32(x[i].d) * y[i].d;
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-32.0f * d), accm);
+        /* the -32 offset removed in integers (exact) */
+        const __m256i i8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1)),
+                                            _mm256_slli_epi32(mprod, 5));
+        /* one exact integer per block, like ref.c: lanes alone would cancel only in float */
+        __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(i8), _mm256_extracti128_si256(i8, 1));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0x4e));
+        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0xb1));
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * (float)_mm_cvtsi128_si32(q4);
     }
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm), _mm256_extractf128_ps(accm, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    *s = hsum512(acc) + _mm_cvtss_f32(a);
+    *s = sumf;
 }
 
 /* ------------------------------------------------------------------ IQ2_XXS x Q8_K */
@@ -563,6 +663,8 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
+    t->vec_dot[DF_TYPE_Q2_K] = dot_q2_K_q8_K;
+    t->vec_dot[DF_TYPE_Q3_K] = dot_q3_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
