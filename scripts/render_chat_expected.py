@@ -49,8 +49,23 @@ def strftime_now(fmt):
     return FIXED_NOW.strftime(fmt)
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """HF's AssistantTracker: {% generation %}...{% endgeneration %} renders its body."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        call = self.call_method("_render_body")
+        return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _render_body(self, caller):
+        return caller()
+
+
 def make_env(cls):
-    env = cls(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = cls(trim_blocks=True, lstrip_blocks=True,
+              extensions=[jinja2.ext.loopcontrols, GenerationTag])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

@@ -1430,9 +1430,7 @@ static node *parse_statement(parser *P) {
         expect_bend(P);
         static const char *const ends[] = {"endgeneration", NULL};
         tok *et;
-        node *x = mk_node(P, S_IF, t);
-        x->a = mk_node(P, E_LIT, t);
-        x->a->lit = mk_bool(true);
+        node *x = mk_node(P, S_WITH, t); /* body in its own scope, like HF's call block */
         x->body = parse_body(P, ends, &et);
         expect_bend(P);
         return x;
