@@ -412,10 +412,11 @@ size_t df_utf8_valid_prefix(const unsigned char *s, size_t n, bool *need_more) {
 }
 
 /* llama.cpp's unicode_cpts_from_utf8 + unicode_cpt_to_utf8 round trip: bytes that do not
- * decode (by its permissive rules) become U+FFFD, overlong forms are re-encoded shortest.
- * Deviation: surrogates and code points above U+10FFFF (llama.cpp throws on the latter)
- * also become U+FFFD so PCRE2 always sees valid UTF-8. out needs 3*n bytes. */
-static size_t utf8_sanitize(const unsigned char *s, size_t n, char *out) {
+ * decode (by its permissive rules) become U+FFFD, overlong forms are re-encoded shortest,
+ * surrogates are kept (3 bytes; *n_surr counts them: PCRE2 cannot match them, see
+ * match_copy). Deviation: code points above U+10FFFF (llama.cpp throws) become U+FFFD.
+ * out needs 3*n bytes. */
+static size_t utf8_sanitize(const unsigned char *s, size_t n, char *out, size_t *n_surr) {
     size_t i = 0, o = 0;
     while (i < n) {
         unsigned char c = s[i];
@@ -434,13 +435,30 @@ static size_t utf8_sanitize(const unsigned char *s, size_t n, char *out) {
                 uint32_t v = L == 2 ? (c & 0x1Fu) : L == 3 ? (c & 0x0Fu) : (c & 0x07u);
                 for (int k = 1; k < L; k++) v = (v << 6) | (s[i + k] & 0x3Fu);
                 adv = (size_t)L;
-                cp = (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF ? 0xFFFD : v;
+                cp = v > 0x10FFFF ? 0xFFFD : v;
+                if (cp >= 0xD800 && cp <= 0xDFFF) (*n_surr)++;
             }
         }
         o += (size_t)utf8_put(cp, out + o);
         i += adv;
     }
     return o;
+}
+
+/* Copy for the regex engine: each surrogate (ED A0..BF xx) becomes U+E000 (EE 80 80), same
+ * length, and like a surrogate in llama.cpp's tables neither letter, number, mark,
+ * punctuation, symbol nor space. Returns NULL on OOM. */
+static char *match_copy(const char *txt, size_t n) {
+    char *m = malloc(n ? n : 1);
+    if (!m) return NULL;
+    memcpy(m, txt, n);
+    for (size_t i = 0; i + 2 < n; i++) {
+        if ((unsigned char)m[i] == 0xED && (unsigned char)m[i + 1] >= 0xA0) {
+            m[i] = (char)0xEE; m[i + 1] = (char)0x80; m[i + 2] = (char)0x80;
+            i += 2;
+        }
+    }
+    return m;
 }
 
 /* ---- growable id vector ---------------------------------------------------------------- */
@@ -829,9 +847,15 @@ static int bpe_tokenize(const df_tokenizer *t, work_t *w, const char *raw, size_
     if (len > SIZE_MAX / 3) return df_err(DF_ERR_RANGE, "text too long");
     char *txt = malloc(3 * len);
     if (!txt) return df_err(DF_ERR_NOMEM, "tokenizer: out of memory");
-    size_t n = utf8_sanitize((const unsigned char *)raw, len, txt);
+    size_t n_surr = 0;
+    size_t n = utf8_sanitize((const unsigned char *)raw, len, txt, &n_surr);
     spanvec sp = {0};
-    int rc = presplit(t, txt, n, &sp);
+    int rc;
+    if (n_surr) {
+        char *m = match_copy(txt, n);
+        rc = m ? presplit(t, m, n, &sp) : df_err(DF_ERR_NOMEM, "tokenizer: out of memory");
+        free(m);
+    } else rc = presplit(t, txt, n, &sp);
     /* Per-call cache of short pieces -> their ids (long texts repeat the same words; the
      * ids are copied from where they were first emitted in out). */
     enum { CACHE_BITS = 16, CACHE_MAXLEN = 48 };
@@ -1014,7 +1038,7 @@ int df_tokenize(const df_tokenizer *t, const char *text, size_t len, bool add_sp
     if (rc) { free(out.v); return rc; }
     if (out.n > INT_MAX) { free(out.v); return df_err(DF_ERR_RANGE, "tokenize: too many tokens"); }
     size_t nc = cap > 0 ? (size_t)cap : 0;
-    if (ids && nc) memcpy(ids, out.v, (out.n < nc ? out.n : nc) * sizeof *ids);
+    if (ids && nc && out.n) memcpy(ids, out.v, (out.n < nc ? out.n : nc) * sizeof *ids);
     int n = (int)out.n;
     free(out.v);
     return n;
@@ -1026,9 +1050,12 @@ int df_tokenizer_presplit(const df_tokenizer *t, const char *text, size_t len,
     if (len > SIZE_MAX / 3) return df_err(DF_ERR_RANGE, "text too long");
     char *txt = malloc(3 * len + 1);
     if (!txt) return df_err(DF_ERR_NOMEM, "out of memory");
-    size_t n = utf8_sanitize((const unsigned char *)text, len, txt);
+    size_t n_surr = 0;
+    size_t n = utf8_sanitize((const unsigned char *)text, len, txt, &n_surr);
     spanvec sp = {0};
-    int rc = n ? presplit(t, txt, n, &sp) : DF_OK;
+    char *m = n_surr ? match_copy(txt, n) : NULL;
+    int rc = n_surr && !m ? df_err(DF_ERR_NOMEM, "out of memory") : n ? presplit(t, m ? m : txt, n, &sp) : DF_OK;
+    free(m);
     if (!rc) {
         for (size_t i = 0; i < sp.n; i++) cb(ud, txt + sp.v[i].off, sp.v[i].len);
         rc = (int)sp.n;

@@ -466,6 +466,13 @@ static void test_bpe(const char *path) {
     static const int32_t e[] = {4210, 39305, 4210, 7};
     CHECK_EQ_INT(n, 4);
     CHECK(n == 4 && !memcmp(ids, e, sizeof e));
+    /* surrogates are kept as 3 bytes, overlong forms re-encoded (llama.cpp, via llama-tokenize) */
+    const char *s2 = "a!\xed\xa0\x80!b x\xed\xa0\x80y \xc0\x80\xe0\x80\x80";
+    static const int32_t e2[] = {64, 0, 169, 254, 222, 0, 65, 2124, 169, 254, 222, 88, 220, 188, 188};
+    n = df_tokenize(t, s2, strlen(s2), false, false, ids, 256);
+    CHECK_EQ_INT(n, 15);
+    CHECK(n == 15 && !memcmp(ids, e2, sizeof e2));
+    n = df_tokenize(t, s, strlen(s), false, false, ids, 256);
     /* the pieces decode to the sanitized text */
     char dbuf[64];
     int dl = df_detokenize(t, ids, n, false, false, dbuf, sizeof dbuf);
