@@ -510,6 +510,40 @@ static void test_utf8(void) {
     CHECK(!more);
 }
 
+/* `deltafin tokenize` contract (outside checks rely on it); runs when $DELTAFIN_BIN is set
+ * (make test does). Expected ids from llama-tokenize. */
+static void cli_expect(const char *bin, const char *args, const char *want) {
+    char cmd[2048], got[4096] = {0};
+    snprintf(cmd, sizeof cmd, "%s tokenize %s 2>/dev/null", bin, args);
+    FILE *f = popen(cmd, "r");
+    if (!f) { CHECK(f != NULL); return; }
+    size_t n = fread(got, 1, sizeof got - 1, f);
+    got[n] = 0;
+    int st = pclose(f);
+    CHECK_MSG(st == 0, "%s: exit status %d", cmd, st);
+    CHECK_MSG(!strcmp(got, want), "%s: got \"%s\" want \"%s\"", cmd, got, want);
+}
+
+static void test_cli(const char *dir) {
+    const char *bin = getenv("DELTAFIN_BIN");
+    if (!bin || access(bin, X_OK)) { printf("  cli: skipped (DELTAFIN_BIN not set)\n"); return; }
+    char a[2048];
+    snprintf(a, sizeof a, "-m %s/ggml-vocab-gpt-2.gguf -p 'Hello world<|endoftext|>'", dir);
+    cli_expect(bin, a, "15496 995 27 91 437 1659 5239 91 29\n");
+    snprintf(a, sizeof a, "-m %s/ggml-vocab-gpt-2.gguf -p 'Hello world<|endoftext|>' --special --json", dir);
+    cli_expect(bin, a, "[15496, 995, 50256]\n");
+    snprintf(a, sizeof a, "-m %s/ggml-vocab-llama-spm.gguf -p 'Hello world' --bos", dir);
+    cli_expect(bin, a, "1 15043 3186\n");
+    snprintf(a, sizeof a, "-m %s/ggml-vocab-llama-spm.gguf -p 'Hello world'", dir);
+    cli_expect(bin, a, "15043 3186\n");
+    snprintf(a, sizeof a, "-m %s/ggml-vocab-llama-spm.gguf -f /dev/null --json", dir);
+    cli_expect(bin, a, "[]\n");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s tokenize -m /nonexistent.gguf -p x >/dev/null 2>&1", bin);
+    CHECK(system(cmd) != 0);
+    printf("  cli: done\n");
+}
+
 int main(void) {
     df_init();
     df_log_set_level(DF_LOG_ERROR);
@@ -540,5 +574,6 @@ int main(void) {
     test_spm(p);
     test_eog();
     test_utf8();
+    test_cli(dir);
     TEST_MAIN_END("test_tokenizer");
 }
