@@ -485,7 +485,7 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
 
     /* expert streaming (memplan.c): routed experts stay on disk when they do not fit */
     bool stream = false;
-    if (!(flags & DF_LOAD_SKIP_EXPERTS)) {
+    if (!(flags & (DF_LOAD_SKIP_EXPERTS | DF_LOAD_META_ONLY))) {
         rc = df_stream_decide(m, &stream);
         if (rc < 0) { deltafin_model_free(m); return rc; }
         if (stream) flags |= DF_LOAD_SKIP_EXPERTS;

@@ -311,16 +311,26 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
         if (rc < 0) return rc;
         if (hp->n_rot > 0) df_rope_cache(&m->rope, (float)(c->n_past + t), c->rc + (int64_t)t * hp->n_rot);
     }
+    const int n_out = nt - lo;
     for (int il = 0; il < hp->n_layer; il++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
         layer_attn(c, il, nt);
-        int rc = layer_ffn(c, il, nt);
+        int rc;
+        if (il == hp->n_layer - 1 && lo > 0) {
+            /* like llama.cpp's inp_out_ids: the last layer's FFN only for rows whose logits
+             * are wanted (row-wise, so results are unchanged; MoE reads fewer experts) */
+            if (n_out <= 0) return DF_OK;
+            memmove(c->h, c->h + (int64_t)lo * D, sizeof(float) * (size_t)n_out * D);
+            rc = layer_ffn(c, il, n_out);
+            lo = 0;
+        } else {
+            rc = layer_ffn(c, il, nt);
+        }
         if (rc < 0) return rc;
     }
-    const int n_out = nt - lo;
     if (n_out <= 0) return DF_OK;
-    for (int t = lo; t < nt; t++)
-        df_rmsnorm(c->h + (int64_t)t * D, m->output_norm->data, c->x + (int64_t)(t - lo) * D, D, hp->eps);
+    for (int t = 0; t < n_out; t++)
+        df_rmsnorm(c->h + (int64_t)(lo + t) * D, m->output_norm->data, c->x + (int64_t)t * D, D, hp->eps);
     mm(c, m->output, c->x, D, n_out, dst, hp->n_vocab);
     return DF_OK;
 }

@@ -266,7 +266,7 @@ static void test_errors(void) {
 
 /* ---------------------------------------------------------------- forward consistency */
 static int run_logits(df_model *m, const int32_t *ids, int n, int n_batch, int mode, float *out) {
-    /* mode 0: one decode with all logits; 1: token by token */
+    /* mode 0: one decode with all logits; 1: token by token; 2: one decode, last logits only */
     deltafin_ctx *c = NULL;
     deltafin_ctx_params cp = deltafin_ctx_default_params();
     cp.n_ctx = 64;
@@ -278,6 +278,10 @@ static int run_logits(df_model *m, const int32_t *ids, int n, int n_batch, int m
     if (mode == 0) {
         rc = deltafin_decode(c, ids, n, true);
         for (int i = 0; rc == 0 && i < n; i++) memcpy(out + (size_t)i * V, deltafin_logits(c, i), sizeof(float) * (size_t)V);
+    } else if (mode == 2) {
+        rc = deltafin_decode(c, ids, n, false);
+        if (rc == 0) memcpy(out + (size_t)(n - 1) * V, deltafin_logits(c, -1), sizeof(float) * (size_t)V);
+        if (rc == 0 && deltafin_logits(c, 0) != deltafin_logits(c, -1)) rc = -100;
     } else {
         for (int i = 0; rc == 0 && i < n; i++) {
             rc = deltafin_decode(c, ids + i, 1, false);
@@ -334,6 +338,13 @@ static void test_arch(const char *arch, int type) {
     double d1 = max_diff(a, b, (size_t)n * V), d2 = max_diff(a, c, (size_t)n * V);
     CHECK_MSG(d1 < 1e-3, "%s type %d: batch vs token-by-token max diff %g", arch, type, d1);
     CHECK_MSG(d2 < 1e-3, "%s type %d: batch 512 vs batch 5 max diff %g", arch, type, d2);
+    /* last-logits-only decode (last layer FFN on the output row only) = the all-logits row */
+    CHECK_EQ_INT(run_logits(m, ids, n, 512, 2, b), DF_OK);
+    CHECK_MSG(max_diff(a + (size_t)(n - 1) * V, b + (size_t)(n - 1) * V, (size_t)V) == 0.0,
+              "%s: last-only logits differ", arch);
+    CHECK_EQ_INT(run_logits(m, ids, n, 5, 2, b), DF_OK);
+    CHECK_MSG(max_diff(c + (size_t)(n - 1) * V, b + (size_t)(n - 1) * V, (size_t)V) == 0.0,
+              "%s: last-only logits (batch 5) differ", arch);
     bool finite = true, varied = false;
     for (int i = 0; i < n * V; i++) { finite &= isfinite(a[i]); varied |= a[i] != a[0]; }
     CHECK(finite && varied);
