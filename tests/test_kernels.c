@@ -252,6 +252,37 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     free(W); free(row); free(X); free(Y); free(act);
 }
 
+/* vec_dot4 (one weight row, four activation rows) must give the bits of four vec_dot calls. */
+static void test_dot4(const df_kernel_table *k, int t) {
+    if (!k->vec_dot4[t]) return;
+    const df_type_traits *ti = df_type_info(t);
+    const int vdt = ti->vec_dot_type;
+    int bad = 0;
+    const int64_t sizes[] = {ti->blck, 3 * ti->blck, ti->blck * (4096 / ti->blck) + ti->blck};
+    for (int si = 0; si < 3; si++) {
+        int64_t n = sizes[si];
+        uint64_t arb = df_type_row_bytes(vdt, n) + 32; /* odd stride on purpose */
+        float *xw = malloc(n * 4), *xa = malloc(n * 4);
+        char *w = malloc(df_type_row_bytes(t, n)), *a = malloc(arb * 4);
+        for (int kind = 0; kind < DATA_N; kind++) {
+            gen(xw, n, kind == DATA_NONFINITE ? DATA_RANDOM : kind, t);
+            make_weights(t, xw, w, n, kind == DATA_NONFINITE ? DATA_RANDOM : kind);
+            for (int r = 0; r < 4; r++) {
+                gen(xa, n, kind, DF_TYPE_F32);
+                k->from_float[vdt](xa, a + r * arb, n);
+            }
+            float s4[4], s1;
+            k->vec_dot4[t](n, s4, w, a, arb);
+            for (int r = 0; r < 4; r++) {
+                k->vec_dot[t](n, &s1, w, a + r * arb);
+                if (memcmp(&s1, &s4[r], 4) != 0 && !(isnan(s1) && isnan(s4[r]))) bad++;
+            }
+        }
+        free(xw); free(xa); free(w); free(a);
+    }
+    CHECK_MSG(bad == 0, "%s: %s vec_dot4 differs from vec_dot in %d rows", k->name, ti->name, bad);
+}
+
 /* ------------------------------------------------------------------ thread pool */
 
 typedef struct {
@@ -326,6 +357,7 @@ int main(void) {
         for (int i = 0; i < 3; i++) {
             const df_kernel_table *k = df_kernels_by_name(names[i]);
             if (k) test_type_table(k, r, t);
+            if (k) test_dot4(k, t);
         }
     }
     CHECK(compute_types >= 4);

@@ -142,6 +142,7 @@ void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, i
 
 typedef struct {
     df_vec_dot_fn dot;
+    df_vec_dot4_fn dot4;
     const char *W;
     const char *act;
     uint64_t wrb, arb;
@@ -165,8 +166,14 @@ static void mm_task(void *ctx, int task, int thread) {
         int64_t t1 = t0 + MM_TOK_TILE < j->n_tok ? t0 + MM_TOK_TILE : j->n_tok;
         for (int64_t r = r0; r < r1; r++) {
             const char *w = j->W + r * j->wrb;
-            for (int64_t t = t0; t < t1; t++)
-                j->dot(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+            int64_t t = t0;
+            if (j->dot4)
+                for (; t + 4 <= t1; t += 4) {
+                    float o[4];
+                    j->dot4(j->n_in, o, w, j->act + t * j->arb, j->arb);
+                    for (int k = 0; k < 4; k++) j->Y[(t + k) * j->ldy + r] = o[k];
+                }
+            for (; t < t1; t++) j->dot(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
         }
     }
 }
@@ -179,6 +186,7 @@ void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t 
     const df_kernel_table *k = df_kernels();
     mm_job j = {
         .dot = k->vec_dot[wtype],
+        .dot4 = k->vec_dot4[wtype],
         .W = W,
         .act = act,
         .wrb = df_type_row_bytes(wtype, n_in),

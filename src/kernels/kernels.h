@@ -12,6 +12,10 @@
 
 /* s = dot(weight row w (type T, n elements), activation row xq (vec_dot_type of T, n elems)) */
 typedef void (*df_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq);
+/* s[t] = dot(w, activation row at xq + t*stride) for t < 4: one weight row against four
+ * activation rows, decoding the weights once (prompt processing). Must give the same bits as
+ * four vec_dot calls of the same table. */
+typedef void (*df_vec_dot4_fn)(int64_t n, float *s, const void *w, const void *xq, size_t stride);
 /* Convert an F32 activation row into a vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16/F32 copy). */
 typedef void (*df_from_float_fn)(const float *x, void *dst, int64_t n);
 
@@ -19,6 +23,7 @@ typedef struct df_kernel_table {
     const char *name;                        /* "ref", "avx2", "avx512", "neon" */
     df_vec_dot_fn vec_dot[DF_TYPE_COUNT];    /* indexed by weight type */
     df_from_float_fn from_float[DF_TYPE_COUNT]; /* indexed by vec_dot_type */
+    df_vec_dot4_fn vec_dot4[DF_TYPE_COUNT];  /* optional (NULL: vec_dot per row) */
 } df_kernel_table;
 
 void df_kernels_init(void);                     /* called by df_init() */

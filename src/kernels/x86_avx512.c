@@ -252,30 +252,51 @@ static void dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *xq) 
     *s = sumf;
 }
 
-static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+static inline __attribute__((always_inline)) void mxfp4_dot_nt(int64_t n, float *s, const void *w,
+                                                               const char *xq, size_t stride, const int NT) {
     const df_block_mxfp4 *x = w;
-    const df_block_q8_0 *y = xq;
     const int64_t nb = n / 32;
     const __m512i lut = lut16(df_kvalues_mxfp4);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     int64_t ib = 0;
     for (; ib + 2 <= nb; ib += 2) {
         const __m512i q = _mm512_shuffle_epi8(lut, nibbles2(x[ib].qs, x[ib + 1].qs));
-        const __m512i p = dot_s8(q, ld2x256(y[ib].qs, y[ib + 1].qs));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
-                              scale2(df_f16_to_f32(y[ib].d) * df_e8m0_half(x[ib].e),
-                                     df_f16_to_f32(y[ib + 1].d) * df_e8m0_half(x[ib + 1].e)),
-                              acc);
+        /* dot_s8 split: |q| and the sign mask are shared by all rows */
+        const __mmask64 neg = _mm512_movepi8_mask(q);
+        const __m512i aq = _mm512_abs_epi8(q);
+        const float e0 = df_e8m0_half(x[ib].e), e1 = df_e8m0_half(x[ib + 1].e);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride);
+            const __m512i yv = ld2x256(y[ib].qs, y[ib + 1].qs);
+            const __m512i sy = _mm512_mask_sub_epi8(yv, neg, _mm512_setzero_si512(), yv);
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aq, sy);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                                     scale2(df_f16_to_f32(y[ib].d) * e0, df_f16_to_f32(y[ib + 1].d) * e1), acc[t]);
+        }
     }
-    float sumf = hsum512(acc);
-    for (; ib < nb; ib++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++)
-            sumi += y[ib].qs[j] * df_kvalues_mxfp4[x[ib].qs[j] & 0xF] +
-                    y[ib].qs[j + 16] * df_kvalues_mxfp4[x[ib].qs[j] >> 4];
-        sumf += (df_f16_to_f32(y[ib].d) * df_e8m0_half(x[ib].e)) * sumi;
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+        const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride);
+        float sumf = hsum512(acc[t]);
+        for (int64_t jb = ib; jb < nb; jb++) {
+            int sumi = 0;
+            for (int j = 0; j < 16; j++)
+                sumi += y[jb].qs[j] * df_kvalues_mxfp4[x[jb].qs[j] & 0xF] +
+                        y[jb].qs[j + 16] * df_kvalues_mxfp4[x[jb].qs[j] >> 4];
+            sumf += (df_f16_to_f32(y[jb].d) * df_e8m0_half(x[jb].e)) * sumi;
+        }
+        s[t] = sumf;
     }
-    *s = sumf;
+}
+
+static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    mxfp4_dot_nt(n, s, w, xq, 0, 1);
+}
+static void dot4_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
+    mxfp4_dot_nt(n, s, w, xq, stride, 4);
 }
 
 /* ------------------------------------------------------------------ Q4_K x Q8_K */
@@ -292,47 +313,66 @@ static inline __m128i k4_scales(const uint8_t *q) {
     return _mm_set_epi32((int)m1, (int)m0, (int)s1, (int)s0);
 }
 
-static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s, const void *w,
+                                                             const char *xq, size_t stride, const int NT) {
     const df_block_q4_K *x = w;
-    const df_block_q8_K *y = xq;
     const int64_t nb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* int16 lane -> scale index: first 16 lanes sub-block 2c, last 16 sub-block 2c+1 */
     const __m512i idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i two = _mm512_set1_epi16(2);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    __m512 acc[4];
+    __m256 accm[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) { acc[t] = _mm512_setzero_ps(); accm[t] = _mm256_setzero_ps(); }
     for (int64_t i = 0; i < nb; i++) {
         const __m128i scm = k4_scales(x[i].scales);
         const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
         const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_srli_si128(scm, 8));
         /* Σ_k m_k (bsums[2k] + bsums[2k+1]): bsums pairs x mins repeated twice */
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[i].bsums);
         const __m256i mrep = _mm256_permutexvar_epi16(
             _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), mn16);
-        const __m256i mprod = _mm256_madd_epi16(bs, mrep);
-        __m512i isum = _mm512_setzero_si512();
+        __m512i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
         __m512i idx = idx0;
         for (int c = 0; c < 4; c++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const __m512i q = _mm512_and_si512(
                 _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
-            const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * c));
-            const __m512i p16 = _mm512_maddubs_epi16(q, yv);
             const __m512i scv = _mm512_permutexvar_epi16(idx, sc16);
-            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p16, scv));
             idx = _mm512_add_epi16(idx, two);
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
+                const __m512i yv = _mm512_loadu_si512((const void *)(y->qs + 64 * c));
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv));
+            }
         }
-        const float d = df_f16_to_f32(x[i].d) * y[i].d;
-        const float dm = df_f16_to_f32(x[i].dmin) * y[i].d;
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+        const float dx = df_f16_to_f32(x[i].d), dmx = df_f16_to_f32(x[i].dmin);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
+            const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mrep);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(dx * y->d), acc[t]);
+            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-(dmx * y->d)), accm[t]);
+        }
     }
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm), _mm256_extractf128_ps(accm, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    *s = hsum512(acc) + _mm_cvtss_f32(a);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+        __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm[t]), _mm256_extractf128_ps(accm[t], 1));
+        a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+        a = _mm_add_ss(a, _mm_movehdup_ps(a));
+        s[t] = hsum512(acc[t]) + _mm_cvtss_f32(a);
+    }
+}
+
+static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    q4k_dot_nt(n, s, w, xq, 0, 1);
+}
+static void dot4_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
+    q4k_dot_nt(n, s, w, xq, stride, 4);
 }
 
 /* ------------------------------------------------------------------ Q5_K x Q8_K */
@@ -511,9 +551,12 @@ static void dot_q3_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
 
 /* ------------------------------------------------------------------ Q6_K x Q8_K */
 
-static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+/* Body shared by the 1-row and 4-row kernels (NT activation rows at `stride` bytes): the
+ * weight decode is done once, each row's arithmetic is the same sequence as the 1-row kernel,
+ * so both give bit-identical results. */
+static inline __attribute__((always_inline)) void q6k_dot_nt(int64_t n, float *s, const void *w,
+                                                             const char *xq, size_t stride, const int NT) {
     const df_block_q6_K *x = w;
-    const df_block_q8_K *y = xq;
     const int64_t nb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     /* shifts of the qh bytes: [0 | 2] for the low-nibble half, [4 | 6] for the high one */
@@ -523,13 +566,12 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const __m512i idx0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
                                           1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i four = _mm512_set1_epi16(4);
-    float sumf = 0;
+    float sumf[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < nb; i++) {
         const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales)));
-        /* Σ_k sc_k · bsums_k, for the -32 offset */
-        const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
-                                                _mm512_castsi512_si256(sc16));
-        __m512i isum = _mm512_setzero_si512();
+        __m512i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
         __m512i idx = idx0;
         for (int h = 0; h < 2; h++) {
             const __m512i L = _mm512_loadu_si512((const void *)(x[i].ql + 64 * h));
@@ -541,25 +583,44 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
             const __m512i qb = _mm512_or_si512(
                 _mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
                 _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(H, sh_b), m3), 4));
-            const __m512i ya = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h));
-            const __m512i yb = _mm512_loadu_si512((const void *)(y[i].qs + 128 * h + 64));
             const __m512i sa = _mm512_permutexvar_epi16(idx, sc16);
             idx = _mm512_add_epi16(idx, four);
             const __m512i sb = _mm512_permutexvar_epi16(idx, sc16);
             idx = _mm512_add_epi16(idx, four);
-            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(qa, ya), sa));
-            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(qb, yb), sb));
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
+                const __m512i ya = _mm512_loadu_si512((const void *)(y->qs + 128 * h));
+                const __m512i yb = _mm512_loadu_si512((const void *)(y->qs + 128 * h + 64));
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_madd_epi16(_mm512_maddubs_epi16(qa, ya), sa));
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_madd_epi16(_mm512_maddubs_epi16(qb, yb), sb));
+            }
         }
-        /* the -32 offset removed in integers (exact) */
-        const __m256i i8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1)),
-                                            _mm256_slli_epi32(mprod, 5));
-        /* one exact integer per block, like ref.c: lanes alone would cancel only in float */
-        __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(i8), _mm256_extracti128_si256(i8, 1));
-        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0x4e));
-        q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0xb1));
-        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * (float)_mm_cvtsi128_si32(q4);
+        const float dx = df_f16_to_f32(x[i].d);
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
+            /* Σ_k sc_k · bsums_k for the -32 offset, removed in integers (exact), then one
+             * integer per block like ref.c (lanes alone would cancel only in float) */
+            const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
+                                                    _mm512_castsi512_si256(sc16));
+            const __m256i i8 = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(isum[t]), _mm512_extracti64x4_epi64(isum[t], 1)),
+                                                _mm256_slli_epi32(mprod, 5));
+            __m128i q4 = _mm_add_epi32(_mm256_castsi256_si128(i8), _mm256_extracti128_si256(i8, 1));
+            q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0x4e));
+            q4 = _mm_add_epi32(q4, _mm_shuffle_epi32(q4, 0xb1));
+            sumf[t] += (dx * y->d) * (float)_mm_cvtsi128_si32(q4);
+        }
     }
-    *s = sumf;
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) s[t] = sumf[t];
+}
+
+static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    q6k_dot_nt(n, s, w, xq, 0, 1);
+}
+static void dot4_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
+    q6k_dot_nt(n, s, w, xq, stride, 4);
 }
 
 /* ------------------------------------------------------------------ IQ2_XXS x Q8_K */
@@ -660,6 +721,9 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
+    t->vec_dot4[DF_TYPE_Q4_K] = dot4_q4_K_q8_K;
+    t->vec_dot4[DF_TYPE_Q6_K] = dot4_q6_K_q8_K;
+    t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
