@@ -155,6 +155,38 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* ------------------------------------------------------------------ Q6_K x Q8_K */
+
+static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q6_K *x = w;
+    const df_block_q8_K *y = xq;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const int8x16_t m32 = vdupq_n_s8(32);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32_t isum = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *L = x[i].ql + 64 * h, *H = x[i].qh + 32 * h;
+            const int8_t *sc = x[i].scales + 8 * h, *q8 = y[i].qs + 128 * h;
+            for (int l = 0; l < 32; l += 16) {
+                const int t = l / 16;
+                const uint8x16_t l0 = vld1q_u8(L + l), l1 = vld1q_u8(L + l + 32), hh = vld1q_u8(H + l);
+                const int8x16_t q1 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hh, m3), 4))), m32);
+                const int8x16_t q2 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hh, 2), m3), 4))), m32);
+                const int8x16_t q3 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hh, 4), m3), 4))), m32);
+                const int8x16_t q4 = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hh, 6), 4))), m32);
+                const int32x4_t z = vdupq_n_s32(0);
+                isum += vaddvq_s32(vdotq_s32(z, q1, vld1q_s8(q8 + l))) * sc[t] +
+                        vaddvq_s32(vdotq_s32(z, q2, vld1q_s8(q8 + l + 32))) * sc[t + 2] +
+                        vaddvq_s32(vdotq_s32(z, q3, vld1q_s8(q8 + l + 64))) * sc[t + 4] +
+                        vaddvq_s32(vdotq_s32(z, q4, vld1q_s8(q8 + l + 96))) * sc[t + 6];
+            }
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * isum;
+    }
+    *s = sumf;
+}
+
 void df_kernels_fill_neon(df_kernel_table *t) {
     t->name = "neon";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
@@ -164,5 +196,6 @@ void df_kernels_fill_neon(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
+    t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
 }
