@@ -9,6 +9,25 @@
  * limited (DF_ERR_RANGE when exceeded).
  * Threading: all functions are reentrant (no global mutable state).
  *
+ * Supported Jinja: {{ }}, {% if/elif/else %}, {% for %} (tuple targets, `if` filter, else,
+ * loop.*), {% set %} (names, ns.attr, tuples, block set), {% macro %} (defaults, keywords),
+ * {% break/continue %}, {% with %}, {% raw %}, {% generation %}, comments, whitespace control;
+ * expressions with Python semantics (slices, `in`, chained comparisons, `~`, %-formatting,
+ * int/float arithmetic, dict/list/tuple literals, non-string dict keys); the filters and tests
+ * the HF templates use (trim length string tojson safe default list first last join upper
+ * lower title capitalize replace items dictsort select reject selectattr rejectattr map int
+ * float abs unique sort indent escape reverse sum min max round attr format; defined none
+ * string mapping iterable sequence number integer float boolean true false callable eq ne lt
+ * le gt ge in sameas odd even divisibleby lower upper); str/list/dict methods.
+ * Deliberate deviations from Python jinja2 in HF's ImmutableSandboxedEnvironment:
+ *   - list.append/pop and dict.update are allowed (as in llama.cpp and SandboxedEnvironment;
+ *     Kimi-K2-Instruct needs them for tool calls);
+ *   - select/reject/selectattr/rejectattr/map return lists, not generators (so `|length` and
+ *     `|tojson` work on them, as in llama.cpp);
+ *   - upper/lower/title/capitalize change ASCII letters only;
+ *   - not supported (syntax error): {% call %}, {% filter %}, {% include/extends/block %},
+ *     recursive loops, *args/**kwargs, loop.cycle.
+ *
  * Status codes: DF_ERR_FORMAT  syntax error in the template, malformed JSON input;
  *               DF_ERR_INVALID the template called raise_exception() or hit a runtime type
  *                              error (e.g. `'x' in none`, undefined attribute of undefined);
