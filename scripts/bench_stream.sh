@@ -10,7 +10,8 @@
 # usage: scripts/bench_stream.sh [--record] [--quick]
 #   env: DIR (work dir, default /tmp/dfbench), LIMIT (default 1G), LAYERS (default 6: at Q4_K
 #        one layer's 32 experts are 756 MiB, so 5 layers are 3.69 GiB < 4 GiB), N_GEN (8),
-#        THREADS (default: all cores), LLAMA_BIN (/work/llama.cpp/build/bin)
+#        THREADS (default: all cores), LLAMA_BIN (/work/llama.cpp/build/bin),
+#        EXPERT_TYPE (q4_k default; q8_0 skips quantizing: 5 layers are then 7 GiB of experts)
 #   --quick: tiny geometry (n_embd 1024, width 512) and a 160M limit, to test the script itself.
 set -u
 RECORD=0; QUICK=0
@@ -29,11 +30,17 @@ if [ $QUICK = 1 ]; then EMBD=1024; FF=512; LIMIT=160M; LAYERS=4; fi
 CTX=256   # the plan (DELTAFIN_PLAN_CTX) and the run use the same context and batch
 export DELTAFIN_PLAN_CTX=$CTX
 mkdir -p "$DIR"
+# private copy of the binary: a concurrent rebuild must not pull it away mid-benchmark
+cp "$BIN" "$DIR/deltafin.bench" || exit 1
+BIN="$DIR/deltafin.bench"
+EXPERT_TYPE=${EXPERT_TYPE:-q4_k}   # q8_0: skip the quantize step (44.6 MiB experts)
 SRC="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}-q8.gguf"
 MODEL="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}-q4k.gguf"
-PROMPT="The expert store reads routed experts from the disk while the dense weights stay in memory"
+[ "$EXPERT_TYPE" = q8_0 ] && MODEL=$SRC
+PROMPT="Hello"   # byte vocabulary: 5 tokens
 
 need_gb=$(( (EMBD * FF * 3 / 256 * 144 * 32 * LAYERS * 3) / 1000000000 + 2 ))
+[ -f "$MODEL" ] && need_gb=1
 avail_gb=$(df -P --block-size=1G "$DIR" | awk 'NR==2 {print $4}')
 [ "$avail_gb" -gt "$need_gb" ] || { echo "bench_stream: need ~${need_gb} GB free in $DIR, have ${avail_gb}"; exit 1; }
 
@@ -42,8 +49,10 @@ if [ ! -f "$MODEL" ]; then
     [ -f "$SRC" ] || nice "$BIN" gen-random --arch qwen3moe --type q8_0 --n-embd $EMBD --n-layer $LAYERS \
         --n-head $HEADS --n-head-kv $KV --head-dim $HD --n-expert 32 --n-expert-used 8 --n-ff-exp $FF \
         --vocab bytes --seed 9 "$SRC" || exit 1
-    nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 || exit 1
-    rm -f "$SRC"
+    if [ "$MODEL" != "$SRC" ]; then
+        nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 || exit 1
+        rm -f "$SRC"
+    fi
 fi
 
 # ---- memory cgroup (v1) -----------------------------------------------------------------------
@@ -60,27 +69,31 @@ else
 fi
 trap 'rmdir "$CG" 2>/dev/null' EXIT
 
-drop_cache() { # whole page cache if allowed, else the model file's pages
-    if sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then DROP="drop_caches"; else
+drop_cache() { # the model file's pages (the cache that matters; kinder to a shared machine than
+               # drop_caches); DROP_ALL=1: whole page cache when allowed
+    if [ "${DROP_ALL:-0}" = 1 ] && sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then DROP="drop_caches"; else
         /usr/bin/python3 -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$MODEL"
         DROP="fadvise(DONTNEED) of the model"
     fi
 }
 
-# ---- disk bandwidth: 4 parallel streams of 16 MiB O_DIRECT reads -------------------------------
+# ---- disk bandwidth: 16 parallel streams of 16 MiB O_DIRECT reads (3 GiB)
 drop_cache
-SZ=$(stat -c %s "$MODEL"); CNT=16; T0=$(date +%s.%N)
-for k in 0 1 2 3; do
-    dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( (SZ / 16777216 / 4) * k )) iflag=direct 2>/dev/null &
+SZ=$(stat -c %s "$MODEL"); CNT=12; NS=16; T0=$(date +%s.%N)
+k=0
+while [ $k -lt $NS ]; do
+    dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( (SZ / 16777216 / NS) * k )) iflag=direct 2>/dev/null &
+    k=$((k + 1))
 done
 wait
 T1=$(date +%s.%N)
-DISK=$(echo "$T0 $T1" | awk -v b=$((4 * CNT * 16777216)) '{printf "%.2f", b / ($2 - $1) / 1e9}')
-echo "disk: ${DISK} GB/s (4 x ${CNT} x 16 MiB O_DIRECT)"
+DISK=$(echo "$T0 $T1" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.2f", b / ($2 - $1) / 1e9}')
+echo "disk: ${DISK} GB/s ($NS streams x ${CNT} x 16 MiB O_DIRECT)"
 
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DATE=$(date +%Y-%m-%d)
-EXP_BYTES=$(( EMBD * FF / 256 * 144 * 3 * 32 * LAYERS ))
+BPB=144; [ "$EXPERT_TYPE" = q8_0 ] && BPB=272   # bytes per 256 weights
+EXP_BYTES=$(( EMBD * FF / 256 * BPB * 3 * 32 * LAYERS ))
 printf '%-10s %10s %10s %10s %10s %12s\n' run "gen tok/s" "read GB/s" "hit %" "peak RSS" "vs disk"
 ROWS=""
 for io in auto pread direct uring mmap; do
@@ -94,8 +107,9 @@ for io in auto pread direct uring mmap; do
     PEAK=$(echo "$OUT" | sed -n 's/.*peak memory: \([0-9.]* [KMG]iB\).*/\1/p')
     ENG=$(echo "$OUT" | sed -n 's/.*io \([a-z]*\), prefetch.*/\1/p')
     R=$(echo "$RD $DISK" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "" }')
+    [ $io = auto ] && echo "(auto chose $ENG)"
     printf '%-10s %10s %10s %10s %10s %12s\n' "$io" "$GEN" "$RD" "$HIT" "$PEAK" "$R"
-    ROWS="$ROWS$DATE	$COMMIT	streaming	run $io ($ENG) K2 geometry ${LAYERS}L Q4_K experts $(($EXP_BYTES / 1048576)) MiB, $CGNOTE, $N_GEN tokens	expert read GB/s	$RD	$DISK	$R	yes	gen ${GEN} tok/s, hit ${HIT}%, peak RSS ${PEAK}, cache dropped by $DROP, disk = 4x16 MiB O_DIRECT dd same run, load avg $(cut -d' ' -f1 /proc/loadavg)
+    ROWS="$ROWS$DATE	$COMMIT	streaming	run $io ($ENG) K2 geometry ${LAYERS}L $EXPERT_TYPE experts $(($EXP_BYTES / 1048576)) MiB, $CGNOTE, $N_GEN tokens	expert read GB/s	$RD	$DISK	$R	yes	gen ${GEN} tok/s, hit ${HIT}%, peak RSS ${PEAK}, cache dropped by $DROP, disk = 16 parallel dd streams of 16 MiB O_DIRECT reads (3 GiB), same run, load avg $(cut -d' ' -f1 /proc/loadavg)
 "
     eval "GEN_$io=\$GEN"
 done
@@ -110,7 +124,7 @@ if [ -x "$LLAMA_BIN/llama-completion" ]; then
         printf '%-10s %10s\n' "llama.cpp" "$LGEN"
         BEST=${GEN_auto:-}
         R=$(echo "${BEST:-0} $LGEN" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2 }')
-        ROWS="$ROWS$DATE	$COMMIT	streaming	run --io auto vs llama-completion --no-repack (mmap), same cgroup, K2 geometry ${LAYERS}L Q4_K	gen tok/s	${BEST}	$LGEN	$R	yes	$CGNOTE, cache dropped by $DROP, $N_GEN tokens, $THREADS threads
+        ROWS="$ROWS$DATE	$COMMIT	streaming	run --io auto vs llama-completion --no-repack (mmap), same cgroup, K2 geometry ${LAYERS}L $EXPERT_TYPE experts	gen tok/s	${BEST}	$LGEN	$R	yes	$CGNOTE, cache dropped by $DROP, $N_GEN tokens, $THREADS threads
 "
     else
         echo "llama.cpp: no timing line ($(echo "$LOUT" | tail -2))"
