@@ -26,7 +26,7 @@
  *     `|tojson` work on them, as in llama.cpp);
  *   - upper/lower/title/capitalize change ASCII letters only;
  *   - not supported (syntax error): {% call %}, {% filter %}, {% include/extends/block %},
- *     recursive loops, *args/**kwargs, loop.cycle.
+ *     recursive loops, *args and **kwargs, loop.cycle.
  *
  * Status codes: DF_ERR_FORMAT  syntax error in the template, malformed JSON input;
  *               DF_ERR_INVALID the template called raise_exception() or hit a runtime type
