@@ -546,6 +546,12 @@ const char *deltafin_model_meta_str(const deltafin_model *m, const char *key) {
     return s;
 }
 
+void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) {
+    if (m->arch->kv_row) { m->arch->kv_row(m, il, k_row, v_row); return; }
+    *k_row = (int64_t)m->hp.n_head_kv * m->hp.n_embd_head_k;
+    *v_row = (int64_t)m->hp.n_head_kv * m->hp.n_embd_head_v;
+}
+
 /* ---- memory plan ------------------------------------------------------------------------- */
 void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *out) {
     const df_hparams *hp = &m->hp;
@@ -567,8 +573,12 @@ void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *o
         }
         if (one > out->expert_bytes_one) out->expert_bytes_one = one;
     }
-    out->kv_bytes_per_token = (uint64_t)hp->n_layer * (uint64_t)hp->n_head_kv *
-                              (uint64_t)(hp->n_embd_head_k + hp->n_embd_head_v) * 2;
+    out->kv_bytes_per_token = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        int64_t kr, vr;
+        df_model_kv_row(m, l, &kr, &vr);
+        out->kv_bytes_per_token += (uint64_t)(kr + vr) * sizeof(df_f16);
+    }
     out->kv_bytes = out->kv_bytes_per_token * (uint64_t)n_ctx;
     /* mirrors the buffers deltafin_ctx_create allocates (session.c) */
     extern uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);

@@ -68,6 +68,7 @@ typedef struct df_layer {
 
 struct deltafin_model;
 typedef struct deltafin_model df_model;
+struct deltafin_ctx;
 
 /* An architecture family (src/models/<name>.c). Hooks that are NULL use the generic code
  * (GQA attention, dense SwiGLU / MoE FFN); deepseek2 / kimi / gpt-oss add their own. */
@@ -77,7 +78,22 @@ typedef struct df_arch {
     int (*load_hparams)(df_model *m);
     /* Bind tensors with df_model_tensor(); return DF_OK or the first error. */
     int (*bind)(df_model *m);
+    /* Optional (NULL = generic GQA): F16 elements per token that layer il keeps in the KV
+     * cache for K and for V (MLA: latent + rope part in k_row, v_row 0; linear-attention
+     * layers: 0 and 0 and their own state). */
+    void (*kv_row)(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
+    /* Optional (NULL = generic): the attention block of layer il for nt tokens at positions
+     * c->n_past..: reads c->h, adds its output to c->h, stores its KV rows at
+     * df_ctx_kv(c, il, ...). May use c->arch_scr (arch_scratch bytes). */
+    int (*layer_attn)(struct deltafin_ctx *c, int il, int nt);
+    /* Optional (NULL = generic dense SwiGLU / MoE): the FFN block of layer il (c->h += FFN). */
+    int (*layer_ffn)(struct deltafin_ctx *c, int il, int nt);
+    /* Optional: extra scratch bytes the hooks need for n_batch tokens (carved at ctx create). */
+    uint64_t (*arch_scratch)(const df_model *m, int n_batch);
 } df_arch;
+
+/* KV row sizes of layer il (the arch hook or n_head_kv * head dims). */
+void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
 
 struct deltafin_model {
     char *path;

@@ -17,7 +17,7 @@
 
 /* ---- scratch plan --------------------------------------------------------------------------- */
 typedef struct {
-    uint64_t h, x, q, k, v, o, y, f, rc, act, router, sel, e_cnt, e_list, xg, yslot, attn, logits;
+    uint64_t h, x, q, k, v, o, y, f, rc, act, router, sel, e_cnt, e_list, xg, yslot, attn, logits, arch;
     uint64_t total;
     int fw;
 } scratch_plan;
@@ -76,9 +76,10 @@ static void plan_scratch(const df_model *m, int n_batch, int n_threads, scratch_
     p->attn = (uint64_t)(n_threads > 0 ? n_threads : 1) *
               df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     p->logits = a64((uint64_t)hp->n_vocab * 4);
+    p->arch = m->arch->arch_scratch ? a64(m->arch->arch_scratch(m, n_batch)) : 0;
     p->total = p->h + p->x + p->q + p->k + p->v + p->o + p->y + 2 * p->f + p->rc + p->act +
                2 * p->router + 2 * p->sel + 4 * p->e_cnt + p->e_list + 2 * p->xg + p->yslot +
-               a64(p->attn) + p->logits;
+               a64(p->attn) + p->logits + p->arch;
 }
 
 uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads) {
@@ -123,13 +124,24 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     if (!c->pool) { free(c); return df_err(DF_ERR_NOMEM, "cannot create thread pool"); }
     c->n_threads = df_pool_size(c->pool);
 
-    c->kv_layer_k = (uint64_t)c->n_ctx * hp->n_head_kv * hp->n_embd_head_k;
-    c->kv_layer_v = (uint64_t)c->n_ctx * hp->n_head_kv * hp->n_embd_head_v;
-    c->kv_bytes = (c->kv_layer_k + c->kv_layer_v) * (uint64_t)hp->n_layer * sizeof(df_f16);
+    c->k_l = df_calloc((size_t)hp->n_layer * 2, sizeof(df_f16 *));
+    c->k_row = df_calloc((size_t)hp->n_layer * 2, sizeof(int64_t));
+    if (!c->k_l || !c->k_row) { deltafin_ctx_free(c); return DF_ERR_NOMEM; }
+    c->v_l = c->k_l + hp->n_layer;
+    c->v_row = c->k_row + hp->n_layer;
+    uint64_t kv_elems = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        df_model_kv_row(m, l, &c->k_row[l], &c->v_row[l]);
+        kv_elems += (uint64_t)(c->k_row[l] + c->v_row[l]) * (uint64_t)c->n_ctx;
+    }
+    c->kv_bytes = kv_elems * sizeof(df_f16);
     c->kv_mem = anon(c->kv_bytes);
     if (!c->kv_mem) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)", (unsigned long long)c->kv_bytes); }
-    c->kc = c->kv_mem;
-    c->vc = c->kc + c->kv_layer_k * (uint64_t)hp->n_layer;
+    df_f16 *kvp = c->kv_mem;
+    for (int l = 0; l < hp->n_layer; l++) {
+        c->k_l[l] = kvp; kvp += (uint64_t)c->k_row[l] * (uint64_t)c->n_ctx;
+        c->v_l[l] = kvp; kvp += (uint64_t)c->v_row[l] * (uint64_t)c->n_ctx;
+    }
 
     scratch_plan sp;
     plan_scratch(m, c->n_batch, c->n_threads, &sp);
@@ -145,6 +157,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     CARVE(c->e_cnt, sp.e_cnt); CARVE(c->e_off, sp.e_cnt); CARVE(c->e_union, sp.e_cnt); q += sp.e_cnt;
     CARVE(c->e_list, sp.e_list); CARVE(c->xg, sp.xg); CARVE(c->yg, sp.xg); CARVE(c->yslot, sp.yslot);
     CARVE(c->attn_scr, a64(sp.attn)); CARVE(c->logits, sp.logits);
+    c->arch_scr_bytes = sp.arch; CARVE(c->arch_scr, sp.arch);
 #undef CARVE
     DF_ASSERT((uint64_t)(q - (char *)c->mem) <= sp.total);
     if (!hp->n_expert) c->yg = c->y; /* unused */
@@ -159,6 +172,8 @@ void deltafin_ctx_free(deltafin_ctx *c) {
     if (!c) return;
     if (c->pool) df_pool_free(c->pool);
     if (c->kv_mem) munmap(c->kv_mem, (size_t)(c->kv_bytes ? c->kv_bytes : 1));
+    free(c->k_l);
+    free(c->k_row);
     if (c->logits_cap > 1 && c->logits) free(c->logits);
     if (c->mem) munmap(c->mem, (size_t)c->mem_bytes);
     free(c);
@@ -198,7 +213,7 @@ static bool use_tiled_attn(int nt, int dv) {
     return nt >= 64 && dv % epr == 0;
 }
 
-static void layer_attn(deltafin_ctx *c, int il, int nt) {
+int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
     const df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const df_layer *L = &m->layers[il];
@@ -246,8 +261,8 @@ static void layer_attn(deltafin_ctx *c, int il, int nt) {
             df_rope_apply(&m->rope, rc, kt, hp->n_head_kv, dk);
         }
         /* K and V are rounded to F16 when stored, as llama.cpp's default cache type */
-        df_f16 *kd = c->kc + c->kv_layer_k * (uint64_t)il + (uint64_t)(c->n_past + t) * (uint64_t)nk;
-        df_f16 *vd = c->vc + c->kv_layer_v * (uint64_t)il + (uint64_t)(c->n_past + t) * (uint64_t)nv;
+        df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
+        df_f16 *vd = df_ctx_v(c, il, c->n_past + t);
         for (int64_t i = 0; i < nk; i++) kd[i] = df_f32_to_f16(kt[i]);
         const float *vt = c->v + t * nv;
         for (int64_t i = 0; i < nv; i++) vd[i] = df_f32_to_f16(vt[i]);
@@ -255,7 +270,7 @@ static void layer_attn(deltafin_ctx *c, int il, int nt) {
     df_attn_args a = {
         .n_tok = nt, .pos0 = c->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .dk = dk, .dv = dv, .scale = hp->kq_scale, .q = c->q, .ldq = nq,
-        .kc = c->kc + c->kv_layer_k * (uint64_t)il, .vc = c->vc + c->kv_layer_v * (uint64_t)il,
+        .kc = c->k_l[il], .vc = c->v_l[il],
         .ldk = nk, .ldv = nv, .out = c->o, .ldo = (int64_t)hp->n_head * dv,
         .f32_acc = use_tiled_attn(nt, dv), .sinks = NULL, .swa = 0,
         .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
@@ -264,9 +279,10 @@ static void layer_attn(deltafin_ctx *c, int il, int nt) {
     mm(c, L->wo, c->o, (int64_t)hp->n_head * dv, nt, c->y, D);
     add_bias(c->y, D, nt, L->bo);
     for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
+    return DF_OK;
 }
 
-static int layer_ffn(deltafin_ctx *c, int il, int nt) {
+int df_layer_ffn(deltafin_ctx *c, int il, int nt) {
     const df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const df_layer *L = &m->layers[il];
@@ -314,17 +330,18 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
     const int n_out = nt - lo;
     for (int il = 0; il < hp->n_layer; il++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
-        layer_attn(c, il, nt);
-        int rc;
+        const df_arch *ar = m->arch;
+        int rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
+        if (rc < 0) return rc;
         if (il == hp->n_layer - 1 && lo > 0) {
             /* like llama.cpp's inp_out_ids: the last layer's FFN only for rows whose logits
              * are wanted (row-wise, so results are unchanged; MoE reads fewer experts) */
             if (n_out <= 0) return DF_OK;
             memmove(c->h, c->h + (int64_t)lo * D, sizeof(float) * (size_t)n_out * D);
-            rc = layer_ffn(c, il, n_out);
+            rc = ar->layer_ffn ? ar->layer_ffn(c, il, n_out) : df_layer_ffn(c, il, n_out);
             lo = 0;
         } else {
-            rc = layer_ffn(c, il, nt);
+            rc = ar->layer_ffn ? ar->layer_ffn(c, il, nt) : df_layer_ffn(c, il, nt);
         }
         if (rc < 0) return rc;
     }

@@ -16,9 +16,10 @@ struct deltafin_ctx {
     int n_threads;
     int n_ctx, n_batch;
     int n_past;
-    /* KV cache, per layer [n_ctx][n_head_kv * d] in F16 (as llama.cpp's default) */
-    df_f16 *kc, *vc;
-    uint64_t kv_layer_k, kv_layer_v;   /* elements per layer */
+    /* KV cache in F16 (as llama.cpp's default): layer il keeps [n_ctx][k_row[il]] K and
+     * [n_ctx][v_row[il]] V elements at k_l[il] / v_l[il] (rows from df_model_kv_row) */
+    df_f16 **k_l, **v_l;
+    int64_t *k_row, *v_row;
     void *kv_mem; uint64_t kv_bytes;
     /* scratch for nb = n_batch tokens */
     float *h;      /* [nb][n_embd] residual stream */
@@ -39,6 +40,7 @@ struct deltafin_ctx {
     int32_t *e_cnt, *e_off, *e_list, *e_union; /* [E], [E+1], [nb*k] (t*k+j), [E] */
     float *xg, *yg;/* [nb][n_embd] gathered input / expert output */
     float *yslot;  /* [nb][k][n_embd] per-slot expert outputs (summed in slot order) */
+    char *arch_scr; uint64_t arch_scr_bytes; /* for df_arch hooks */
     /* attention per-thread scratch */
     char *attn_scr; size_t attn_stride;
     /* logits */
@@ -51,6 +53,12 @@ struct deltafin_ctx {
 };
 
 uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
+/* K / V cache row of layer il at position pos (for df_arch attention hooks). */
+static inline df_f16 *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return c->k_l[il] + (int64_t)pos * c->k_row[il]; }
+static inline df_f16 *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (int64_t)pos * c->v_row[il]; }
+/* The generic blocks (also callable from hooks). */
+int df_layer_attn_gqa(struct deltafin_ctx *c, int il, int nt);
+int df_layer_ffn(struct deltafin_ctx *c, int il, int nt);
 
 /* ---- attention (attn_gqa.c) --------------------------------------------------------------- */
 typedef struct df_attn_args {

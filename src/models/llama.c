@@ -42,4 +42,4 @@ static int llama_bind(df_model *m) {
     return m->bind_status;
 }
 
-const df_arch df_arch_llama = {"llama", llama_hparams, llama_bind};
+const df_arch df_arch_llama = {.name = "llama", .load_hparams = llama_hparams, .bind = llama_bind};

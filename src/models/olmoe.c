@@ -34,4 +34,4 @@ static int olmoe_bind(df_model *m) {
     return m->bind_status;
 }
 
-const df_arch df_arch_olmoe = {"olmoe", olmoe_hparams, olmoe_bind};
+const df_arch df_arch_olmoe = {.name = "olmoe", .load_hparams = olmoe_hparams, .bind = olmoe_bind};

@@ -33,4 +33,4 @@ static int qwen2moe_bind(df_model *m) {
     return m->bind_status;
 }
 
-const df_arch df_arch_qwen2moe = {"qwen2moe", qwen2moe_hparams, qwen2moe_bind};
+const df_arch df_arch_qwen2moe = {.name = "qwen2moe", .load_hparams = qwen2moe_hparams, .bind = qwen2moe_bind};

@@ -30,4 +30,4 @@ static int qwen3moe_bind(df_model *m) {
     return m->bind_status;
 }
 
-const df_arch df_arch_qwen3moe = {"qwen3moe", qwen3moe_hparams, qwen3moe_bind};
+const df_arch df_arch_qwen3moe = {.name = "qwen3moe", .load_hparams = qwen3moe_hparams, .bind = qwen3moe_bind};
