@@ -1194,13 +1194,11 @@ int df_detok_push(df_detok *d, const df_tokenizer *t, int32_t id, char *out, int
     size_t n = 0;
     const char *p = "";
     if (d->special || !(t->attr[id] & (DF_TATTR_UNKNOWN | DF_TATTR_CONTROL))) p = piece_ptr(t, id, &n);
-    if (d->strip_space) {
-        if (n && *p == ' ') { p++; n--; }
-        d->strip_space = false;
-    }
+    if (d->strip_space && n && *p == ' ') { p++; n--; }
     int keep;
     size_t need = detok_run(d->pend, d->n_pend, (const unsigned char *)p, n, NULL, &keep);
     if (need > (size_t)(cap < 0 ? 0 : cap)) return df_err(DF_ERR_RANGE, "detok: output buffer too small (%zu needed)", need);
+    d->strip_space = false;
     size_t got = detok_run(d->pend, d->n_pend, (const unsigned char *)p, n, out, &keep);
     /* keep the held tail (at most 3 bytes: an incomplete valid sequence) */
     unsigned char tail[8];
@@ -1253,6 +1251,14 @@ bool df_token_is_control(const df_tokenizer *t, int32_t id) {
 int df_tokenizer_type(const df_tokenizer *t) { return t->type; }
 const char *df_tokenizer_pre(const df_tokenizer *t) { return t->pre_name; }
 int df_tokenizer_n_vocab(const df_tokenizer *t) { return t->n_vocab; }
+int df_tokenizer_max_piece_len(const df_tokenizer *t) {
+    size_t m = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        size_t l = t->piece_off[i + 1] - t->piece_off[i];
+        if (l > m) m = l;
+    }
+    return m > INT_MAX / 4 ? INT_MAX / 4 : (int)m;
+}
 int32_t df_tokenizer_bos(const df_tokenizer *t) { return t->bos; }
 int32_t df_tokenizer_eos(const df_tokenizer *t) { return t->eos; }
 int32_t df_tokenizer_eot(const df_tokenizer *t) { return t->eot; }

@@ -73,6 +73,7 @@ bool df_token_is_control(const df_tokenizer *t, int32_t id);
 int df_tokenizer_type(const df_tokenizer *t);          /* enum df_tok_type */
 const char *df_tokenizer_pre(const df_tokenizer *t);   /* pre-tokenizer name in use ("" for SPM) */
 int df_tokenizer_n_vocab(const df_tokenizer *t);
+int df_tokenizer_max_piece_len(const df_tokenizer *t); /* longest piece (special=true), bytes */
 int32_t df_tokenizer_bos(const df_tokenizer *t);        /* -1 if none */
 int32_t df_tokenizer_eos(const df_tokenizer *t);
 int32_t df_tokenizer_eot(const df_tokenizer *t);
@@ -102,7 +103,8 @@ int df_tokenizer_presplit(const df_tokenizer *t, const char *text, size_t len,
  * Usage: df_detok d; df_detok_init(&d, false, false); for each id: n = df_detok_push(&d, t,
  * id, out, cap); ... ; n = df_detok_flush(&d, out, cap).
  * push/flush return the number of bytes written to out, or < 0 (DF_ERR_RANGE if cap is too
- * small: cap >= piece length + 8 always suffices; DF_ERR_INVALID for a bad id). */
+ * small, state unchanged; DF_ERR_INVALID for a bad id). Invalid bytes expand to 3 bytes, so
+ * cap >= 3 * (df_tokenizer_max_piece_len(t) + 3) always suffices. */
 typedef struct {
     unsigned char pend[8]; /* held-back bytes of an incomplete UTF-8 sequence */
     int n_pend;

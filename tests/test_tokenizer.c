@@ -379,6 +379,7 @@ static void test_spm(const char *path) {
     CHECK(df_tokenizer_add_bos(t));
     CHECK(df_token_is_eog(t, 2));
     CHECK_EQ_INT(df_tokenizer_nl(t), 13); /* <0x0A> */
+    CHECK(df_tokenizer_max_piece_len(t) >= 16 && df_tokenizer_max_piece_len(t) < 64);
     /* expected ids from llama-tokenize on ggml-vocab-llama-spm.gguf */
     const char *s = "<s>Hello</s> world";
     int n = df_tokenize(t, s, strlen(s), true, true, ids, 256);
