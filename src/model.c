@@ -9,8 +9,6 @@
 #include "quant.h"
 #include "kernels/kernels.h"
 #include "tokenizer.h"
-#pragma weak df_tokenizer_load
-#pragma weak df_tokenizer_free
 
 #include <math.h>
 #include <stdarg.h>
@@ -508,7 +506,7 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         rc = df_stream_attach(m);
         if (rc < 0) { deltafin_model_free(m); return rc; }
     }
-    if (!(flags & DF_LOAD_NO_TOKENIZER) && df_tokenizer_load &&
+    if (!(flags & DF_LOAD_NO_TOKENIZER) &&
         df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
         df_tokenizer *tok = NULL;
         rc = df_tokenizer_load(m->gguf, &tok);
@@ -526,7 +524,7 @@ int deltafin_model_load(const char *path, const deltafin_model_params *p, deltaf
 void deltafin_model_free(deltafin_model *m) {
     if (!m) return;
     if (m->has_provider && m->provider.destroy) m->provider.destroy(m->provider.ud);
-    if (m->tokenizer && df_tokenizer_free) df_tokenizer_free(m->tokenizer);
+    if (m->tokenizer) df_tokenizer_free(m->tokenizer);
     if (m->dense_mem) munmap(m->dense_mem, (size_t)(m->dense_bytes ? m->dense_bytes : 1));
     if (m->expert_mem) munmap(m->expert_mem, (size_t)m->expert_bytes);
     df_model_pack_free(m);

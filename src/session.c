@@ -401,20 +401,10 @@ const float *deltafin_logits(const deltafin_ctx *c, int i) {
     return c->logits + (int64_t)i * c->m->hp.n_vocab;
 }
 
-/* ---- vocabulary / chat wrappers ------------------------------------------------------------
- * The tokenizer and chat modules are referenced weakly so that a build without them still
- * links (the wrappers then return DF_ERR_UNSUPPORTED). */
-#pragma weak df_tokenize
-#pragma weak df_token_to_piece
-#pragma weak df_token_is_eog
-#pragma weak df_tokenizer_bos
-#pragma weak df_tokenizer_eos
-#pragma weak df_chat_render_json
-#pragma weak df_chat_msgs_to_json
-#pragma weak df_chat_builtin_template
+/* ---- vocabulary / chat wrappers ------------------------------------------------------------ */
 
 static int no_tok(const deltafin_model *m) {
-    if (!m->tokenizer || !df_tokenize) return df_err(DF_ERR_UNSUPPORTED, "model has no tokenizer");
+    if (!m->tokenizer) return df_err(DF_ERR_UNSUPPORTED, "model has no tokenizer");
     return DF_OK;
 }
 
@@ -430,13 +420,13 @@ int deltafin_token_to_piece(const deltafin_model *m, int32_t id, bool special, c
     return df_token_to_piece(m->tokenizer, id, special, buf, cap);
 }
 bool deltafin_token_is_eog(const deltafin_model *m, int32_t id) {
-    return m->tokenizer && df_token_is_eog && df_token_is_eog(m->tokenizer, id);
+    return m->tokenizer && df_token_is_eog(m->tokenizer, id);
 }
 int32_t deltafin_token_bos(const deltafin_model *m) {
-    return m->tokenizer && df_tokenizer_bos ? df_tokenizer_bos(m->tokenizer) : -1;
+    return m->tokenizer ? df_tokenizer_bos(m->tokenizer) : -1;
 }
 int32_t deltafin_token_eos(const deltafin_model *m) {
-    return m->tokenizer && df_tokenizer_eos ? df_tokenizer_eos(m->tokenizer) : -1;
+    return m->tokenizer ? df_tokenizer_eos(m->tokenizer) : -1;
 }
 
 static char *piece_str(const deltafin_model *m, int32_t id) {
@@ -451,8 +441,6 @@ int deltafin_chat_render(const deltafin_model *m, const char *template_name,
                          const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
                          bool add_generation_prompt, char **out) {
     *out = NULL;
-    if (!df_chat_render_json || !df_chat_msgs_to_json || !df_chat_builtin_template)
-        return df_err(DF_ERR_UNSUPPORTED, "chat templates are not built in");
     const char *src = NULL;
     if (template_name && *template_name) {
         src = df_chat_builtin_template(template_name);

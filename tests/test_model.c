@@ -480,6 +480,25 @@ static void test_llama2_tiny(void) {
         CHECK(st.n_prompt_tokens == 3 && st.n_gen_tokens == 16);
         deltafin_ctx_free(c);
     }
+    /* vocabulary and chat wrappers */
+    int32_t tk[8];
+    CHECK_EQ_INT(deltafin_tokenize(m, "Hello world", 11, true, true, tk, 8), 3);
+    CHECK(tk[0] == 1 && tk[1] == 15043 && tk[2] == 3186);
+    CHECK_EQ_INT(deltafin_tokenize(m, "Hello world", 11, false, true, tk, 1), 2); /* needs 2 */
+    char piece[16];
+    int np = deltafin_token_to_piece(m, 15043, false, piece, sizeof piece);
+    CHECK(np == 6 && !memcmp(piece, " Hello", 6));
+    CHECK_EQ_INT(deltafin_token_bos(m), 1);
+    CHECK_EQ_INT(deltafin_token_eos(m), 2);
+    CHECK(deltafin_token_is_eog(m, 2) && !deltafin_token_is_eog(m, 15043));
+    deltafin_chat_msg msgs[2] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "hi"}};
+    char *chat = NULL;
+    int crc = deltafin_chat_render(m, NULL, msgs, 2, NULL, true, &chat); /* no template: chatml */
+    CHECK_MSG(crc == DF_OK && chat && strstr(chat, "<|im_start|>user\nhi<|im_end|>") &&
+              strstr(chat + strlen(chat) - 22, "<|im_start|>assistant\n"), "%s", chat ? chat : df_errmsg());
+    free(chat);
+    chat = NULL;
+    CHECK(deltafin_chat_render(m, "no-such-template", msgs, 2, NULL, true, &chat) == DF_ERR_INVALID && !chat);
     /* context full */
     deltafin_ctx *c = NULL;
     deltafin_ctx_params cp = deltafin_ctx_default_params();

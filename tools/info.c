@@ -11,9 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#pragma weak df_tokenizer_type
-#pragma weak df_tokenizer_pre
-#pragma weak df_tokenizer_eog_ids
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -83,13 +80,13 @@ int cmd_info(int argc, char **argv) {
                hp->n_expert, hp->n_expert_used, hp->n_ff_exp, hp->n_ff_shexp,
                hp->expert_weights_norm ? "yes" : "no", hp->expert_weights_scale);
     printf("\ntokenizer:    ");
-    if (m->tokenizer && df_tokenizer_type) {
+    if (m->tokenizer) {
         const int32_t *eog = NULL;
-        int n_eog = df_tokenizer_eog_ids ? df_tokenizer_eog_ids(m->tokenizer, &eog) : 0;
+        int n_eog = df_tokenizer_eog_ids(m->tokenizer, &eog);
         printf("%s%s%s, bos %d, eos %d, %d end-of-generation id%s\n",
                df_tokenizer_type(m->tokenizer) == DF_TOK_SPM ? "SPM" : "BPE",
-               df_tokenizer_pre && *df_tokenizer_pre(m->tokenizer) ? ", pre " : "",
-               df_tokenizer_pre ? df_tokenizer_pre(m->tokenizer) : "", deltafin_token_bos(m),
+               *df_tokenizer_pre(m->tokenizer) ? ", pre " : "", df_tokenizer_pre(m->tokenizer),
+               deltafin_token_bos(m),
                deltafin_token_eos(m), n_eog, n_eog == 1 ? "" : "s");
     } else {
         printf("(none)\n");

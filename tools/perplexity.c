@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#pragma weak df_tokenizer_add_bos
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -102,7 +101,7 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "perplexity: the data file you provided tokenizes to only %d tokens\n", nt);
         goto done;
     }
-    const bool add_bos = df_tokenizer_add_bos && df_tokenizer_add_bos(m->tokenizer);
+    const bool add_bos = df_tokenizer_add_bos(m->tokenizer);
     const int32_t bos = deltafin_token_bos(m);
     const int n_vocab = deltafin_model_n_vocab(m);
     int n_chunk = nt / n_ctx;

@@ -16,9 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#pragma weak df_detok_init
-#pragma weak df_detok_push
-#pragma weak df_detok_flush
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -154,8 +151,8 @@ int cmd_run(int argc, char **argv) {
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     rc = df_stream_configure(m, prefetch, hot, preload);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
-    if (!m->tokenizer || !df_detok_init) {
-        fprintf(stderr, "run: model has no tokenizer (or the tokenizer is not built in)\n");
+    if (!m->tokenizer) {
+        fprintf(stderr, "run: model has no tokenizer\n");
         goto done;
     }
     deltafin_ctx_params cp = deltafin_ctx_default_params();
