@@ -105,6 +105,8 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     deltafin_ctx_params p = pp ? *pp : deltafin_ctx_default_params();
     const df_hparams *hp = &m->hp;
     if (m->meta_only) return df_err(DF_ERR_INVALID, "model was loaded for metadata only");
+    if (hp->n_expert_groups > 256 || (hp->n_expert_groups > 1 && hp->n_expert % hp->n_expert_groups))
+        return df_err(DF_ERR_UNSUPPORTED, "expert_group_count %d not supported", hp->n_expert_groups);
     for (int l = 0; l < hp->n_layer; l++)
         if (m->layers[l].is_moe && !m->has_provider)
             return df_err(DF_ERR_INVALID, "model loaded without routed experts and no expert provider set");
