@@ -5,7 +5,8 @@ BUILD   ?= build
 SAN     ?=
 OPT     ?= -O2
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(OPT) -g \
-                 -fno-omit-frame-pointer -Iinclude -Isrc -pthread
+                 -fno-omit-frame-pointer -Iinclude -Isrc -pthread \
+                 -DDF_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
 ifeq ($(SAN),1)
   CFLAGS_COMMON += -fsanitize=address,undefined -fno-sanitize-recover=undefined
   LDSAN := -fsanitize=address,undefined
