@@ -1044,6 +1044,19 @@ int df_tokenize(const df_tokenizer *t, const char *text, size_t len, bool add_sp
     return n;
 }
 
+int df_tokenize_alloc(const df_tokenizer *t, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t **ids) {
+    if (!ids) return df_err(DF_ERR_INVALID, "tokenize: ids is NULL");
+    *ids = NULL;
+    idvec out = {0};
+    int rc = tokenize_vec(t, text, len, add_special, parse_special, &out);
+    if (rc) { free(out.v); return rc; }
+    if (out.n > INT_MAX) { free(out.v); return df_err(DF_ERR_RANGE, "tokenize: too many tokens"); }
+    if (!out.n) { free(out.v); return 0; }
+    *ids = out.v;
+    return (int)out.n;
+}
+
 int df_tokenizer_presplit(const df_tokenizer *t, const char *text, size_t len,
                           void (*cb)(void *ud, const char *piece, size_t n), void *ud) {
     if (!t || t->type != DF_TOK_BPE) return df_err(DF_ERR_INVALID, "presplit: not a BPE tokenizer");

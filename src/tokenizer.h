@@ -46,6 +46,11 @@ void df_tokenizer_free(df_tokenizer *t);
 int df_tokenize(const df_tokenizer *t, const char *text, size_t len, bool add_special,
                 bool parse_special, int32_t *ids, int cap);
 
+/* Same, into a malloc'd array (*ids, caller frees; NULL when the result is empty).
+ * Returns the count or < 0. One pass instead of the count-then-fill pair. */
+int df_tokenize_alloc(const df_tokenizer *t, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t **ids);
+
 /* Bytes of one token. special: render control/unknown tokens' text too (otherwise they are
  * empty). Returns the length (may exceed cap: nothing or a prefix is written) or < 0 for an
  * out-of-range id. Not NUL-terminated. lstrip variant skips up to `lstrip` leading spaces

@@ -394,6 +394,12 @@ static void test_spm(const char *path) {
     int32_t small[2] = {-7, -7};
     CHECK_EQ_INT(df_tokenize(t, s, strlen(s), false, false, small, 1), 8);
     CHECK(small[0] == 529 && small[1] == -7);
+    int32_t *al = NULL;
+    CHECK_EQ_INT(df_tokenize_alloc(t, s, strlen(s), false, false, &al), 8);
+    CHECK(al && !memcmp(al, e2, sizeof e2));
+    free(al);
+    CHECK_EQ_INT(df_tokenize_alloc(t, "", 0, false, false, &al), 0);
+    CHECK(al == NULL);
     CHECK_EQ_INT(df_tokenize(t, "", 0, true, false, ids, 256), 1); /* just BOS */
     CHECK_EQ_INT(df_tokenize(t, "", 0, false, false, ids, 256), 0);
     /* byte fallback + streaming: an emoji splits into 4 byte tokens */
