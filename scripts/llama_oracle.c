@@ -2,6 +2,9 @@
  * Not part of the deltafin build: compiled against a llama.cpp build by make_expected.sh.
  *
  * usage: llama_oracle MODEL.gguf PROMPT N_PREDICT
+ *        llama_oracle --logits MODEL.gguf IDS N_PROMPT OUT.f32
+ * (second form: teacher-forced logits for scripts/logits_diff.sh — IDS comma-separated, the
+ * first N_PROMPT decoded as one batch, the rest one by one; writes n_vocab floats per step)
  * Tokenizes PROMPT like llama-completion (add BOS per the model, parse special tokens),
  * decodes it as one batch, then generates up to N_PREDICT tokens greedily (argmax, stopping at
  * an end-of-generation token like llama-completion) one token per decode call. Prints one
@@ -21,7 +24,44 @@ static void quiet(enum ggml_log_level level, const char *text, void *ud) {
     if (level >= GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
+static int dump_logits(char **argv) {
+    const char *path = argv[2], *out = argv[5];
+    struct llama_model *model = llama_model_load_from_file(path, llama_model_default_params());
+    if (!model) { fprintf(stderr, "cannot load %s\n", path); return 1; }
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 0;
+    cp.n_threads = cp.n_threads_batch = 2;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx) { fprintf(stderr, "cannot create a context\n"); return 1; }
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    int cap = (int)strlen(argv[3]) / 2 + 2, n = 0, np = atoi(argv[4]);
+    llama_token *ids = malloc(sizeof *ids * (size_t)cap);
+    for (char *s = argv[3]; *s && n < cap;) {
+        ids[n++] = (llama_token)strtol(s, &s, 10);
+        if (*s == ',') s++;
+    }
+    if (np < 1 || np > n) { fprintf(stderr, "bad N_PROMPT\n"); return 2; }
+    FILE *f = fopen(out, "wb");
+    if (!f) { perror(out); return 1; }
+    for (int i = 0, step = 0; i < n; step++) {
+        int k = step == 0 ? np : 1;
+        if (llama_decode(ctx, llama_batch_get_one(ids + i, k))) { fprintf(stderr, "decode failed\n"); return 1; }
+        fwrite(llama_get_logits_ith(ctx, -1), sizeof(float), (size_t)n_vocab, f);
+        i += k;
+    }
+    fclose(f);
+    free(ids);
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && !strcmp(argv[1], "--logits")) {
+        llama_log_set(quiet, NULL);
+        llama_backend_init();
+        return dump_logits(argv);
+    }
     if (argc != 4) {
         fprintf(stderr, "usage: %s MODEL.gguf PROMPT N_PREDICT\n", argv[0]);
         return 2;
