@@ -11,7 +11,8 @@
 #   env: DIR (work dir, default /tmp/dfbench), LIMIT (default 1G), LAYERS (default 6: at Q4_K
 #        one layer's 32 experts are 756 MiB, so 5 layers are 3.69 GiB < 4 GiB), N_GEN (8),
 #        THREADS (default: all cores), LLAMA_BIN (/work/llama.cpp/build/bin),
-#        EXPERT_TYPE (q4_k default; q8_0 skips quantizing: 5 layers are then 7 GiB of experts)
+#        EXPERT_TYPE (q4_k default; q8_0 skips quantizing: 5 layers are then 7 GiB of experts),
+#        PACK=1 (run the `deltafin pack` copy: one checksummed read per expert)
 #   --quick: tiny geometry (n_embd 1024, width 512) and a 160M limit, to test the script itself.
 set -u
 RECORD=0; QUICK=0
@@ -53,6 +54,18 @@ if [ ! -f "$MODEL" ]; then
         nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 || exit 1
         rm -f "$SRC"
     fi
+fi
+
+# PACK=1: run the expert-major packed copy (one read per expert; llama.cpp cannot load it)
+PACK=${PACK:-0}
+LABEL=gguf
+if [ "$PACK" = 1 ]; then
+    if [ ! -f "$MODEL.packed" ]; then
+        echo "== packing $MODEL"
+        nice "$BIN" pack "$MODEL" "$MODEL.packed" || exit 1
+    fi
+    MODEL="$MODEL.packed"
+    LABEL=packed
 fi
 
 # ---- memory cgroup (v1) -----------------------------------------------------------------------
@@ -109,13 +122,13 @@ for io in auto pread direct uring mmap; do
     R=$(echo "$RD $DISK" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "" }')
     [ $io = auto ] && echo "(auto chose $ENG)"
     printf '%-10s %10s %10s %10s %10s %12s\n' "$io" "$GEN" "$RD" "$HIT" "$PEAK" "$R"
-    ROWS="$ROWS$DATE	$COMMIT	streaming	run $io ($ENG) K2 geometry ${LAYERS}L $EXPERT_TYPE experts $(($EXP_BYTES / 1048576)) MiB, $CGNOTE, $N_GEN tokens	expert read GB/s	$RD	$DISK	$R	yes	gen ${GEN} tok/s, hit ${HIT}%, peak RSS ${PEAK}, cache dropped by $DROP, disk = 16 parallel dd streams of 16 MiB O_DIRECT reads (3 GiB), same run, load avg $(cut -d' ' -f1 /proc/loadavg)
+    ROWS="$ROWS$DATE	$COMMIT	streaming	run $LABEL $io ($ENG) K2 geometry ${LAYERS}L $EXPERT_TYPE experts $(($EXP_BYTES / 1048576)) MiB, $CGNOTE, $N_GEN tokens	expert read GB/s	$RD	$DISK	$R	yes	gen ${GEN} tok/s, hit ${HIT}%, peak RSS ${PEAK}, cache dropped by $DROP, disk = 16 parallel dd streams of 16 MiB O_DIRECT reads (3 GiB), same run, load avg $(cut -d' ' -f1 /proc/loadavg)
 "
     eval "GEN_$io=\$GEN"
 done
 
 # ---- llama.cpp baseline, same cgroup -------------------------------------------------------------
-if [ -x "$LLAMA_BIN/llama-completion" ]; then
+if [ -x "$LLAMA_BIN/llama-completion" ] && [ "$PACK" != 1 ]; then
     drop_cache
     LOUT=$(IN_CG "$LLAMA_BIN/llama-completion" -m "$MODEL" -p "$PROMPT" -n $N_GEN --temp 0 -t $THREADS -c $CTX -b $CTX \
            --no-repack -no-cnv --no-warmup 2>&1 </dev/null)
