@@ -47,6 +47,9 @@ typedef struct df_hparams {
     /* architecture flags */
     int qk_norm;                 /* enum df_qk_norm */
     bool shexp_gated;            /* qwen2moe: sigmoid-gated shared expert (silu(z)/z) */
+    /* deepseek2 MLA (formats.md §3.4): q/kv LoRA ranks, decompressed head dims */
+    int n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
+    bool is_mla;                 /* attn_k_b / attn_v_b (absorbed) vs legacy attn_kv_b */
 } df_hparams;
 
 typedef struct df_layer {
@@ -63,6 +66,8 @@ typedef struct df_layer {
     df_tensor *exps[DF_EXPERT_NPARTS];    /* ffn_{gate,up,down}_exps {in, out, E} */
     df_tensor *gate_inp_shexp;            /* {n_embd} (qwen2moe) */
     df_tensor *gate_shexp, *up_shexp, *down_shexp;
+    /* deepseek2 MLA */
+    df_tensor *wq_a, *q_a_norm, *wq_b, *wkv_a_mqa, *kv_a_norm, *wk_b, *wv_b, *wkv_b;
     bool is_moe;
 } df_layer;
 
