@@ -21,9 +21,11 @@ extern const df_arch df_arch_llama;
 extern const df_arch df_arch_qwen2moe;
 extern const df_arch df_arch_qwen3moe;
 extern const df_arch df_arch_olmoe;
+extern const df_arch df_arch_deepseek2;
 
 const df_arch *df_arch_find(const char *name) {
-    const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe};
+    const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe,
+                             &df_arch_deepseek2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(all[i]->name, name)) return all[i];
     return NULL;
