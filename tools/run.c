@@ -9,6 +9,7 @@
 #include "memplan.h"
 #include "expert_store.h"
 #include "util.h"
+#include "config.h"
 
 #include <cjson/cJSON.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 static void usage(FILE *f) {
     fprintf(f,
         "usage: deltafin run -m MODEL (-p PROMPT | -f FILE) [options]\n"
+        "  --config FILE           deltafin.yaml settings (docs/operations.md); flags override it\n"
         "  -m, --model FILE        GGUF model\n"
         "  -p, --prompt TEXT       prompt\n"
         "  -f, --file FILE         read the prompt from a file\n"
@@ -39,6 +41,7 @@ static void usage(FILE *f) {
         "                          {\"prompt_tokens\":[...],\"tokens\":[...],\"text\":\"...\",\"stats\":{...}}\n"
         "  --mem-limit SIZE        memory limit for the process (e.g. 16G; default: available RAM)\n"
         "  --mem-reserve SIZE      with no --mem-limit: RAM left to the OS (default 1G)\n"
+        "  --cache-size SIZE       expert cache bytes (default: what --mem-limit leaves)\n"
         "  --io ENGINE             expert reads: auto | pread | direct | uring | mmap (default auto;\n"
         "                          any other than auto streams routed experts from disk)\n"
         "  --prefetch MODE         auto | on | off: read a layer's routed experts ahead (default auto)\n"
@@ -66,11 +69,42 @@ int cmd_run(int argc, char **argv) {
     int prefetch = -1;
     bool verbose = false;
     deltafin_sampler_params sp = deltafin_sampler_default_params();
+    const char *cache_size = NULL;
+    char cache_buf[32];
+    df_config cfg;
+    df_config_init(&cfg);
+    const char *cfg_path = df_config_find_arg(argc, argv);
+    if (cfg_path) {
+        /* The file gives defaults; the flags below override them. */
+        if (df_config_load(cfg_path, &cfg) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
+        if (cfg.set & DF_CFG_MODEL_PATH) model = cfg.model_path;
+        if (cfg.set & DF_CFG_BATCH_SIZE) n_batch = cfg.batch_size;
+        if (cfg.set & DF_CFG_MAX_SEQ_LEN) n_ctx = cfg.max_seq_len;
+        if (cfg.set & DF_CFG_TEMP) sp.temp = cfg.temperature;
+        if (cfg.set & DF_CFG_TOP_K) sp.top_k = cfg.top_k;
+        if (cfg.set & DF_CFG_TOP_P) sp.top_p = cfg.top_p;
+        if (cfg.set & DF_CFG_MIN_P) sp.min_p = cfg.min_p;
+        if (cfg.set & DF_CFG_SEED) sp.seed = cfg.seed;
+        if (cfg.set & DF_CFG_REPEAT_PENALTY) sp.repeat_penalty = cfg.repeat_penalty;
+        if (cfg.set & DF_CFG_THREADS) n_threads = cfg.threads;
+        if (cfg.set & DF_CFG_MEM_LIMIT) mem_limit = cfg.memory_limit;
+        if (cfg.set & DF_CFG_MEM_RESERVE) mem_reserve = cfg.memory_reserve;
+        if (cfg.set & DF_CFG_IO_ENGINE) io_engine = cfg.io_engine;
+        if (cfg.set & DF_CFG_CACHE_SIZE) {
+            snprintf(cache_buf, sizeof cache_buf, "%llu", (unsigned long long)cfg.cache_size);
+            cache_size = cache_buf;
+        }
+        if (cfg.set & DF_CFG_PRELOAD) preload = cfg.preload_experts;
+        if (cfg.set & DF_CFG_HOT_SET) hot = cfg.hot_set;
+        if (cfg.set & DF_CFG_PREFETCH) prefetch = cfg.prefetch;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
 #define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (ARG("--config", "--config")) i++; /* read above */
+        else if (!strncmp(a, "--config=", 9)) {}
         else if (ARG("-m", "--model")) model = argv[++i];
         else if (ARG("-p", "--prompt")) prompt = argv[++i];
         else if (ARG("-f", "--file")) pfile = argv[++i];
@@ -96,6 +130,11 @@ int cmd_run(int argc, char **argv) {
                 fprintf(stderr, "run: bad --mem-reserve '%s'\n", argv[i]);
                 return 2;
             }
+        }
+        else if (ARG("--cache-size", "--cache_size")) {
+            uint64_t cb;
+            cache_size = argv[++i];
+            if (df_parse_size(cache_size, &cb) < 0) { fprintf(stderr, "run: bad --cache-size '%s'\n", cache_size); return 2; }
         }
         else if (ARG("--io", "--io-engine")) {
             int e;
@@ -146,6 +185,8 @@ int cmd_run(int argc, char **argv) {
     mp.mem_limit = mem_limit;
     mp.mem_reserve = mem_reserve;
     if (io_engine) mp.io_engine = io_engine;
+    /* The memory plan sizes the expert cache exactly from this (src/memplan.c). */
+    if (cache_size) setenv("DELTAFIN_EXPERT_CACHE", cache_size, 1);
     if (verbose && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
