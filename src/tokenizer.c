@@ -757,144 +757,181 @@ static void bpe_word(const df_tokenizer *t, work_t *w, const unsigned char *p, s
     }
 }
 
+/* Pre-tokenizer split, streamed: regex k runs inside every piece regex k-1 produced (its
+ * matches and the gaps between them are pieces), and each piece of the last regex goes
+ * straight to emit() — no piece lists, O(1) memory beyond the text. */
 typedef struct {
-    size_t off, len;
-} span_t;
-
-typedef struct {
-    span_t *v;
-    size_t n, cap;
+    const df_tokenizer *t;
+    const char *mtext; /* text the regexes see */
+    pcre2_match_data *md[6];
+    pcre2_match_context *mctx;
+    pcre2_jit_stack *js;
+    void (*emit)(void *ud, size_t off, size_t len);
+    void *ud;
+    size_t count;
     int err;
-} spanvec;
+} splitter;
 
-static inline void sv_push(spanvec *a, size_t off, size_t len) {
+static void split_piece(splitter *S, int level, size_t off, size_t len) {
     if (!len) return;
-    if (a->n == a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 64;
-        span_t *p = realloc(a->v, nc * sizeof *p);
-        if (!p) { a->err = DF_ERR_NOMEM; return; }
-        a->v = p;
-        a->cap = nc;
+    if (level == S->t->n_re) { S->emit(S->ud, off, len); S->count++; return; }
+    const pcre2_code *re = S->t->re[level];
+    pcre2_match_data *md = S->md[level];
+    const char *subj = S->mtext + off;
+    size_t pos = 0, last = 0;
+    while (pos < len && !S->err) {
+        int m = pcre2_match(re, (PCRE2_SPTR)subj, len, pos, PCRE2_NO_UTF_CHECK, md, S->mctx);
+        if (m == PCRE2_ERROR_JIT_STACKLIMIT && !S->js) {
+            S->js = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, NULL);
+            if (!S->mctx) S->mctx = pcre2_match_context_create(NULL);
+            if (S->js && S->mctx) {
+                pcre2_jit_stack_assign(S->mctx, NULL, S->js);
+                continue;
+            }
+        }
+        if (m < 0) {
+            if (m != PCRE2_ERROR_NOMATCH)
+                df_log(DF_LOG_WARN, "tokenizer: pre-tokenizer regex failed (%d); rest of piece kept whole", m);
+            break;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        size_t s = ov[0], e = ov[1];
+        if (e <= s) { /* empty match: never produced by our patterns; skip a char */
+            pos = s + 1;
+            while (pos < len && ((unsigned char)subj[pos] & 0xC0) == 0x80) pos++;
+            continue;
+        }
+        if (s > last) split_piece(S, level + 1, off + last, s - last);
+        split_piece(S, level + 1, off + s, e - s);
+        last = pos = e;
     }
-    a->v[a->n].off = off;
-    a->v[a->n].len = len;
-    a->n++;
+    if (last < len) split_piece(S, level + 1, off + last, len - last);
 }
 
-/* Run the regex chain over text[0..len) (valid UTF-8). Result pieces in *out. */
-static int presplit(const df_tokenizer *t, const char *text, size_t len, spanvec *out) {
-    spanvec cur = {0}, nxt = {0};
-    sv_push(&cur, 0, len);
-    pcre2_match_data *md = NULL;
-    pcre2_match_context *mctx = NULL;
-    pcre2_jit_stack *js = NULL;
+static int split_run(const df_tokenizer *t, const char *mtext, size_t len,
+                     void (*emit)(void *, size_t, size_t), void *ud, size_t *count) {
+    splitter S = {.t = t, .mtext = mtext, .emit = emit, .ud = ud};
     int rc = DF_OK;
-    for (int r = 0; r < t->n_re && !rc; r++) {
-        pcre2_code *re = t->re[r];
-        if (md) pcre2_match_data_free(md);
-        md = pcre2_match_data_create_from_pattern(re, NULL);
-        if (!md) { rc = df_err(DF_ERR_NOMEM, "pcre2 match data"); break; }
-        nxt.n = 0;
-        for (size_t k = 0; k < cur.n; k++) {
-            const char *subj = text + cur.v[k].off;
-            size_t n = cur.v[k].len, base = cur.v[k].off;
-            size_t pos = 0, last = 0;
-            while (pos < n) {
-                int m = pcre2_match(re, (PCRE2_SPTR)subj, n, pos, PCRE2_NO_UTF_CHECK, md, mctx);
-                if (m == PCRE2_ERROR_JIT_STACKLIMIT && !js) {
-                    js = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, NULL);
-                    mctx = pcre2_match_context_create(NULL);
-                    if (js && mctx) {
-                        pcre2_jit_stack_assign(mctx, NULL, js);
-                        continue;
-                    }
-                }
-                if (m < 0) {
-                    if (m != PCRE2_ERROR_NOMATCH)
-                        df_log(DF_LOG_WARN, "tokenizer: pre-tokenizer regex failed (%d); rest of piece kept whole", m);
-                    break;
-                }
-                PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-                size_t s = ov[0], e = ov[1];
-                if (e <= s) { /* empty match: never produced by our patterns; skip a char */
-                    pos = s + 1;
-                    while (pos < n && ((unsigned char)subj[pos] & 0xC0) == 0x80) pos++;
-                    continue;
-                }
-                if (s > last) sv_push(&nxt, base + last, s - last);
-                sv_push(&nxt, base + s, e - s);
-                last = pos = e;
-            }
-            if (last < n) sv_push(&nxt, base + last, n - last);
-        }
-        if (nxt.err) rc = df_err(DF_ERR_NOMEM, "tokenizer: out of memory");
-        spanvec tmp = cur;
-        cur = nxt;
-        nxt = tmp;
+    for (int i = 0; i < t->n_re; i++) {
+        S.md[i] = pcre2_match_data_create_from_pattern(t->re[i], NULL);
+        if (!S.md[i]) rc = df_err(DF_ERR_NOMEM, "pcre2 match data");
     }
-    if (md) pcre2_match_data_free(md);
-    if (mctx) pcre2_match_context_free(mctx);
-    if (js) pcre2_jit_stack_free(js);
-    free(nxt.v);
-    if (cur.err && !rc) rc = df_err(DF_ERR_NOMEM, "tokenizer: out of memory");
-    if (rc) { free(cur.v); return rc; }
-    *out = cur;
+    if (!rc) split_piece(&S, 0, 0, len);
+    for (int i = 0; i < t->n_re; i++)
+        if (S.md[i]) pcre2_match_data_free(S.md[i]);
+    if (S.mctx) pcre2_match_context_free(S.mctx);
+    if (S.js) pcre2_jit_stack_free(S.js);
+    if (!rc && S.err) rc = S.err;
+    if (count) *count = S.count;
+    return rc;
+}
+
+/* Does utf8_sanitize change anything (invalid, overlong, > U+10FFFF) or are there
+ * surrogates? Most text is valid UTF-8 and is then used in place. */
+static bool utf8_needs_work(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ull)) { i += 8; continue; }
+        }
+        if (s[i] < 0x80) { i++; continue; }
+        uint32_t cp;
+        bool more;
+        int l = utf8_dec_strict(s + i, n - i, &cp, &more);
+        if (l == 0) return true;
+        i += (size_t)l;
+    }
+    return false;
+}
+
+/* Sanitized text (*own set when allocated) and the text the regexes see (*mtext). */
+static int prepare_text(const char *raw, size_t len, const char **txt, char **own, const char **mtext, char **mown, size_t *n) {
+    *own = *mown = NULL;
+    if (!utf8_needs_work((const unsigned char *)raw, len)) {
+        *txt = *mtext = raw;
+        *n = len;
+        return DF_OK;
+    }
+    if (len > SIZE_MAX / 3) return df_err(DF_ERR_RANGE, "text too long");
+    char *b = malloc(3 * len);
+    if (!b) return df_err(DF_ERR_NOMEM, "tokenizer: out of memory");
+    size_t n_surr = 0;
+    *n = utf8_sanitize((const unsigned char *)raw, len, b, &n_surr);
+    *own = b;
+    *txt = *mtext = b;
+    if (n_surr) {
+        char *m = match_copy(b, *n);
+        if (!m) { free(b); *own = NULL; return df_err(DF_ERR_NOMEM, "tokenizer: out of memory"); }
+        *mown = m;
+        *mtext = m;
+    }
     return DF_OK;
+}
+
+/* Per-call cache of short pieces -> their ids (long texts repeat the same words; the ids are
+ * copied from where they were first emitted in out). */
+enum { CACHE_BITS = 16, CACHE_MAXLEN = 48 };
+typedef struct {
+    uint64_t h;
+    size_t off, out_pos;
+    uint32_t len, nid;
+} centry;
+
+typedef struct {
+    const df_tokenizer *t;
+    work_t *w;
+    idvec *out;
+    const char *txt;
+    centry *cache;
+    size_t cache_used;
+} bpe_ctx;
+
+static void bpe_emit(void *ud, size_t off, size_t pl) {
+    bpe_ctx *C = ud;
+    if (C->w->err || C->out->err) return;
+    const unsigned char *p = (const unsigned char *)C->txt + off;
+    centry *ce = NULL;
+    if (C->cache && pl <= CACHE_MAXLEN) {
+        uint64_t h = hash_bytes(p, pl) | 1;
+        size_t mask = ((size_t)1 << CACHE_BITS) - 1, k = h & mask;
+        for (;;) {
+            centry *e = &C->cache[k];
+            if (!e->h) { ce = e; break; }
+            if (e->h == h && e->len == pl && !memcmp(C->txt + e->off, p, pl)) {
+                for (uint32_t j = 0; j < e->nid; j++) iv_push(C->out, C->out->v[e->out_pos + j]);
+                return;
+            }
+            k = (k + 1) & mask;
+        }
+        if (C->cache_used * 4 >= ((size_t)3 << CACHE_BITS)) ce = NULL; /* 75% full: stop adding */
+    }
+    size_t before = C->out->n;
+    bpe_word(C->t, C->w, p, pl, C->out);
+    if (ce && !C->w->err && !C->out->err) {
+        ce->h = hash_bytes(p, pl) | 1;
+        ce->off = off;
+        ce->len = (uint32_t)pl;
+        ce->out_pos = before;
+        ce->nid = (uint32_t)(C->out->n - before);
+        C->cache_used++;
+    }
 }
 
 static int bpe_tokenize(const df_tokenizer *t, work_t *w, const char *raw, size_t len, idvec *out) {
     if (!len) return DF_OK;
-    if (len > SIZE_MAX / 3) return df_err(DF_ERR_RANGE, "text too long");
-    char *txt = malloc(3 * len);
-    if (!txt) return df_err(DF_ERR_NOMEM, "tokenizer: out of memory");
-    size_t n_surr = 0;
-    size_t n = utf8_sanitize((const unsigned char *)raw, len, txt, &n_surr);
-    spanvec sp = {0};
-    int rc;
-    if (n_surr) {
-        char *m = match_copy(txt, n);
-        rc = m ? presplit(t, m, n, &sp) : df_err(DF_ERR_NOMEM, "tokenizer: out of memory");
-        free(m);
-    } else rc = presplit(t, txt, n, &sp);
-    /* Per-call cache of short pieces -> their ids (long texts repeat the same words; the
-     * ids are copied from where they were first emitted in out). */
-    enum { CACHE_BITS = 16, CACHE_MAXLEN = 48 };
-    typedef struct { uint64_t h; size_t off, out_pos; uint32_t len, nid; } centry;
-    centry *cache = NULL;
-    size_t cache_used = 0;
-    if (!rc && sp.n > 64) cache = calloc((size_t)1 << CACHE_BITS, sizeof *cache);
-    if (!rc) {
-        for (size_t i = 0; i < sp.n && !w->err && !out->err; i++) {
-            const unsigned char *p = (const unsigned char *)txt + sp.v[i].off;
-            size_t pl = sp.v[i].len;
-            centry *ce = NULL;
-            if (cache && pl <= CACHE_MAXLEN) {
-                uint64_t h = hash_bytes(p, pl) | 1;
-                size_t mask = ((size_t)1 << CACHE_BITS) - 1, k = h & mask;
-                for (;;) {
-                    centry *e = &cache[k];
-                    if (!e->h) { ce = e; break; }
-                    if (e->h == h && e->len == pl && !memcmp(txt + e->off, p, pl)) {
-                        for (uint32_t j = 0; j < e->nid; j++) iv_push(out, out->v[e->out_pos + j]);
-                        ce = NULL;
-                        goto next_piece;
-                    }
-                    k = (k + 1) & mask;
-                }
-                if (cache_used * 4 >= ((size_t)3 << CACHE_BITS)) ce = NULL; /* 75% full: stop adding */
-                if (ce) { ce->h = h; ce->off = sp.v[i].off; ce->len = (uint32_t)pl; }
-            }
-            {
-                size_t before = out->n;
-                bpe_word(t, w, p, pl, out);
-                if (ce) { ce->out_pos = before; ce->nid = (uint32_t)(out->n - before); cache_used++; }
-            }
-        next_piece:;
-        }
-    }
-    free(cache);
-    free(sp.v);
-    free(txt);
+    const char *txt, *mtext;
+    char *own, *mown;
+    size_t n;
+    int rc = prepare_text(raw, len, &txt, &own, &mtext, &mown, &n);
+    if (rc) return rc;
+    bpe_ctx C = {.t = t, .w = w, .out = out, .txt = txt};
+    if (n > 256) C.cache = calloc((size_t)1 << CACHE_BITS, sizeof(centry));
+    rc = split_run(t, mtext, n, bpe_emit, &C, NULL);
+    free(C.cache);
+    free(own);
+    free(mown);
     return rc;
 }
 
@@ -1057,25 +1094,32 @@ int df_tokenize_alloc(const df_tokenizer *t, const char *text, size_t len, bool 
     return (int)out.n;
 }
 
+typedef struct {
+    const char *txt;
+    void (*cb)(void *ud, const char *piece, size_t n);
+    void *ud;
+} presplit_ctx;
+
+static void presplit_emit(void *ud, size_t off, size_t len) {
+    presplit_ctx *P = ud;
+    P->cb(P->ud, P->txt + off, len);
+}
+
 int df_tokenizer_presplit(const df_tokenizer *t, const char *text, size_t len,
                           void (*cb)(void *ud, const char *piece, size_t n), void *ud) {
-    if (!t || t->type != DF_TOK_BPE) return df_err(DF_ERR_INVALID, "presplit: not a BPE tokenizer");
-    if (len > SIZE_MAX / 3) return df_err(DF_ERR_RANGE, "text too long");
-    char *txt = malloc(3 * len + 1);
-    if (!txt) return df_err(DF_ERR_NOMEM, "out of memory");
-    size_t n_surr = 0;
-    size_t n = utf8_sanitize((const unsigned char *)text, len, txt, &n_surr);
-    spanvec sp = {0};
-    char *m = n_surr ? match_copy(txt, n) : NULL;
-    int rc = n_surr && !m ? df_err(DF_ERR_NOMEM, "out of memory") : n ? presplit(t, m ? m : txt, n, &sp) : DF_OK;
-    free(m);
-    if (!rc) {
-        for (size_t i = 0; i < sp.n; i++) cb(ud, txt + sp.v[i].off, sp.v[i].len);
-        rc = (int)sp.n;
-    }
-    free(sp.v);
-    free(txt);
-    return rc;
+    if (!t || t->type != DF_TOK_BPE || !cb || (!text && len)) return df_err(DF_ERR_INVALID, "presplit: bad arguments");
+    if (!len) return 0;
+    const char *txt, *mtext;
+    char *own, *mown;
+    size_t n, count = 0;
+    int rc = prepare_text(text, len, &txt, &own, &mtext, &mown, &n);
+    if (rc) return rc;
+    presplit_ctx P = {.txt = txt, .cb = cb, .ud = ud};
+    rc = split_run(t, mtext, n, presplit_emit, &P, &count);
+    free(own);
+    free(mown);
+    if (rc) return rc;
+    return count > INT_MAX ? INT_MAX : (int)count;
 }
 
 /* ------------------------------------------------------------------------------------------
