@@ -1,0 +1,102 @@
+#!/bin/sh
+# test_pull.sh — `deltafin pull` against a loopback HTTP server (tests/pull_server.py):
+# download + SHA-256 ok; a connection dropped midway is resumed with Range and completes;
+# an existing .part is resumed; a 503 is retried; a server ignoring Range restarts cleanly;
+# corrupted bytes are rejected leaving only PATH.part; a split model downloads every part;
+# 404 fails without retrying; the org/repo/file shorthand maps to huggingface.co (dry run only:
+# nothing outside 127.0.0.1 is contacted).
+set -u
+BIN=${DELTAFIN_BIN:-build/deltafin}
+PY=/usr/bin/python3
+[ -x $PY ] || { echo "test_pull: skipped (no $PY)"; exit 0; }
+T=$(mktemp -d /tmp/df_test_pull.XXXXXX)
+SRV=
+cleanup() { [ -n "$SRV" ] && kill "$SRV" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT INT TERM
+cp "$BIN" "$T/deltafin" || { echo "test_pull: no binary $BIN"; exit 1; }
+BIN="$T/deltafin"
+fail=0
+ok() { echo "  ok: $1"; }
+bad() { echo "  FAIL: $1"; fail=1; }
+
+mkdir -p "$T/srv" "$T/out"
+head -c 3000000 /dev/urandom >"$T/srv/m.bin"
+SUM=$(sha256sum "$T/srv/m.bin" | cut -d' ' -f1)
+for k in 1 2 3; do head -c $((100000 * k + 7)) /dev/urandom >"$T/srv/s-0000$k-of-00003.gguf"; done
+(cd "$T/srv" && sha256sum s-0000?-of-00003.gguf) >"$T/split.sha256"
+
+$PY "$(dirname "$0")/pull_server.py" "$T/srv" "$T/port" "$T/log" 120 &
+SRV=$!
+for i in $(seq 1 100); do [ -f "$T/port" ] && break; sleep 0.05; done
+[ -f "$T/port" ] || { echo "test_pull: server did not start"; exit 1; }
+U="http://127.0.0.1:$(cat "$T/port")"
+P="$BIN pull -q --retry-wait 0.05"
+
+# 1. plain download with checksum
+$P "$U/f/m.bin" -o "$T/out/a.bin" --sha256 "$SUM" 2>"$T/err"
+cmp -s "$T/srv/m.bin" "$T/out/a.bin" && [ ! -e "$T/out/a.bin.part" ] && grep -q "$SUM  a.bin" "$T/out/a.bin.sha256" &&
+    ok "download + SHA-256 ok, manifest written" || bad "plain download: $(cat "$T/err")"
+
+# 2. connection dropped halfway -> retried with Range, completes
+$P "$U/drop/m.bin" -o "$T/out/b.bin" --sha256 "$SUM" 2>"$T/err"
+if cmp -s "$T/srv/m.bin" "$T/out/b.bin" && grep -q "^/drop/m.bin bytes=[1-9][0-9]*-" "$T/log"; then
+    ok "dropped connection resumed with Range ($(grep '^/drop/' "$T/log" | tr '\n' ' '))"
+else bad "drop/resume: $(cat "$T/err") log: $(grep drop "$T/log")"; fi
+
+# 3. an existing .part (earlier interrupted run) is resumed, not restarted
+head -c 1234567 "$T/srv/m.bin" >"$T/out/c.bin.part"
+$P "$U/f/m.bin" -o "$T/out/c.bin" --sha256 "$SUM" 2>"$T/err"
+cmp -s "$T/srv/m.bin" "$T/out/c.bin" && grep -q "^/f/m.bin bytes=1234567-" "$T/log" &&
+    ok "existing .part resumed at byte 1234567" || bad "resume .part: $(cat "$T/err")"
+
+# 4. 503 is retried
+$P "$U/busy/m.bin" -o "$T/out/d.bin" 2>"$T/err"
+cmp -s "$T/srv/m.bin" "$T/out/d.bin" && [ "$(grep -c '^/busy/' "$T/log")" -ge 2 ] &&
+    ok "HTTP 503 retried" || bad "503 retry: $(cat "$T/err")"
+
+# 5. server ignoring Range: a stale .part is replaced, result still exact
+head -c 5000 /dev/urandom >"$T/out/e.bin.part"
+$P "$U/norange/m.bin" -o "$T/out/e.bin" --sha256 "$SUM" 2>"$T/err"
+cmp -s "$T/srv/m.bin" "$T/out/e.bin" && ok "no Range support: restarted from 0" || bad "norange: $(cat "$T/err")"
+
+# 6. corrupted bytes: rejected, only the .part is left
+$P "$U/corrupt/m.bin" -o "$T/out/f.bin" --sha256 "$SUM" 2>"$T/err"; rc=$?
+if [ $rc != 0 ] && [ ! -e "$T/out/f.bin" ] && [ -e "$T/out/f.bin.part" ] && grep -q "SHA-256 mismatch" "$T/err"; then
+    ok "corrupted download rejected, nothing complete-looking kept"
+else bad "corrupt: rc=$rc $(ls "$T/out") $(cat "$T/err")"; fi
+# running again does not turn the bad .part into a complete file either
+$P "$U/f/m.bin" -o "$T/out/f.bin" --sha256 "$SUM" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && [ ! -e "$T/out/f.bin" ] && ok "corrupt .part stays rejected on rerun" || bad "rerun after corrupt: rc=$rc"
+
+# 7. split model: all parts, each checked against the manifest, manifest kept for verify
+$P "$U/f/s-00001-of-00003.gguf" -o "$T/out/split/" --sha256-file "$T/split.sha256" 2>"$T/err"
+okk=1
+for k in 1 2 3; do cmp -s "$T/srv/s-0000$k-of-00003.gguf" "$T/out/split/s-0000$k-of-00003.gguf" || okk=0; done
+[ $okk = 1 ] && [ -f "$T/out/split/s-00001-of-00003.gguf.sha256" ] && ok "split model: 3 parts downloaded and checked" ||
+    bad "split: $(cat "$T/err") $(ls "$T/out/split" 2>&1)"
+# a manifest that disagrees with part 2 stops at part 2 with only its .part
+sed "s/^[0-9a-f]\{8\}\(.*s-00002\)/00000000\1/" "$T/split.sha256" >"$T/bad.sha256"
+$P "$U/f/s-00001-of-00003.gguf" -o "$T/out/split2" --sha256-file "$T/bad.sha256" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && [ -f "$T/out/split2/s-00001-of-00003.gguf" ] && [ ! -e "$T/out/split2/s-00002-of-00003.gguf" ] &&
+    [ -e "$T/out/split2/s-00002-of-00003.gguf.part" ] && ok "split part with wrong checksum rejected" ||
+    bad "split bad sum: rc=$rc $(ls "$T/out/split2" 2>&1)"
+
+# 8. 404: fails at once, no retries, no file
+$P --retries 3 "$U/f/missing.bin" -o "$T/out/g.bin" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "HTTP 404" "$T/err" && [ ! -e "$T/out/g.bin" ] && [ "$(grep -c missing.bin "$T/log")" = 1 ] &&
+    ok "404 fails without retries" || bad "404: rc=$rc $(cat "$T/err")"
+# an existing complete file is not overwritten
+$P "$U/f/m.bin" -o "$T/out/a.bin" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "already exists" "$T/err" && ok "refuses to overwrite" || bad "overwrite: rc=$rc"
+$P "$U/f/m.bin" -o "$T/out/a.bin" --sha256 "$SUM" 2>"$T/err" && grep -q "already complete" "$T/err" &&
+    ok "already complete with matching SHA-256 is a no-op" || bad "no-op: $(cat "$T/err")"
+
+# 9. shorthand -> Hugging Face URL (dry run: nothing is contacted), split expansion
+OUT=$($BIN pull --dry-run Qwen/Qwen3-GGUF/sub/q-00001-of-00002.gguf -o "$T/hf" 2>&1)
+echo "$OUT" | grep -q "^https://huggingface.co/Qwen/Qwen3-GGUF/resolve/main/sub/q-00002-of-00002.gguf -> $T/hf/q-00002-of-00002.gguf$" &&
+    ok "org/repo/file shorthand and split expansion" || bad "shorthand: $OUT"
+$BIN pull --dry-run notashorthand 2>"$T/err"; rc=$?
+[ $rc = 2 ] && ok "bad URL rejected" || bad "bad URL: rc=$rc"
+
+[ $fail = 0 ] && echo "test_pull: ok" || echo "test_pull: FAILED"
+exit $fail
