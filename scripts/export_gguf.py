@@ -176,7 +176,7 @@ def main():
     w.add(A + ".feed_forward_length", GT_U32, Fw)
     w.add(A + ".attention.head_count", GT_U32, H)
     w.add(A + ".attention.head_count_kv", GT_U32, KV)
-    w.add(A + ".attention.layer_norm_rms_eps", GT_F32, cfg["norm_eps"])
+    w.add(A + ".attention.layer_norm_rms_epsilon", GT_F32, cfg["norm_eps"])
     w.add(A + ".rope.dimension_count", GT_U32, hd)
     w.add(A + ".rope.freq_base", GT_F32, cfg["rope_base"])
     w.add(A + ".expert_count", GT_U32, E)

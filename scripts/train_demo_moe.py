@@ -597,15 +597,15 @@ def nll_sum(model_fn, stories, batch_tokens):
 
 @torch.no_grad()
 def student_greedy(student, tok, prompt, n):
-    ids = tok.encode(prompt, bos=True)
-    gen = []
+    prompt_ids = tok.encode(prompt, bos=True)
+    ids, gen = list(prompt_ids), []
     while len(gen) < n and len(ids) < student.cfg["seq_len"]:
         nxt = int(student(torch.tensor([ids]))[0, -1].argmax())
         gen.append(nxt)
         if nxt == EOS:
             break
         ids.append(nxt)
-    return ids, gen
+    return prompt_ids, gen
 
 
 def cmd_eval(a):
