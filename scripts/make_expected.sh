@@ -23,6 +23,8 @@ MAX_SEED=${MAX_SEED:-80}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 mkdir -p "$EXP"
+cp "$DF" "$TMP/deltafin"   # a concurrent `make` may replace build/deltafin while this runs
+DF=$TMP/deltafin
 
 LIBDIR=$LLAMA_CPP/build/bin
 [ -f "$LIBDIR/libllama.so" ] || LIBDIR=$LLAMA_CPP/build/lib
