@@ -99,6 +99,37 @@ void df_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n) {
         for (int j = 0; j < 32; j++) y[i].qs[j] = to_i8(roundf(x[j] * id));
     }
 }
+void df_quantize_row_q8_0_variant(const float *x, void *dst, int64_t n, int variant) {
+    if (variant == DF_Q8_REF) { df_quantize_row_q8_0_ref(x, dst, n); return; }
+    df_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = maxf_ggml(amax, fabsf(x[j]));
+        const float d = amax / 127;
+        const float id = variant == DF_Q8_X86 ? (amax != 0.0f ? 127.f / amax : 0.0f) : (d ? 1.0f / d : 0.0f);
+        y[i].d = df_f32_to_f16(d);
+        for (int j = 0; j < 32; j++) y[i].qs[j] = to_i8(rintf(x[j] * id));
+    }
+}
+
+void df_quantize_row_q8_1_variant(const float *x, void *dst, int64_t n, int variant) {
+    if (variant == DF_Q8_REF) { df_quantize_row_q8_1_ref(x, dst, n); return; }
+    df_block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = maxf_ggml(amax, fabsf(x[j]));
+        const float d = amax / 127;
+        const float id = variant == DF_Q8_X86 ? (amax != 0.0f ? 127.f / amax : 0.0f) : (d ? 1.0f / d : 0.0f);
+        y[i].d = df_f32_to_f16(d);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            y[i].qs[j] = to_i8(rintf(x[j] * id));
+            sum += y[i].qs[j];
+        }
+        y[i].s = df_f32_to_f16((float)sum * d);
+    }
+}
+
 static void deq_q8_0(const void *src, float *y, int64_t n) {
     const df_block_q8_0 *b = src;
     for (int64_t i = 0; i < n / 32; i++) {

@@ -82,6 +82,17 @@ void df_quantize_row_q8_0_ref(const float *x, void *dst, int64_t n);
 void df_quantize_row_q8_1_ref(const float *x, void *dst, int64_t n);
 void df_quantize_row_q8_K_ref(const float *x, void *dst, int64_t n);
 
+/* Platform variants of the Q8_0/Q8_1 activation quantizers of llama.cpp's CPU backend
+ * (formats.md §2.6); d = amax/127 stored as F16 in all of them:
+ *   DF_Q8_REF  quantize_row_q8_0_ref: q = roundf(x * (1/d))   (half away from zero)
+ *   DF_Q8_X86  AVX/AVX2 path:         q = rint(x * (127/amax)) (half to even)
+ *   DF_Q8_ARM  NEON path:             q = rint(x * (1/d))
+ * The x86/NEON kernel tables produce their platform's variant so results track llama.cpp on
+ * the same machine. */
+enum { DF_Q8_REF = 0, DF_Q8_X86 = 1, DF_Q8_ARM = 2 };
+void df_quantize_row_q8_0_variant(const float *x, void *dst, int64_t n, int variant);
+void df_quantize_row_q8_1_variant(const float *x, void *dst, int64_t n, int variant);
+
 /* Codebooks shared by quant.c and the kernels (formats.md §2.3). */
 extern const int8_t df_kvalues_iq4nl[16];
 extern const int8_t df_kvalues_mxfp4[16];

@@ -187,6 +187,38 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* ------------------------------------------------------------------ Q8_0 / Q8_1 activations */
+
+/* As llama.cpp's NEON path (DF_Q8_ARM): id = 1/d, round half to even. */
+static void from_q8_0(const float *x, void *dst, int64_t n) {
+    df_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float32x4_t v[8];
+        float32x4_t am = vdupq_n_f32(0);
+        uint32x4_t bad = vdupq_n_u32(0);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(x + 4 * k);
+            bad = vorrq_u32(bad, vmvnq_u32(vceqq_f32(v[k], v[k])));
+            am = vmaxq_f32(am, vabsq_f32(v[k]));
+        }
+        const float amax = vmaxvq_f32(am);
+        if (vmaxvq_u32(bad) || !(amax <= 3.4028235e38f)) {
+            df_quantize_row_q8_0_variant(x, &y[i], 32, DF_Q8_ARM);
+            continue;
+        }
+        const float d = amax / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = df_f32_to_f16(d);
+        for (int k = 0; k < 8; k += 2) {
+            const int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(v[k], id)), b = vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id));
+            const int16x8_t h = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+            vst1_s8(y[i].qs + 4 * k, vqmovn_s16(h));
+        }
+    }
+}
+
+static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8_1_variant(x, dst, n, DF_Q8_ARM); }
+
 void df_kernels_fill_neon(df_kernel_table *t) {
     t->name = "neon";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
@@ -198,4 +230,6 @@ void df_kernels_fill_neon(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
+    t->from_float[DF_TYPE_Q8_0] = from_q8_0;
+    t->from_float[DF_TYPE_Q8_1] = from_q8_1;
 }

@@ -469,6 +469,42 @@ static void from_q8_K(const float *x, void *dst, int64_t n) {
     }
 }
 
+/* ------------------------------------------------------------------ Q8_0 / Q8_1 activations */
+
+/* As llama.cpp's x86 path (DF_Q8_X86): id = 127/amax, round half to even. */
+static void from_q8_0(const float *x, void *dst, int64_t n) {
+    df_block_q8_0 *y = dst;
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m256 v[4];
+        __m256 am = _mm256_setzero_ps();
+        int bad = 0;
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(v[k], v[k], _CMP_UNORD_Q));
+            am = _mm256_max_ps(am, _mm256_andnot_ps(sgn, v[k]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (bad || !(amax <= 3.4028235e38f)) {
+            df_quantize_row_q8_0_variant(x, &y[i], 32, DF_Q8_X86);
+            continue;
+        }
+        y[i].d = df_f32_to_f16(amax / 127);
+        const __m256 vid = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)y[i].qs, p);
+    }
+}
+
+static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8_1_variant(x, dst, n, DF_Q8_X86); }
+
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
     t->vec_dot[DF_TYPE_F32] = dot_f32;
@@ -486,4 +522,6 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q3_K] = dot_q3_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
+    t->from_float[DF_TYPE_Q8_0] = from_q8_0;
+    t->from_float[DF_TYPE_Q8_1] = from_q8_1;
 }

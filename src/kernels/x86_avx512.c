@@ -146,41 +146,29 @@ static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
-/* Q8_0 activation quantizer with the reference semantics (id = 1/d, round half away from
- * zero), so every table produces the same activation bytes. */
+/* Q8_0 activations as llama.cpp's x86 path (DF_Q8_X86): id = 127/amax, round half to even. */
 static void from_q8_0(const float *x, void *dst, int64_t n) {
     df_block_q8_0 *y = dst;
     const __m512 sgn = _mm512_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
-        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-        __m512 a0 = _mm512_andnot_ps(sgn, v0), a1 = _mm512_andnot_ps(sgn, v1);
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
-        /* NaN/Inf blocks: the reference defines the (meaningless) bytes; stay identical. */
+        const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sgn, v0), _mm512_andnot_ps(sgn, v1)));
+        /* NaN/Inf blocks: the scalar emulation defines the (meaningless) bytes; stay identical */
         if (_mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q) ||
             !(amax <= 3.4028235e38f)) {
-            df_quantize_row_q8_0_ref(x, &y[i], 32);
+            df_quantize_row_q8_0_variant(x, &y[i], 32, DF_Q8_X86);
             continue;
         }
-        const float d = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = df_f32_to_f16(d);
-        const __m512 vid = _mm512_set1_ps(id);
-        __m512 s0 = _mm512_mul_ps(v0, vid), s1 = _mm512_mul_ps(v1, vid);
-        /* roundf: trunc(|s|) + (frac >= 0.5), with the sign put back */
-        __m512 b0 = _mm512_andnot_ps(sgn, s0), b1 = _mm512_andnot_ps(sgn, s1);
-        __m512 t0 = _mm512_roundscale_ps(b0, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        __m512 t1 = _mm512_roundscale_ps(b1, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-        t0 = _mm512_mask_add_ps(t0, _mm512_cmp_ps_mask(_mm512_sub_ps(b0, t0), half, _CMP_GE_OQ), t0, one);
-        t1 = _mm512_mask_add_ps(t1, _mm512_cmp_ps_mask(_mm512_sub_ps(b1, t1), half, _CMP_GE_OQ), t1, one);
-        t0 = _mm512_or_ps(t0, _mm512_and_ps(s0, sgn));
-        t1 = _mm512_or_ps(t1, _mm512_and_ps(s1, sgn));
-        __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(t0));
-        __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(t1));
-        _mm_storeu_si128((__m128i *)y[i].qs, q0);
-        _mm_storeu_si128((__m128i *)(y[i].qs + 16), q1);
+        y[i].d = df_f32_to_f16(amax / 127);
+        const __m512 vid = _mm512_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(q1));
     }
 }
+
+static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8_1_variant(x, dst, n, DF_Q8_X86); }
 
 /* ------------------------------------------------------------------ 4-bit 32-blocks x Q8_0 */
 
@@ -731,5 +719,6 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q3_K] = dot_q3_K_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
+    t->from_float[DF_TYPE_Q8_1] = from_q8_1;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
 }
