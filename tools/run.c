@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,65 @@ static void usage(FILE *f) {
         "                          deltafin profile) in the expert cache\n"
         "  --preload L:E,...       pin these experts in the expert cache\n"
         "  -v, --verbose           print the memory plan and expert-cache statistics\n"
+        "  --stats-file FILE       append one JSON line every --stats-every tokens and one at the end:\n"
+        "                          tok/s, RSS, expert cache bytes and hit rate, SSD MB/s, compute/I/O split\n"
+        "  --stats-every N         tokens between stats lines (default 16)\n"
+        "  --log-file FILE         write log messages to FILE instead of stderr\n"
+        "  --log-level LEVEL       error | warn | info | debug (default warn; -v = info)\n"
+        "  --log-prompts           also log the prompt and the generated text (never logged otherwise)\n"
         "  -h, --help              this help\n");
+}
+
+/* --stats-file: one JSON object per line. Rates are over the window since the previous line
+ * (tok_s, ssd_mb_s, io_frac) so a slowdown shows when it happens; counters are cumulative. */
+typedef struct {
+    FILE *f;
+    deltafin_ctx *c;
+    deltafin_model *m;
+    uint64_t t0, t_prev;
+    int gen_prev;
+    uint64_t bytes_prev, io_prev, comp_prev;
+} run_stats;
+
+static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen, bool final) {
+    const uint64_t now = df_time_ns();
+    deltafin_stats st;
+    deltafin_ctx_stats(rs->c, &st);
+    df_store *store = df_stream_store(rs->m);
+    df_store_stats ss = {0};
+    if (store) df_store_get_stats(store, &ss);
+    const double dt = (double)(now - (rs->t_prev ? rs->t_prev : rs->t0)) / 1e9;
+    const uint64_t dbytes = st.bytes_read - rs->bytes_prev;
+    const uint64_t dio = st.io_wait_ns - rs->io_prev, dcomp = st.compute_ns - rs->comp_prev;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "phase", phase);
+    cJSON_AddNumberToObject(o, "t", (double)(now - rs->t0) / 1e9);
+    cJSON_AddNumberToObject(o, "n_prompt", n_prompt);
+    cJSON_AddNumberToObject(o, "n_gen", n_gen);
+    cJSON_AddNumberToObject(o, "tok_s", dt > 0 && n_gen > rs->gen_prev ? (n_gen - rs->gen_prev) / dt : 0);
+    cJSON_AddNumberToObject(o, "gen_tok_s_avg", st.gen_ns ? st.n_gen_tokens / (st.gen_ns / 1e9) : 0);
+    cJSON_AddNumberToObject(o, "rss_bytes", (double)df_cur_rss());
+    cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)df_peak_rss());
+    cJSON_AddBoolToObject(o, "streaming", store != NULL);
+    cJSON_AddNumberToObject(o, "expert_cache_bytes", (double)ss.cache_bytes);
+    cJSON_AddNumberToObject(o, "expert_hits", (double)st.expert_hits);
+    cJSON_AddNumberToObject(o, "expert_misses", (double)st.expert_misses);
+    const uint64_t acc = st.expert_hits + st.expert_misses;
+    cJSON_AddNumberToObject(o, "expert_hit_rate", acc ? (double)st.expert_hits / (double)acc : 0);
+    cJSON_AddNumberToObject(o, "bytes_read", (double)st.bytes_read);
+    cJSON_AddNumberToObject(o, "ssd_mb_s", dt > 0 ? dbytes / dt / 1e6 : 0);
+    cJSON_AddNumberToObject(o, "compute_s", dcomp / 1e9);
+    cJSON_AddNumberToObject(o, "io_wait_s", dio / 1e9);
+    cJSON_AddNumberToObject(o, "io_frac", dio + dcomp ? (double)dio / (double)(dio + dcomp) : 0);
+    if (final) cJSON_AddBoolToObject(o, "final", true);
+    char *s = cJSON_PrintUnformatted(o);
+    if (s) { fputs(s, rs->f); fputc('\n', rs->f); fflush(rs->f); free(s); }
+    cJSON_Delete(o);
+    rs->t_prev = now;
+    rs->gen_prev = n_gen;
+    rs->bytes_prev = st.bytes_read;
+    rs->io_prev = st.io_wait_ns;
+    rs->comp_prev = st.compute_ns;
 }
 
 static volatile sig_atomic_t g_stop;
@@ -67,7 +126,9 @@ int cmd_run(int argc, char **argv) {
     uint64_t mem_limit = 0, mem_reserve = 0;
     const char *io_engine = NULL, *hot = NULL, *preload = NULL;
     int prefetch = -1;
-    bool verbose = false;
+    bool verbose = false, log_prompts = false;
+    const char *stats_path = NULL, *log_path = NULL;
+    int stats_every = 16, log_level = -1;
     deltafin_sampler_params sp = deltafin_sampler_default_params();
     const char *cache_size = NULL;
     char cache_buf[32];
@@ -147,6 +208,19 @@ int cmd_run(int argc, char **argv) {
         else if (ARG("--hot", "--hot")) hot = argv[++i];
         else if (ARG("--preload", "--preload")) preload = argv[++i];
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
+        else if (ARG("--stats-file", "--stats_file")) stats_path = argv[++i];
+        else if (ARG("--stats-every", "--stats_every")) {
+            stats_every = atoi(argv[++i]);
+            if (stats_every < 1) { fprintf(stderr, "run: --stats-every must be >= 1\n"); return 2; }
+        }
+        else if (ARG("--log-file", "--log_file")) log_path = argv[++i];
+        else if (ARG("--log-level", "--log_level")) {
+            static const char *lv[] = {"error", "warn", "info", "debug"};
+            const char *v = argv[++i];
+            for (int k = 0; k < 4; k++) if (!strcmp(v, lv[k]) || (v[0] == '0' + k && !v[1])) log_level = k;
+            if (log_level < 0) { fprintf(stderr, "run: --log-level must be error, warn, info or debug\n"); return 2; }
+        }
+        else if (!strcmp(a, "--log-prompts")) log_prompts = true;
         else if (!strcmp(a, "--special")) special = true;
         else if (!strcmp(a, "--json")) json = true;
         else {
@@ -180,6 +254,20 @@ int cmd_run(int argc, char **argv) {
     char *text = NULL;
     size_t text_len = 0, text_cap = 0;
 
+    FILE *log_f = NULL, *stats_f = NULL;
+    if (log_path) {
+        log_f = fopen(log_path, "a");
+        if (!log_f) { fprintf(stderr, "run: --log-file %s: %s\n", log_path, strerror(errno)); goto done; }
+        setvbuf(log_f, NULL, _IOLBF, 0);
+        df_log_set_file(log_f);
+    }
+    if (stats_path) {
+        stats_f = fopen(stats_path, "w");
+        if (!stats_f) { fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno)); goto done; }
+    }
+    if (log_level >= 0) df_log_set_level(log_level);
+    if (log_prompts && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
+
     deltafin_model_params mp = deltafin_model_default_params();
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
@@ -187,7 +275,7 @@ int cmd_run(int argc, char **argv) {
     if (io_engine) mp.io_engine = io_engine;
     /* The memory plan sizes the expert cache exactly from this (src/memplan.c). */
     if (cache_size) setenv("DELTAFIN_EXPERT_CACHE", cache_size, 1);
-    if (verbose && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
+    if (verbose && log_level < 0 && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     rc = df_stream_configure(m, prefetch, hot, preload);
@@ -211,6 +299,7 @@ int cmd_run(int argc, char **argv) {
     if (!pids) goto done;
     np = deltafin_tokenize(m, ptext, plen, true, true, pids, np);
     if (np <= 0) { fprintf(stderr, "run: empty prompt\n"); goto done; }
+    if (log_prompts) df_log(DF_LOG_INFO, "prompt (%d tokens): %.*s", np, (int)plen, ptext);
     const int nctx = deltafin_ctx_n_ctx(c);
     if (np > nctx) { fprintf(stderr, "run: prompt has %d tokens, context is %d (use -c)\n", np, nctx); goto done; }
     smp = deltafin_sampler_create(&sp);
@@ -226,6 +315,8 @@ int cmd_run(int argc, char **argv) {
     rc = deltafin_decode(c, pids, np, false);
     uint64_t t_prompt = df_time_ns() - t0;
     if (rc < 0) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); goto done; }
+    run_stats rs = {.f = stats_f, .c = c, .m = m, .t0 = t0};
+    if (stats_f) stats_line(&rs, "prompt", np, 0, false);
     df_detok dt;
     df_detok_init(&dt, special, false);
     char piece[1024];
@@ -249,6 +340,7 @@ int cmd_run(int argc, char **argv) {
             memcpy(text + text_len, piece, (size_t)n);
             text_len += (size_t)n;
         }
+        if (stats_f && n_gen % stats_every == 0) stats_line(&rs, "gen", np, n_gen, false);
         if (n_gen >= max_gen || deltafin_ctx_pos(c) >= nctx) break;
         rc = deltafin_decode(c, &id, 1, false);
         if (rc < 0) {
@@ -273,6 +365,8 @@ int cmd_run(int argc, char **argv) {
     if (!text) text = df_strdup("");
     else text[text_len] = 0;
 
+    if (stats_f) stats_line(&rs, "end", np, n_gen, true);
+    if (log_prompts) df_log(DF_LOG_INFO, "output (%d tokens): %s", n_gen, text);
     double pps = t_prompt ? np / (t_prompt / 1e9) : 0.0;
     double gps = t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0;
     uint64_t peak = df_peak_rss();
@@ -309,6 +403,8 @@ int cmd_run(int argc, char **argv) {
     }
     ret = failed ? 1 : 0;
 done:
+    if (stats_f && fclose(stats_f)) fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno));
+    if (log_f) { df_log_set_file(stderr); fclose(log_f); }
     g_ctx = NULL;
     signal(SIGINT, SIG_DFL);
     deltafin_sampler_free(smp);
