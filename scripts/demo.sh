@@ -53,6 +53,8 @@ if [ -n "$LIMIT" ]; then
 else
     set --
 fi
+# -v: memory plan and expert-cache statistics on stderr, where this build has it
+if "$BIN" run --help 2>&1 | grep -q -- "--verbose"; then set -- "$@" -v; fi
 "$BIN" run -m "$MODEL" -p "$PROMPT" -n "$N" --temp 0 --json "$@" >"$OUT" 2>"$ERR"
 rc=$?
 if [ $rc -ne 0 ]; then
