@@ -312,7 +312,10 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         sleep_s(wait);
     }
     curl_easy_cleanup(curl);
-    if (rc) return rc;
+    if (rc) {
+        if (file_size(part) == 0) unlink(part); /* nothing arrived: leave no empty .part behind */
+        return rc;
+    }
     pr.done = file_size(part);
     if (!pr.total) pr.total = pr.done;
     df_progress_finish(&pr);

@@ -340,6 +340,11 @@ int cmd_doctor(int argc, char **argv) {
     const uint64_t avail = df_mem_available();
     uint64_t total_ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
 
+    df_model *m = NULL;
+    if (model && df_model_load(model, NULL, DF_LOAD_META_ONLY, &m) < 0) {
+        fprintf(stderr, "doctor: %s\n", deltafin_errmsg());
+        return 1;
+    }
     printf("machine:\n");
     char flags[512];
     cpu_flags(flags, sizeof flags);
@@ -362,15 +367,10 @@ int cmd_doctor(int argc, char **argv) {
     printf("  memory read         %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n", mem1, memn, cores);
     system_hints();
 
-    df_model *m = NULL;
     double best_gbps = 0, qd1_best = 0, qd16_best = 0;
     int best_engine = -1;
     uint64_t probe = 0;
     if (model) {
-        if (df_model_load(model, NULL, DF_LOAD_META_ONLY, &m) < 0) {
-            fprintf(stderr, "doctor: %s\n", deltafin_errmsg());
-            return 1;
-        }
         const char *path = m->gguf->shards[0].path;
         struct stat st;
         if (stat(path, &st) < 0) { fprintf(stderr, "doctor: %s: %s\n", path, strerror(errno)); deltafin_model_free(m); return 1; }
