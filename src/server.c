@@ -1212,7 +1212,11 @@ static enum MHD_Result ep_metrics(df_server *s, struct MHD_Connection *c) {
     int processing = 0;
     for (int i = 0; i < s->n_slots; i++) {
         const deltafin_stats *st = &s->slots[i].st;
-        ph += st->expert_hits; pm += st->expert_misses; br += st->bytes_read;
+        /* the expert store is shared by the slots: its counters are model-wide, so take the
+         * newest (largest) snapshot rather than a sum */
+        if (st->expert_hits > ph) ph = st->expert_hits;
+        if (st->expert_misses > pm) pm = st->expert_misses;
+        if (st->bytes_read > br) br = st->bytes_read;
         pns += st->prompt_ns; gns += st->gen_ns; pt += st->n_prompt_tokens; gt += st->n_gen_tokens;
         processing += s->slots[i].j != NULL;
     }

@@ -3,6 +3,9 @@
  * serves until SIGINT/SIGTERM, on which it drains running requests and exits cleanly. */
 #include "deltafin.h"
 #include "server.h"
+#include "expert_store.h"
+#include "io.h"
+#include "memplan.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -34,7 +37,11 @@ static void usage(FILE *f) {
         "  -t, --threads N         threads (default: all cores)\n"
         "  --no-cache-prompt       do not reuse a slot's KV cache across requests\n"
         "  --mem-limit SIZE        memory limit for the process (default: available RAM)\n"
-        "  --io ENGINE             expert reads: auto | pread | direct | uring | mmap (default auto)\n"
+        "  --io ENGINE             expert reads: auto | pread | direct | uring | mmap (default auto;\n"
+        "                          any other than auto streams routed experts from disk)\n"
+        "  --prefetch MODE         auto | on | off: read a layer's routed experts ahead (default auto)\n"
+        "  --hot FILE              pin the most used experts (from deltafin profile) in the cache\n"
+        "  --preload L:E,...       pin these experts in the expert cache\n"
         "  -v, --verbose           log requests\n"
         "  -h, --help              this help\n"
         "endpoints: POST /v1/chat/completions /v1/completions /tokenize /detokenize,\n"
@@ -53,7 +60,8 @@ static char *base_name(const char *path) {
 
 int cmd_serve(int argc, char **argv) {
     df_server_params p = df_server_default_params();
-    const char *model = NULL, *alias = NULL, *io_engine = NULL;
+    const char *model = NULL, *alias = NULL, *io_engine = NULL, *hot = NULL, *preload = NULL;
+    int prefetch = -1;
     uint64_t mem_limit = 0, max_body = p.max_body;
     int drain_s = 30;
     const char *env_key = getenv("DELTAFIN_API_KEY");
@@ -87,7 +95,16 @@ int cmd_serve(int argc, char **argv) {
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "serve: bad --mem-limit '%s'\n", argv[i]); return 2; }
         }
-        else if (ARG("--io", "--io-engine")) io_engine = argv[++i];
+        else if (ARG("--io", "--io-engine")) {
+            int e;
+            io_engine = argv[++i];
+            if (df_io_engine_parse(io_engine, &e) < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); return 2; }
+        }
+        else if (ARG("--prefetch", "--prefetch")) {
+            if (df_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); return 2; }
+        }
+        else if (ARG("--hot", "--hot")) hot = argv[++i];
+        else if (ARG("--preload", "--preload")) preload = argv[++i];
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) p.verbose = 1;
         else {
             fprintf(stderr, "serve: unknown or incomplete option '%s'\n", a);
@@ -123,6 +140,8 @@ int cmd_serve(int argc, char **argv) {
     mp.mem_limit = mem_limit;
     if (io_engine) mp.io_engine = io_engine;
     rc = deltafin_model_load(model, &mp, &m);
+    if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
+    rc = df_stream_configure(m, prefetch, hot, preload);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
     rc = df_server_set_model(s, m);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
