@@ -4,8 +4,8 @@
 #   1. both files load and `deltafin run --temp 0` gives llama.cpp's greedy token ids
 #      (recorded in tests/data/expected/demo_moe_greedy.tsv with scripts/llama_oracle.c; a
 #      divergence is accepted only at a step where llama.cpp's top-2 logits are a near-tie)
-#   2. the routing is genuinely uneven: `deltafin profile` expert counts (skipped, with a
-#      message, while this build has no profile subcommand)
+#   2. the routing is genuinely uneven, measured in deltafin: expert-cache hits with the recorded
+#      most used experts pinned (--hot) >= 2x hits with the least used pinned
 #   3. byte-identical output whatever the expert cache size: greedy ids with the smallest
 #      memory limit deltafin accepts = ids with every expert resident (skipped, with a message,
 #      when the build keeps every expert resident anyway)
@@ -56,48 +56,66 @@ while IFS='	' read -r file prompt n pids want gaps; do
     esac
 done < "$EXP"
 
-# ---- 2. uneven expert usage
+# ---- smallest memory limit deltafin accepts for the Q8_0 file (bisection, one token per probe)
 MQ=models/demo-moe-q8_0.gguf
-if "$BIN" profile --help >/dev/null 2>&1; then
-    if "$BIN" profile -m "$MQ" -p "Once upon a time" -n 200 >"$TMP/prof" 2>&1; then
-        # Expect per-expert selection counts; the statistic: the busiest expert of a layer is
-        # selected at least 2x as often as the least used one, in at least one layer, and no
-        # layer has an expert that is never used over 200 tokens (routing is used).
-        echo "demo-model: profile output:"; sed 's/^/    /' "$TMP/prof" | head -n 40
-        skip "expert usage: deltafin profile exists; wire its output format into this check"
-    else
-        fail "expert usage: deltafin profile failed: $(tail -n 1 "$TMP/prof")"
-    fi
-else
-    skip "expert usage: this build has no 'deltafin profile' (models/README.md lists the measured histogram)"
-fi
-
-# ---- 3. tiny expert cache gives the same tokens as all experts resident
-if ! "$BIN" run --help 2>&1 | grep -q -- "--mem-limit"; then
-    skip "tiny cache: deltafin run has no --mem-limit"
-else
-    P="Once upon a time"
-    "$BIN" run -m "$MQ" -p "$P" -n 120 --temp 0 --json >"$TMP/full" 2>"$TMP/err" ||
-        fail "tiny cache: resident run failed: $(tail -n 1 "$TMP/err")"
-    lo=0; hi=1073741824
+P="Once upon a time"
+LMIN=
+if "$BIN" run --help 2>&1 | grep -q -- "--mem-limit"; then
     accepts() { "$BIN" run -m "$MQ" -p "$P" -n 1 --temp 0 --mem-limit "$1" >/dev/null 2>&1; }
+    lo=0; hi=1073741824
     if accepts $hi; then
         while [ $((hi - lo)) -gt 4096 ]; do
             mid=$(( (lo + hi) / 2 ))
             if accepts $mid; then hi=$mid; else lo=$mid; fi
         done
-        "$BIN" run -m "$MQ" -p "$P" -n 120 --temp 0 --json --mem-limit $hi >"$TMP/tiny" 2>"$TMP/err" ||
-            fail "tiny cache: run at --mem-limit $hi failed: $(tail -n 1 "$TMP/err")"
-        miss=$(field "$TMP/tiny" expert_misses)
-        if [ -z "$miss" ] || [ "$miss" = 0 ]; then
-            skip "tiny cache: at the smallest accepted limit ($hi B) no expert was read on demand (streaming not active in this build)"
-        elif [ "$(ids_of "$TMP/tiny")" = "$(ids_of "$TMP/full")" ]; then
-            pass "tiny cache: --mem-limit $hi ($miss expert misses, $(field "$TMP/tiny" bytes_read) B read) = all resident, 120 ids"
-        else
-            fail "tiny cache: ids at --mem-limit $hi differ from all-resident ids"
-        fi
+        LMIN=$hi
     else
-        fail "tiny cache: deltafin refuses a 1 GiB limit for a 3 MiB model"
+        fail "memory limit: deltafin refuses a 1 GiB limit for a 3 MiB model"
+    fi
+fi
+
+# ---- 2. uneven expert usage, measured inside deltafin: pin (--hot) the two most used experts of
+# every layer in a small cache, then instead the two least used (per the histogram measured at
+# training time, models/README.md). Pinned experts are never evicted, so the hit count is
+# dominated by how often the pinned experts are selected: with even routing both runs would hit
+# about equally often (2 of 16 per layer); with the shipped routing the hot set must hit at least
+# twice as often. The cold run must still hit (its experts are used at all).
+if [ -z "$LMIN" ] || ! "$BIN" run --help 2>&1 | grep -q -- "--hot"; then
+    skip "expert usage: this deltafin has no --mem-limit/--hot (models/README.md lists the measured histogram)"
+else
+    # counts: per-mille of top-2 selections, from the table in models/README.md
+    printf '0 9 196\n0 13 83\n1 12 117\n1 2 112\n2 5 152\n2 14 141\n3 11 191\n3 9 135\n4 12 128\n4 11 118\n' >"$TMP/hot"
+    printf '0 3 39\n0 11 44\n1 15 42\n1 9 43\n2 11 42\n2 10 44\n3 10 32\n3 7 36\n4 7 38\n4 9 38\n' >"$TMP/cold"
+    LIM=$((LMIN + 12 * 61440))   # 10 pinned slots + the unpinned minimum
+    for set in hot cold; do
+        "$BIN" run -m "$MQ" -p "$P" -n 200 --temp 0 --json --mem-limit $LIM --hot "$TMP/$set" \
+            >"$TMP/u_$set" 2>"$TMP/err" || fail "expert usage: run with --hot $set failed: $(tail -n 1 "$TMP/err")"
+    done
+    hh=$(field "$TMP/u_hot" expert_hits); hc=$(field "$TMP/u_cold" expert_hits)
+    if [ -z "$hh" ] || [ -z "$hc" ]; then
+        fail "expert usage: no expert_hits in deltafin run --json"
+    elif [ "$hc" -gt 0 ] && [ "$hh" -ge $((2 * hc)) ]; then
+        pass "expert usage: uneven (hot set pinned: $hh hits, cold set pinned: $hc hits, of $(field "$TMP/u_hot" expert_misses)+$hh)"
+    else
+        fail "expert usage: hot set $hh hits vs cold set $hc hits: routing not uneven as recorded"
+    fi
+fi
+
+# ---- 3. tiny expert cache gives the same tokens as all experts resident
+if [ -z "$LMIN" ]; then
+    skip "tiny cache: deltafin run has no --mem-limit"
+else
+    "$BIN" run -m "$MQ" -p "$P" -n 120 --temp 0 --json >"$TMP/full" 2>"$TMP/err" ||
+        fail "tiny cache: resident run failed: $(tail -n 1 "$TMP/err")"
+    "$BIN" run -m "$MQ" -p "$P" -n 120 --temp 0 --json --mem-limit $LMIN >"$TMP/tiny" 2>"$TMP/err" ||
+        fail "tiny cache: run at --mem-limit $LMIN failed: $(tail -n 1 "$TMP/err")"
+    miss=$(field "$TMP/tiny" expert_misses)
+    if [ -z "$miss" ] || [ "$miss" = 0 ]; then
+        skip "tiny cache: at the smallest accepted limit ($LMIN B) no expert was read on demand (streaming not active in this build)"
+    elif [ "$(ids_of "$TMP/tiny")" = "$(ids_of "$TMP/full")" ]; then
+        pass "tiny cache: --mem-limit $LMIN ($miss expert misses, $(field "$TMP/tiny" bytes_read) B read) = all resident, 120 ids"
+    else
+        fail "tiny cache: ids at --mem-limit $LMIN differ from all-resident ids"
     fi
 fi
 
