@@ -164,7 +164,7 @@ dt=$(( $(date +%s) - t0 ))
 # ---- the openai npm client ----
 if command -v node >/dev/null && command -v npm >/dev/null; then
     if [ ! -d tests/server/node_modules/openai ]; then
-        (cd tests/server && timeout 180 npm install --no-audit --no-fund --loglevel=error >"$T/npm.log" 2>&1)
+        (cd tests/server && timeout 180 npm ci --no-audit --no-fund --loglevel=error >"$T/npm.log" 2>&1)
     fi
     if [ -d tests/server/node_modules/openai ]; then
         if DF_URL="$URL" DF_API_KEY="$KEY" DF_MODEL="$MODEL" timeout 300 node tests/server/client.test.mjs >"$T/node.log" 2>&1; then
