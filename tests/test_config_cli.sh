@@ -52,6 +52,15 @@ grep -q "context is 64" "$T/err" && ok "max_seq_len applies" || bad "max_seq_len
 "$BIN" run --config "$T/c.yaml" -c 2048 -p "$LONG$LONG" -n 1 >/dev/null 2>"$T/err" &&
     ok "-c overrides max_seq_len" || bad "-c override: $(tail -1 "$T/err")"
 
+# cache.size sizes the expert cache (36 KiB slots here); --cache-size overrides it
+printf 'model:\n  path: %s\ncache:\n  size: 144K\n  prefetch: on\n' "$T/m.gguf" >"$T/cache.yaml"
+DELTAFIN_STREAM=1 "$BIN" run --config "$T/cache.yaml" -p hi -n 2 -v >/dev/null 2>"$T/err"
+grep -q "experts: 4 slots x 36.00 KiB.*prefetch on" "$T/err" && ok "cache.size and cache.prefetch apply" ||
+    bad "cache.size: $(grep experts: "$T/err")"
+DELTAFIN_STREAM=1 "$BIN" run --config "$T/cache.yaml" --cache-size 216K -p hi -n 2 -v >/dev/null 2>"$T/err"
+grep -q "experts: 6 slots x 36.00 KiB" "$T/err" && ok "--cache-size overrides cache.size" ||
+    bad "--cache-size: $(grep experts: "$T/err")"
+
 # errors: unknown key with its line, wrong type, missing file; exit status 2, nothing run
 printf 'model:\n  path: %s\nhardware:\n  threads: 1\n  cach: 4G\n' "$T/m.gguf" >"$T/bad.yaml"
 "$BIN" run --config "$T/bad.yaml" -p hi >"$T/out" 2>"$T/err"; rc=$?

@@ -81,6 +81,11 @@ $P "$U/f/s-00001-of-00003.gguf" -o "$T/out/split2" --sha256-file "$T/bad.sha256"
     [ -e "$T/out/split2/s-00002-of-00003.gguf.part" ] && ok "split part with wrong checksum rejected" ||
     bad "split bad sum: rc=$rc $(ls "$T/out/split2" 2>&1)"
 
+# progress when stderr is not a terminal: plain lines with rate, and the final "done in" line
+"$BIN" pull --retry-wait 0.05 "$U/f/m.bin" -o "$T/out/h.bin" 2>"$T/err"
+grep -q "^h.bin: 100.0% 2.86 MiB / 2.86 MiB, .*/s, done in [0-9]*:[0-9][0-9]$" "$T/err" && ! grep -q "$(printf '\r')" "$T/err" &&
+    ok "progress lines (no bar) when not a terminal" || bad "progress: $(cat "$T/err")"
+
 # 8. 404: fails at once, no retries, no file
 $P --retries 3 "$U/f/missing.bin" -o "$T/out/g.bin" 2>"$T/err"; rc=$?
 [ $rc != 0 ] && grep -q "HTTP 404" "$T/err" && [ ! -e "$T/out/g.bin" ] && [ "$(grep -c missing.bin "$T/log")" = 1 ] &&
