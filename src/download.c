@@ -267,6 +267,10 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_xfer);
         curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &x);
         if (x.start > 0) curl_easy_setopt(curl, CURLOPT_RANGE, range);
+        if (o.bearer_token) {
+            curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+            curl_easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, o.bearer_token);
+        }
         CURLcode cc = curl_easy_perform(curl);
         long code = 0;
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
@@ -290,7 +294,11 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
                    (unsigned long long)x.start);
         }
         char why[CURL_ERROR_SIZE + 64];
-        if (cc == CURLE_HTTP_RETURNED_ERROR) snprintf(why, sizeof why, "HTTP %ld", code);
+        if (cc == CURLE_HTTP_RETURNED_ERROR)
+            snprintf(why, sizeof why, "HTTP %ld%s", code,
+                     code == 401 || code == 403 ? (o.bearer_token ? " (the token was refused)"
+                                                                  : " (gated or private: set HF_TOKEN or use --token)")
+                                                : "");
         else snprintf(why, sizeof why, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
         if (!transient) { rc = df_err(DF_ERR_IO, "%s: %s", url, why); break; }
         if (x.written > 0) fails = 0; /* progress: refill the retry budget */

@@ -17,6 +17,8 @@ typedef struct {
     int progress;             /* DF_PROGRESS_* (progress.h) */
     FILE *progress_out;       /* default stderr */
     const char *label;        /* progress label (default: file name) */
+    const char *bearer_token; /* "Authorization: Bearer" for the URL's own host only (curl does
+                                 not forward it across redirects to other hosts); NULL = none */
 } df_download_opts;
 
 df_download_opts df_download_default_opts(void);

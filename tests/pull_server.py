@@ -10,6 +10,8 @@ Files under ROOT are served at:
   /corrupt/NAME  like /f/ but one byte in the middle is flipped
   /busy/NAME     the first request gets 503, later ones behave like /f/
   /norange/NAME  ignores Range (always 200 with the whole file)
+  /auth/NAME     401 unless the request has "Authorization: Bearer sekrit"
+The log line ends with " auth" when the request carried an Authorization header.
 """
 import http.server
 import os
@@ -30,13 +32,13 @@ class H(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         parts = self.path.split("/", 2)
-        if len(parts) != 3 or parts[1] not in ("f", "drop", "corrupt", "busy", "norange"):
+        if len(parts) != 3 or parts[1] not in ("f", "drop", "corrupt", "busy", "norange", "auth"):
             return self.send_error(404)
         mode, name = parts[1], parts[2]
         rng = self.headers.get("Range", "-")
         with lock:
             with open(LOGFILE, "a") as lf:
-                lf.write("%s %s\n" % (self.path, rng))
+                lf.write("%s %s%s\n" % (self.path, rng, " auth" if self.headers.get("Authorization") else ""))
             first = (mode, name) not in seen
             seen.add((mode, name))
         path = os.path.join(ROOT, os.path.basename(name))
@@ -46,6 +48,8 @@ class H(http.server.BaseHTTPRequestHandler):
             data = bytearray(f.read())
         if mode == "corrupt" and data:
             data[len(data) // 2] ^= 0x01
+        if mode == "auth" and self.headers.get("Authorization") != "Bearer sekrit":
+            return self.send_error(401)
         if mode == "busy" and first:
             return self.send_error(503)
         start = 0

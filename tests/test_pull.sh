@@ -96,6 +96,14 @@ $P "$U/f/m.bin" -o "$T/out/a.bin" 2>"$T/err"; rc=$?
 $P "$U/f/m.bin" -o "$T/out/a.bin" --sha256 "$SUM" 2>"$T/err" && grep -q "already complete" "$T/err" &&
     ok "already complete with matching SHA-256 is a no-op" || bad "no-op: $(cat "$T/err")"
 
+# tokens: --token is sent to the URL's host; $HF_TOKEN is never sent to hosts other than huggingface.co
+HF_TOKEN=sekrit $P "$U/auth/m.bin" -o "$T/out/i.bin" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "HTTP 401 (gated or private" "$T/err" && ! grep -q "^/auth/.* auth$" "$T/log" &&
+    ok "HF_TOKEN not sent to a non-HF host; 401 explained" || bad "HF_TOKEN leak/401: rc=$rc $(cat "$T/err") $(grep auth "$T/log")"
+$P --token sekrit "$U/auth/m.bin" -o "$T/out/i.bin" --sha256 "$SUM" 2>"$T/err"
+cmp -s "$T/srv/m.bin" "$T/out/i.bin" && ok "--token authorizes" || bad "--token: $(cat "$T/err")"
+grep -q sekrit "$T/err" && bad "token printed" || true
+
 # 9. shorthand -> Hugging Face URL (dry run: nothing is contacted), split expansion
 OUT=$($BIN pull --dry-run Qwen/Qwen3-GGUF/sub/q-00001-of-00002.gguf -o "$T/hf" 2>&1)
 echo "$OUT" | grep -q "^https://huggingface.co/Qwen/Qwen3-GGUF/resolve/main/sub/q-00002-of-00002.gguf -> $T/hf/q-00002-of-00002.gguf$" &&

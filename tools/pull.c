@@ -26,6 +26,8 @@ static void usage(FILE *f) {
         "                         download as FIRST_FILE.sha256 for `deltafin verify`\n"
         "  --retries N            retries without progress before giving up (default 5)\n"
         "  --retry-wait SEC       first backoff, doubled per retry up to 60 s (default 1)\n"
+        "  --token TOKEN          send \"Authorization: Bearer TOKEN\" to the URL's host (gated\n"
+        "                         models); default: $HF_TOKEN, sent to huggingface.co only\n"
         "  --dry-run              print each URL and the path it would go to; download nothing\n"
         "  -q, --quiet            no progress output (default: a bar on a terminal, else a\n"
         "                         line every 5 s)\n"
@@ -58,6 +60,7 @@ int cmd_pull(int argc, char **argv) {
         else if (!strcmp(a, "--retry-wait") && more) o.retry_wait_s = atof(argv[++i]);
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = DF_PROGRESS_QUIET;
         else if (!strcmp(a, "--dry-run")) dry = true;
+        else if (!strcmp(a, "--token") && more) o.bearer_token = argv[++i];
         else if (a[0] != '-' && !spec) spec = a;
         else { fprintf(stderr, "pull: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
     }
@@ -66,6 +69,9 @@ int cmd_pull(int argc, char **argv) {
     if (o.max_retries < 0 || o.retry_wait_s < 0) { fprintf(stderr, "pull: bad --retries/--retry-wait\n"); return 2; }
     char url[4096];
     if (df_download_resolve(spec, url, sizeof url) < 0) { fprintf(stderr, "pull: %s\n", df_errmsg()); return 2; }
+    /* $HF_TOKEN goes to Hugging Face only, never to another host the user names */
+    const char *hf = getenv("HF_TOKEN");
+    if (!o.bearer_token && hf && *hf && !strncmp(url, "https://huggingface.co/", 23)) o.bearer_token = hf;
     const char *fname = url_file_name(url);
     if ((!*fname || strchr("?#", *fname)) && (!out || is_dir_arg(out))) {
         fprintf(stderr, "pull: %s has no file name; use -o PATH\n", url);
