@@ -179,6 +179,8 @@ typedef struct {
     bool checked, restart;   /* first body bytes: decided whether the server honoured Range */
     int werr;
     df_progress *pr;
+    EVP_MD_CTX *md;          /* running SHA-256 of .part from byte 0 (NULL: no check wanted) */
+    uint64_t *hashed;        /* bytes fed to md */
 } xfer;
 
 static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud) {
@@ -192,9 +194,11 @@ static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud) {
             if (ftruncate(fileno(x->f), 0) != 0 || fseeko(x->f, 0, SEEK_SET) != 0) { x->werr = errno; return 0; }
             x->start = 0;
             x->restart = true;
+            if (x->md) { EVP_DigestInit_ex(x->md, EVP_sha256(), NULL); *x->hashed = 0; }
         }
     }
     if (fwrite(ptr, 1, n, x->f) != n) { x->werr = errno ? errno : EIO; return 0; }
+    if (x->md) { EVP_DigestUpdate(x->md, ptr, n); *x->hashed += n; }
     x->written += n;
     return n;
 }
@@ -223,6 +227,25 @@ static uint64_t file_size(const char *p) {
     return stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
+/* Feed the first `upto` bytes of path into md (a resumed .part); false on a read error. */
+static bool hash_prefix(EVP_MD_CTX *md, const char *path, uint64_t upto) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const size_t cap = 4u << 20;
+    unsigned char *buf = malloc(cap);
+    uint64_t done = 0;
+    while (buf && done < upto) {
+        ssize_t n = read(fd, buf, upto - done < cap ? (size_t)(upto - done) : cap);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        EVP_DigestUpdate(md, buf, (size_t)n);
+        done += (uint64_t)n;
+    }
+    free(buf);
+    close(fd);
+    return done == upto;
+}
+
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
@@ -238,13 +261,21 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
     if (!curl) return df_err(DF_ERR_INTERNAL, "curl_easy_init failed");
     df_progress pr;
     df_progress_init(&pr, o.progress_out, o.progress, o.label ? o.label : base_name(out_path), 0, file_size(part));
+    /* SHA-256 while writing, so a huge model is not read a second time after the download */
+    EVP_MD_CTX *md = NULL;
+    uint64_t hashed = 0;
+    if (o.sha256 && (md = EVP_MD_CTX_new()) && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1) {
+        uint64_t have = file_size(part);
+        if (have && hash_prefix(md, part, have)) hashed = have;
+        else if (have) { EVP_MD_CTX_free(md); md = NULL; } /* unreadable prefix: hash at the end */
+    }
     int rc = DF_ERR_IO;
     int fails = 0;
     char errbuf[CURL_ERROR_SIZE];
     for (;;) {
         FILE *f = fopen(part, "ab");
         if (!f) { rc = df_err(DF_ERR_IO, "%s: %s", part, strerror(errno)); break; }
-        xfer x = {.f = f, .curl = curl, .start = file_size(part), .pr = &pr};
+        xfer x = {.f = f, .curl = curl, .start = file_size(part), .pr = &pr, .md = md, .hashed = &hashed};
         uint64_t range_total = 0;
         char range[64];
         snprintf(range, sizeof range, "%llu-", (unsigned long long)x.start);
@@ -290,6 +321,7 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
                          cc != CURLE_SSL_CACERT_BADFILE && cc != CURLE_LOGIN_DENIED;
         if (code == 416) { /* .part larger than the file or the file changed: start over once */
             if (truncate(part, 0) != 0) { rc = df_err(DF_ERR_IO, "%s: %s", part, strerror(errno)); break; }
+            if (md) { EVP_DigestInit_ex(md, EVP_sha256(), NULL); hashed = 0; }
             df_log(DF_LOG_WARN, "%s: server refused to resume at %llu; starting over", url,
                    (unsigned long long)x.start);
         }
@@ -320,6 +352,14 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         sleep_s(wait);
     }
     curl_easy_cleanup(curl);
+    char got[65] = "";
+    if (!rc && md && hashed == file_size(part)) {
+        unsigned char dg[32];
+        unsigned int dl = 0;
+        if (EVP_DigestFinal_ex(md, dg, &dl) == 1 && dl == 32)
+            for (int i = 0; i < 32; i++) snprintf(got + 2 * i, 3, "%02x", dg[i]);
+    }
+    EVP_MD_CTX_free(md);
     if (rc) {
         if (file_size(part) == 0) unlink(part); /* nothing arrived: leave no empty .part behind */
         return rc;
@@ -328,10 +368,11 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
     if (!pr.total) pr.total = pr.done;
     df_progress_finish(&pr);
     if (o.sha256) {
-        char got[65];
-        df_download_opts ho = o;
-        rc = df_sha256_file(part, got, &ho);
-        if (rc) return rc;
+        df_log(DF_LOG_DEBUG, "%s: SHA-256 %s", out_path, got[0] ? "computed while downloading" : "re-read from disk");
+        if (!got[0]) { /* the running digest did not cover the file: read it again */
+            rc = df_sha256_file(part, got, &o);
+            if (rc) return rc;
+        }
         if (strcasecmp(got, o.sha256))
             return df_err(DF_ERR_CHECKSUM, "%s: SHA-256 mismatch: expected %s, got %s; the download is corrupt "
                           "(kept as %s; delete it to download again)", out_path, o.sha256, got, part);

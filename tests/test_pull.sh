@@ -3,7 +3,7 @@
 # download + SHA-256 ok; a connection dropped midway is resumed with Range and completes;
 # an existing .part is resumed; a 503 is retried; a server ignoring Range restarts cleanly;
 # corrupted bytes are rejected leaving only PATH.part; a split model downloads every part;
-# 404 fails without retrying; the org/repo/file shorthand maps to huggingface.co (dry run only:
+# 404 fails without retrying; the SHA-256 is computed while downloading (also across resume and restart); the org/repo/file shorthand maps to huggingface.co (dry run only:
 # nothing outside 127.0.0.1 is contacted).
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
@@ -38,8 +38,9 @@ cmp -s "$T/srv/m.bin" "$T/out/a.bin" && [ ! -e "$T/out/a.bin.part" ] && grep -q 
     ok "download + SHA-256 ok, manifest written" || bad "plain download: $(cat "$T/err")"
 
 # 2. connection dropped halfway -> retried with Range, completes
-$P "$U/drop/m.bin" -o "$T/out/b.bin" --sha256 "$SUM" 2>"$T/err"
-if cmp -s "$T/srv/m.bin" "$T/out/b.bin" && grep -q "^/drop/m.bin bytes=[1-9][0-9]*-" "$T/log"; then
+DELTAFIN_LOG=3 $P "$U/drop/m.bin" -o "$T/out/b.bin" --sha256 "$SUM" 2>"$T/err"
+if cmp -s "$T/srv/m.bin" "$T/out/b.bin" && grep -q "^/drop/m.bin bytes=[1-9][0-9]*-" "$T/log" &&
+   grep -q "SHA-256 computed while downloading" "$T/err"; then
     ok "dropped connection resumed with Range ($(grep '^/drop/' "$T/log" | tr '\n' ' '))"
 else bad "drop/resume: $(cat "$T/err") log: $(grep drop "$T/log")"; fi
 
@@ -56,8 +57,8 @@ cmp -s "$T/srv/m.bin" "$T/out/d.bin" && [ "$(grep -c '^/busy/' "$T/log")" -ge 2 
 
 # 5. server ignoring Range: a stale .part is replaced, result still exact
 head -c 5000 /dev/urandom >"$T/out/e.bin.part"
-$P "$U/norange/m.bin" -o "$T/out/e.bin" --sha256 "$SUM" 2>"$T/err"
-cmp -s "$T/srv/m.bin" "$T/out/e.bin" && ok "no Range support: restarted from 0" || bad "norange: $(cat "$T/err")"
+DELTAFIN_LOG=3 $P "$U/norange/m.bin" -o "$T/out/e.bin" --sha256 "$SUM" 2>"$T/err"
+cmp -s "$T/srv/m.bin" "$T/out/e.bin" && grep -q "SHA-256 computed while downloading" "$T/err" && ok "no Range support: restarted from 0" || bad "norange: $(cat "$T/err")"
 
 # 6. corrupted bytes: rejected, only the .part is left
 $P "$U/corrupt/m.bin" -o "$T/out/f.bin" --sha256 "$SUM" 2>"$T/err"; rc=$?
