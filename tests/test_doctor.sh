@@ -43,6 +43,13 @@ else bad "run did not use the profile: $(grep -E 'io auto|experts:' "$T/rerr")";
 runv "$T/fresh" || bad "control run failed"
 grep -q "io auto:" "$T/rerr" && ok "control: without a profile run measures" || bad "control: no measurement line"
 
+# a memory limit that holds a third of the experts: misses, an I/O floor and a tok/s range
+DELTAFIN_IO_PROFILE="$T/prof" "$BIN" doctor --seconds 0.5 --no-save --mem-limit 95M "$T/m.gguf" >"$T/out" 2>&1
+if grep -q "expert cache .* = [1-9][0-9]*% of the experts (memory plan at --mem-limit 95.00 MiB)" "$T/out" &&
+   grep -q "I/O floor  *[0-9.]* ms/token ([1-9][0-9]*% misses" "$T/out" && grep -q "expected  *[0-9.]* - [0-9.]* tok/s" "$T/out" &&
+   ! grep -q "= 100% of the experts" "$T/out"; then ok "estimate with --mem-limit: partial cache, I/O floor"
+else bad "mem-limit estimate: $(sed -n '/expected speed/,$p' "$T/out")"; fi
+
 # --no-save leaves the profile alone; doctor without a model measures memory/CPU only
 cp "$T/prof" "$T/prof.before"
 DELTAFIN_IO_PROFILE="$T/prof" "$BIN" doctor --seconds 0.5 --no-save "$T/m.gguf" >/dev/null 2>&1

@@ -3,8 +3,9 @@
 # download + SHA-256 ok; a connection dropped midway is resumed with Range and completes;
 # an existing .part is resumed; a 503 is retried; a server ignoring Range restarts cleanly;
 # corrupted bytes are rejected leaving only PATH.part; a split model downloads every part;
-# 404 fails without retrying; the SHA-256 is computed while downloading (also across resume and restart); the org/repo/file shorthand maps to huggingface.co (dry run only:
-# nothing outside 127.0.0.1 is contacted).
+# 404 fails without retrying; the SHA-256 is computed while downloading (also across resume
+# and restart); bearer tokens go only where they should; the org/repo/file shorthand maps to
+# huggingface.co (dry run only: nothing outside 127.0.0.1 is contacted).
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
 PY=/usr/bin/python3

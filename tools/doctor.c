@@ -36,6 +36,7 @@ static void usage(FILE *f) {
         "  --profile FILE    I/O profile to write (default: $DELTAFIN_IO_PROFILE, else\n"
         "                    $XDG_CACHE_HOME/deltafin/io-profile, else ~/.cache/deltafin/io-profile)\n"
         "  --no-save         measure and print only; do not write the profile\n"
+        "  --mem-limit SIZE  estimate tok/s for this memory limit (default: the recommended one)\n"
         "  -h, --help        this help\n");
 }
 
@@ -324,12 +325,19 @@ int cmd_doctor(int argc, char **argv) {
     const char *model = NULL, *profile = NULL;
     double secs = 8;
     bool save = true;
+    uint64_t user_limit = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
         else if (!strcmp(a, "--profile") && i + 1 < argc) profile = argv[++i];
         else if (!strcmp(a, "--no-save")) save = false;
+        else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
+            if (df_parse_size(argv[++i], &user_limit) < 0 || !user_limit) {
+                fprintf(stderr, "doctor: bad --mem-limit '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model = argv[++i];
         else if (a[0] != '-' && !model) model = a;
         else { fprintf(stderr, "doctor: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
@@ -454,7 +462,7 @@ int cmd_doctor(int argc, char **argv) {
         in.expert_total_bytes = mp.expert_bytes;
         in.slot_bytes = df_pad(mp.expert_bytes_one ? mp.expert_bytes_one : 1, DF_IO_ALIGN);
         in.n_experts_total = n_tot;
-        in.mem_limit = limit;
+        in.mem_limit = user_limit ? user_limit : limit;
         df_memplan plan;
         printf("\nexpected speed for %s (context %d):\n", model, ctx);
         if (df_memplan_compute(&in, &plan) != DF_OK) {
@@ -469,7 +477,7 @@ int cmd_doctor(int argc, char **argv) {
                    df_fmt_bytes(mp.dense_bytes, b1, sizeof b1), df_fmt_bytes((uint64_t)active, b2, sizeof b2),
                    hp->n_expert_used, hp->n_expert);
             printf("  expert cache             %s = %.0f%% of the experts (memory plan at --mem-limit %s)\n",
-                   df_fmt_bytes(plan.cache_bytes, b1, sizeof b1), 100.0 * hit, df_fmt_bytes(limit, b2, sizeof b2));
+                   df_fmt_bytes(plan.cache_bytes, b1, sizeof b1), 100.0 * hit, df_fmt_bytes(in.mem_limit, b2, sizeof b2));
             printf("  compute floor            %.2f ms/token (weights at %.1f GB/s memory read)\n", compute_s * 1e3, memn);
             if (disk > 0) {
                 printf("  I/O floor                %.2f ms/token (%.0f%% misses, uniform routing, at %.2f GB/s)\n",
