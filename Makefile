@@ -4,9 +4,10 @@ CC      ?= gcc
 BUILD   ?= build
 SAN     ?=
 OPT     ?= -O2
+GIT_DEF := -DDF_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(OPT) -g \
                  -fno-omit-frame-pointer -Iinclude -Isrc -pthread \
-                 -DDF_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
+                 $(GIT_DEF)
 ifeq ($(SAN),1)
   CFLAGS_COMMON += -fsanitize=address,undefined -fno-sanitize-recover=undefined
   LDSAN := -fsanitize=address,undefined
@@ -87,8 +88,9 @@ fuzz: $(FUZZ_BIN)
 build-fuzz/%: fuzz/%.c $(LIB_SRC)
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
-	  $(filter-out -DDF_HAVE_URING=1,) $(if $(HAVE_URING),-DDF_HAVE_URING=1) \
-	  -mavx2 -mfma -mf16c -o $@ $< $(filter-out src/kernels/x86_avx512.c,$(LIB_SRC)) $(LIBS)
+	  $(GIT_DEF) $(if $(HAVE_URING),-DDF_HAVE_URING=1) \
+	  -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 \
+	  -o $@ $< $(LIB_SRC) $(LIBS)
 
 clean:
 	rm -rf build build-asan build-fuzz
