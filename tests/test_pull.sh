@@ -88,6 +88,13 @@ $P "$U/f/s-00001-of-00003.gguf" -o "$T/out/split2" --sha256-file "$T/bad.sha256"
 grep -q "^h.bin: 100.0% 2.86 MiB / 2.86 MiB, .*/s, done in [0-9]*:[0-9][0-9]$" "$T/err" && ! grep -q "$(printf '\r')" "$T/err" &&
     ok "progress lines (no bar) when not a terminal" || bad "progress: $(cat "$T/err")"
 
+# on a terminal: a bar redrawn in place (script(1) gives the command a pty)
+if command -v script >/dev/null 2>&1; then
+    script -qec "$BIN pull $U/f/m.bin -o $T/out/j.bin" /dev/null >"$T/tty" 2>&1
+    grep -q "j.bin \[##############################\] 100.0%" "$T/tty" && grep -q "$(printf '\r')" "$T/tty" &&
+        cmp -s "$T/srv/m.bin" "$T/out/j.bin" && ok "progress bar on a terminal" || bad "bar: $(cat -v "$T/tty")"
+fi
+
 # 8. 404: fails at once, no retries, no file
 $P --retries 3 "$U/f/missing.bin" -o "$T/out/g.bin" 2>"$T/err"; rc=$?
 [ $rc != 0 ] && grep -q "HTTP 404" "$T/err" && [ ! -e "$T/out/g.bin" ] && [ "$(grep -c missing.bin "$T/log")" = 1 ] &&
