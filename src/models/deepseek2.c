@@ -27,6 +27,7 @@ static int deepseek2_hparams(df_model *m) {
     hp->n_embd_head_k_mla = km ? (int)km : hp->n_embd_head_k;
     hp->n_embd_head_v_mla = vm ? (int)vm : hp->n_embd_head_v;
     u = 0; TRYK(df_model_key_u32(m, "expert_shared_count", &u, false)); hp->n_expert_shared = (int)u;
+    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared; /* shared experts side by side */
     hp->expert_weights_scale = 0.0f;
     TRYK(df_model_key_f32(m, "expert_weights_scale", &hp->expert_weights_scale, false));
     char key[128];

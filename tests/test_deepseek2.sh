@@ -1,0 +1,140 @@
+#!/bin/sh
+# test_deepseek2.sh — deepseek2 (DeepSeek-V2/V3, Kimi-K2) against outputs recorded from
+# llama.cpp (tests/data/expected/deepseek2/make.sh). No llama.cpp needed. For random models
+# covering q LoRA and Lite attn_q, absorbed MLA and legacy attn_kv_b, sigmoid + selection bias +
+# expert groups and softmax gating, leading dense layers, shared experts, YaRN, at F32 / Q8_0
+# (and Q4_K made by `deltafin quantize`):
+#   1. gen-random (and quantize) rebuild the recorded models bit for bit (sha256)
+#   2. greedy ids of `deltafin run --temp 0 -n 32` = llama.cpp's (2 prompts each)
+#   3. `deltafin perplexity -c 128 -b 32` within 0.5% of llama-perplexity (make.sh says why -b 32)
+#   4. routed experts streamed from disk with a 2-expert cache give the same ids
+#   5. `deltafin info`: MLA KV cache = n_layer·(kv_lora_rank + rope dims)·2 bytes per token
+#   6. DELTAFIN_YARN_HF_BETAS=1 changes a K2-style model's outputs (uses the file's betas)
+cd "$(dirname "$0")/.." || exit 1
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+exec "$PY" - "$@" <<'PYEOF'
+import hashlib, json, os, re, shutil, subprocess, sys, tempfile
+
+BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
+FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
+EXP = "tests/data/expected/deepseek2"
+PPL_TOL = 0.005
+env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
+env.pop("DELTAFIN_YARN_HF_BETAS", None)
+tmp = tempfile.mkdtemp(prefix="df_ds2_")
+n_pass = n_fail = 0
+
+def report(ok, name, msg=""):
+    global n_pass, n_fail
+    if ok: n_pass += 1
+    else: n_fail += 1
+    print(f"deepseek2: {'PASS' if ok else 'FAIL'} {name}{': ' + msg if msg else ''}", flush=True)
+
+def run(args, extra_env=None, timeout=600):
+    e = dict(env, **(extra_env or {}))
+    try:
+        p = subprocess.run([BIN] + args, capture_output=True, env=e, timeout=timeout)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        return 124, "", "timeout"
+
+def last(err):
+    l = [x for x in err.strip().splitlines() if x.strip()]
+    return l[-1] if l else "(no message)"
+
+def read_tsv(path):
+    with open(path, encoding="utf-8") as f:
+        rows = [l.rstrip("\n").split("\t") for l in f if l.strip()]
+    return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+def greedy(model, prompt, extra_env=None, extra=()):
+    rc, out, err = run(["run", "-m", model, "-p", prompt, "-n", "32", "--temp", "0", "-t", "2", "--json"]
+                       + list(extra), extra_env)
+    if rc != 0:
+        return None, f"exit {rc}: {last(err)}"
+    for line in reversed(out.strip().splitlines()):
+        try:
+            return json.loads(line), None
+        except ValueError:
+            pass
+    return None, "no JSON"
+
+def ppl(model, extra_env=None):
+    rc, out, err = run(["perplexity", "-m", model, "-f", "tests/data/ppl_story.txt", "-c", "128", "-b", "32", "-t", "2"],
+                       extra_env)
+    m = re.findall(r"PPL\s*=\s*([0-9.eE+-]+)", out + "\n" + err)
+    return (float(m[-1]) if m else None), (None if m else f"exit {rc}: {last(err)}")
+
+try:
+    shutil.copy2(BIN, os.path.join(tmp, "deltafin"))  # a concurrent make may relink BIN
+    BIN = os.path.join(tmp, "deltafin")
+    models = read_tsv(f"{EXP}/models.tsv")
+    greedy_rows = read_tsv(f"{EXP}/greedy.tsv")
+    ppls = {r["name"]: float(r["ppl"]) for r in read_tsv(f"{EXP}/ppl.tsv")}
+    path = {}
+    for r in models:
+        name, args = r["name"], r["gen_random_args"]
+        f = os.path.join(tmp, name + ".gguf")
+        if args.startswith("quantize:"):
+            src, qt = args[len("quantize:"):].split()
+            rc, _, err = run(["quantize", path.get(src, ""), f, qt, "-t", "2"])
+        else:
+            rc, _, err = run(["gen-random"] + args.replace("@FIX@", FIX).split() + [f])
+        if rc != 0:
+            report(False, f"{name} build", last(err))
+            continue
+        sha = hashlib.sha256(open(f, "rb").read()).hexdigest()
+        report(sha == r["sha256"], f"{name} rebuilt bit for bit", "" if sha == r["sha256"] else f"sha {sha}")
+        path[name] = f
+    for r in greedy_rows:
+        name = r["name"]
+        if name not in path: continue
+        got, e = greedy(path[name], r["prompt"])
+        if e:
+            report(False, f"{name} greedy '{r['prompt']}'", e); continue
+        want_p = [int(x) for x in r["prompt_ids"].split(",")]
+        want_g = [int(x) for x in r["gen_ids"].split(",")]
+        ok = got["prompt_tokens"] == want_p and got["tokens"] == want_g
+        msg = "32 ids identical" if ok else f"got {got['tokens']} want {want_g}"
+        report(ok, f"{name} greedy '{r['prompt']}'", msg)
+    for name, want in ppls.items():
+        if name not in path: continue
+        p, e = ppl(path[name])
+        if e:
+            report(False, f"{name} perplexity", e); continue
+        rel = abs(p - want) / want
+        report(rel <= PPL_TOL, f"{name} perplexity", f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)")
+    # 4. streaming: routed experts from disk through a tiny expert cache
+    for name in ("v3-q8_0", "lite-f32"):
+        if name not in path: continue
+        prompt = "The little dog ran to the park and"
+        ref, e1 = greedy(path[name], prompt, {"DELTAFIN_STREAM": "0"})
+        st, e2 = greedy(path[name], prompt, {"DELTAFIN_EXPERT_CACHE": "96K"}, ["--io", "pread", "-v"])
+        ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
+        report(ok, f"{name} streamed experts (96K cache, pread) = resident",
+               e1 or e2 or ("" if ok else f"{st['tokens']} vs {ref['tokens']}"))
+    # 5. info: MLA KV bytes per token
+    if "v3w-f32" in path:
+        rc, out, err = run(["info", "-m", path["v3w-f32"]])
+        m = re.search(r"KV cache per token \(F16\)\s+([0-9.]+)\s*(B|KiB)", out + err)
+        want = 3 * (256 + 16) * 2
+        got = None if not m else float(m.group(1)) * (1024 if m.group(2) == "KiB" else 1)
+        report(got is not None and abs(got - want) <= 0.005 * want, "info KV bytes per token (3 layers x (256 + 16) x 2)", f"got {got}, want {want}")
+    if "legacy-f32" in path:
+        rc, out, err = run(["info", "-m", path["legacy-f32"]])
+        m = re.search(r"KV cache per token \(F16\)\s+([0-9.]+)\s*(B|KiB)", out + err)
+        want = 3 * 4 * (48 + 32) * 2
+        got = None if not m else float(m.group(1)) * (1024 if m.group(2) == "KiB" else 1)
+        report(got == want, "info legacy KV bytes per token (3 x 4 heads x (48 + 32) x 2)", f"got {got}, want {want}")
+    # 6. HF YaRN betas (Kimi-K2 files carry beta_fast = beta_slow = 1)
+    if "k2-f32" in path:
+        a, e1 = ppl(path["k2-f32"])
+        b, e2 = ppl(path["k2-f32"], {"DELTAFIN_YARN_HF_BETAS": "1"})
+        ok = not e1 and not e2 and a != b and abs(a - b) / a < 0.5
+        report(ok, "DELTAFIN_YARN_HF_BETAS=1 changes the K2-style model", e1 or e2 or f"ppl {a:.4f} -> {b:.4f}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+print(f"deepseek2: {n_pass} passed, {n_fail} failed")
+sys.exit(1 if n_fail else 0)
+PYEOF
