@@ -191,7 +191,10 @@ done
 # ---- SIGTERM drains: the running request completes, then the server exits 0 ----
 curl -s -o "$T/drain" -H "Authorization: Bearer $KEY" -d '{"prompt":"Drain","max_tokens":200,"seed":2}' "$URL/v1/completions" &
 CPID=$!
-sleep 0.3
+for i in $(seq 100); do   # wait until the request holds a slot
+    curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q '^deltafin_requests_processing [1-9]' && break
+    sleep 0.1
+done
 kill -TERM "$SPID"
 wait "$CPID"
 wait "$SPID"; rc=$?; SPID=""
