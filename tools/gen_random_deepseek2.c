@@ -123,7 +123,7 @@ static void ds_usage(FILE *f) {
         "  --kv-lora N (64)  --d-nope N (32)  --d-rope N (16)  --d-v N (32)  --n-ff N (96)\n"
         "  --n-expert N (8)  --n-expert-used N (2)  --n-ff-exp N (32)  --n-shared N (1)\n"
         "  --n-dense N (1)  --groups G (v3 4)  --groups-used U (v3 2)  --gating softmax|sigmoid\n"
-        "  --no-bias  --no-norm  --legacy  --scale F\n"
+        "  --no-bias  --no-norm  --legacy  --scale F  --rope-base F  --yarn-factor F\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n");
 }
 
@@ -173,6 +173,7 @@ int df_gen_random_deepseek2(int argc, char **argv) {
                  .n_ctx = 4096, .gating = -1, .bias = true, .norm = true, .scale = -1.0f,
                  .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1, .variant = "v3"};
     int64_t q_lora = -1, n_shared = -1;
+    float rope_base = -1.0f, yarn_factor = -1.0f;
     bool no_bias = false, no_norm = false, legacy = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -226,6 +227,11 @@ int df_gen_random_deepseek2(int argc, char **argv) {
             errno = 0;
             o.seed = strtoull(v, &e, 0);
             if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
+        } else if (!strcmp(a, "--rope-base") || !strcmp(a, "--yarn-factor")) {
+            char *e;
+            float f = strtof(v, &e);
+            if (e == v || *e || !(f > 0) || !isfinite(f)) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
+            if (a[2] == 'r') rope_base = f; else yarn_factor = f;
         } else if (!strcmp(a, "--scale") || !strcmp(a, "--out-scale") || !strcmp(a, "--router-scale")) {
             char *e;
             float f = strtof(v, &e);
@@ -253,6 +259,8 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     if (o.groups_used < 0) o.groups_used = (lite || k2) ? 1 : 2;
     if (o.scale < 0) o.scale = lite ? 1.0f : k2 ? 2.827f : 2.5f;
     if (q_lora >= 0) o.q_lora = q_lora;
+    if (rope_base > 0) o.rope_base = rope_base;
+    if (yarn_factor > 0) o.yarn_factor = yarn_factor;
     if (n_shared >= 0) o.n_shared = n_shared;
     if (no_bias) o.bias = false;
     if (no_norm) o.norm = false;
