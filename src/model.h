@@ -97,6 +97,12 @@ typedef struct df_arch {
     uint64_t (*arch_scratch)(const df_model *m, int n_batch);
 } df_arch;
 
+/* Fused ffn_gate_up_exps {n_embd, 2 n_ff, E} (deepseek2): exps[GATE] == exps[UP]; within
+ * each expert rows [0, n_ff) are gate, [n_ff, 2 n_ff) up. Shapes/locations/acquire split it. */
+static inline bool df_layer_fused_gate_up(const df_layer *L) {
+    return L->exps[DF_EXPERT_GATE] && L->exps[DF_EXPERT_GATE] == L->exps[DF_EXPERT_UP];
+}
+
 /* KV row sizes of layer il (the arch hook or n_head_kv * head dims). */
 void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
 
