@@ -306,9 +306,11 @@ void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp) {
 void df_model_expert_shape(const df_model *m, int layer, int part, int64_t *n_in, int64_t *n_out,
                            uint64_t *nbytes) {
     const df_tensor *t = m->layers[layer].exps[part];
+    /* fused ffn_gate_up_exps: gate and up share one tensor, rows [0, n_ff) and [n_ff, 2 n_ff) */
+    const int64_t rows = part != DF_EXPERT_DOWN && df_layer_fused_gate_up(&m->layers[layer]) ? t->ne[1] / 2 : t->ne[1];
     if (n_in) *n_in = t->ne[0];
-    if (n_out) *n_out = t->ne[1];
-    if (nbytes) *nbytes = df_type_row_bytes(t->type, t->ne[0]) * (uint64_t)t->ne[1];
+    if (n_out) *n_out = rows;
+    if (nbytes) *nbytes = df_type_row_bytes(t->type, t->ne[0]) * (uint64_t)rows;
 }
 
 int df_model_expert_loc(const df_model *m, int layer, int expert, int part, df_expert_loc *out) {
@@ -322,6 +324,10 @@ int df_model_expert_loc(const df_model *m, int layer, int expert, int part, df_e
     out->shard = t->info->shard;
     out->offset = t->info->offset + (uint64_t)expert * bytes;
     out->nbytes = bytes;
+    if (part != DF_EXPERT_DOWN && df_layer_fused_gate_up(&m->layers[layer])) {
+        out->nbytes = bytes / 2;
+        if (part == DF_EXPERT_UP) out->offset += bytes / 2;
+    }
     out->type = t->type;
     return DF_OK;
 }
@@ -332,6 +338,7 @@ static int resident_acquire(void *ud, int layer, int expert, df_expert_w *out) {
         const df_tensor *t = m->layers[layer].exps[p];
         uint64_t bytes = df_type_row_bytes(t->type, t->ne[0]) * (uint64_t)t->ne[1];
         out->w[p] = (const char *)t->data + (uint64_t)expert * bytes;
+        if (p == DF_EXPERT_UP && df_layer_fused_gate_up(&m->layers[layer])) out->w[p] = (const char *)out->w[p] + bytes / 2;
         out->type[p] = t->type;
     }
     return DF_OK;
