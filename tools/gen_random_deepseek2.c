@@ -21,7 +21,7 @@ typedef struct {
     int64_t n_embd, n_layer, n_head, q_lora, kv_lora, d_nope, d_rope, d_v, n_ff, n_expert, n_used;
     int64_t n_ff_exp, n_shared, n_dense, groups, groups_used, n_ctx;
     int gating;           /* 1 softmax, 2 sigmoid */
-    bool bias, norm, legacy, hf_betas_keys;
+    bool bias, norm, legacy, hf_betas_keys, fused;
     float scale, rope_base, yarn_factor, yarn_log_mul, beta_fast, beta_slow;
     float out_scale, router_scale;
     uint64_t seed;
@@ -123,7 +123,8 @@ static void ds_usage(FILE *f) {
         "  --kv-lora N (64)  --d-nope N (32)  --d-rope N (16)  --d-v N (32)  --n-ff N (96)\n"
         "  --n-expert N (8)  --n-expert-used N (2)  --n-ff-exp N (32)  --n-shared N (1)\n"
         "  --n-dense N (1)  --groups G (v3 4)  --groups-used U (v3 2)  --gating softmax|sigmoid\n"
-        "  --no-bias  --no-norm  --legacy  --scale F  --rope-base F  --yarn-factor F\n"
+        "  --no-bias  --no-norm  --legacy  --fused (ffn_gate_up_exps)  --scale F  --rope-base F\n"
+        "  --yarn-factor F\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n");
 }
 
@@ -186,6 +187,7 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         if (!strcmp(a, "--no-bias")) { no_bias = true; continue; }
         if (!strcmp(a, "--no-norm")) { no_norm = true; continue; }
         if (!strcmp(a, "--legacy")) { legacy = true; continue; }
+        if (!strcmp(a, "--fused")) { o.fused = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         struct { const char *opt; int64_t *dst; } ints[] = {
@@ -355,9 +357,14 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         } else {
             T(DK_ROUTER, 2, H, o.n_expert, 1, "blk.%d.ffn_gate_inp.weight", b);
             if (o.bias) T(DK_BIAS, 1, o.n_expert, 1, 1, "blk.%d.exp_probs_b.bias", b);
-            T(DK_MAT, 3, H, o.n_ff_exp, o.n_expert, "blk.%d.ffn_gate_exps.weight", b);
-            T(DK_MAT, 3, o.n_ff_exp, H, o.n_expert, "blk.%d.ffn_down_exps.weight", b);
-            T(DK_MAT, 3, H, o.n_ff_exp, o.n_expert, "blk.%d.ffn_up_exps.weight", b);
+            if (o.fused) {
+                T(DK_MAT, 3, H, 2 * o.n_ff_exp, o.n_expert, "blk.%d.ffn_gate_up_exps.weight", b);
+                T(DK_MAT, 3, o.n_ff_exp, H, o.n_expert, "blk.%d.ffn_down_exps.weight", b);
+            } else {
+                T(DK_MAT, 3, H, o.n_ff_exp, o.n_expert, "blk.%d.ffn_gate_exps.weight", b);
+                T(DK_MAT, 3, o.n_ff_exp, H, o.n_expert, "blk.%d.ffn_down_exps.weight", b);
+                T(DK_MAT, 3, H, o.n_ff_exp, o.n_expert, "blk.%d.ffn_up_exps.weight", b);
+            }
             if (o.n_shared > 0) {
                 T(DK_MAT, 2, H, o.n_ff_exp * o.n_shared, 1, "blk.%d.ffn_gate_shexp.weight", b);
                 T(DK_MAT, 2, o.n_ff_exp * o.n_shared, H, 1, "blk.%d.ffn_down_shexp.weight", b);

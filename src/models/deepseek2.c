@@ -8,6 +8,7 @@
  * e.g. Kimi-K2's 1/1) instead of llama.cpp's fixed 32/1; off by default for llama.cpp parity. */
 #include "model.h"
 #include "attn_mla.h"
+#include "memplan.h"
 #include <stdlib.h>
 
 #define TRYK(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
@@ -120,7 +121,19 @@ static int deepseek2_bind(df_model *m) {
             L->ffn_down = df_model_tensor(m, "blk.%d.ffn_down.weight", il, 0, 2, hp->n_ff, H, 0);
             L->ffn_up = df_model_tensor(m, "blk.%d.ffn_up.weight", il, 0, 2, H, hp->n_ff, 0);
         } else {
-            df_bind_moe_exps(m, il, hp->n_ff_exp);
+            char fused[64];
+            snprintf(fused, sizeof fused, "blk.%d.ffn_gate_up_exps.weight", il);
+            if (df_gguf_tensor_find(m->gguf, fused) || (m->pack && df_model_pack_tensor(m, fused))) {
+                L->is_moe = true;
+                L->gate_inp = df_model_tensor(m, "blk.%d.ffn_gate_inp.weight", il, 0, 2, H, hp->n_expert, 0);
+                L->exps[DF_EXPERT_GATE] = L->exps[DF_EXPERT_UP] =
+                    df_model_tensor(m, "blk.%d.ffn_gate_up_exps.weight", il, DF_T_EXPERT, 3, H,
+                                    2 * (int64_t)hp->n_ff_exp, hp->n_expert);
+                L->exps[DF_EXPERT_DOWN] = df_model_tensor(m, "blk.%d.ffn_down_exps.weight", il, DF_T_EXPERT, 3,
+                                                          hp->n_ff_exp, H, hp->n_expert);
+            } else {
+                df_bind_moe_exps(m, il, hp->n_ff_exp);
+            }
             L->exp_probs_b = df_model_tensor(m, "blk.%d.exp_probs_b.bias", il, DF_T_OPTIONAL | DF_T_NORM, 1,
                                              hp->n_expert, 0, 0);
             const int64_t fs = (int64_t)hp->n_ff_exp * hp->n_expert_shared;
