@@ -24,7 +24,7 @@ PPL_TOL = 0.005
 # numbers, not counted as failures. Both are prefill-phase differences at quantized types that
 # persist through the KV cache (teacher-forced logits differ by ~0.1-0.2 from the prompt on
 # for some prompts, exact for others); F32/F16 and the other Q8_0 variants agree.
-KNOWN = {"v3-q8_0 perplexity", "v3w-q4_k perplexity"}
+KNOWN = {"v3-q8_0 perplexity", "v3fused-q8_0 perplexity", "v3w-q4_k perplexity"}
 env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
 env.pop("DELTAFIN_YARN_HF_BETAS", None)
 tmp = tempfile.mkdtemp(prefix="df_ds2_")
@@ -115,7 +115,7 @@ try:
             continue
         report(rel <= PPL_TOL, f"{name} perplexity", msg)
     # 4. streaming: routed experts from disk through a tiny expert cache
-    for name in ("v3-q8_0", "lite-f32", "legacy-q8_0"):
+    for name in ("v3-q8_0", "lite-f32", "legacy-q8_0", "v3fused-q8_0"):
         if name not in path: continue
         prompt = "The little dog ran to the park and"
         ref, e1 = greedy(path[name], prompt, {"DELTAFIN_STREAM": "0"})
@@ -123,6 +123,15 @@ try:
         ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
         report(ok, f"{name} streamed experts (96K cache, pread) = resident",
                e1 or e2 or ("" if ok else f"{st['tokens']} vs {ref['tokens']}"))
+    # 4b. fused gate_up experts through `deltafin pack` (packed record layout), streamed
+    if "v3fused-q8_0" in path:
+        pk = os.path.join(tmp, "fused-packed.gguf")
+        rc, _, err = run(["pack", path["v3fused-q8_0"], pk])
+        prompt = "Once upon a time"
+        ref, e1 = greedy(path["v3fused-q8_0"], prompt)
+        st, e2 = (None, f"pack: {last(err)}") if rc else greedy(pk, prompt, {"DELTAFIN_EXPERT_CACHE": "96K"}, ["--io", "pread"])
+        ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
+        report(ok, "v3fused-q8_0 packed + streamed = resident", e1 or e2 or ("" if ok else f"{st['tokens']}"))
     # 5. info: MLA KV bytes per token
     if "v3w-f32" in path:
         rc, out, err = run(["info", "-m", path["v3w-f32"]])

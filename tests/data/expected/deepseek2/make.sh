@@ -45,6 +45,8 @@ printf 'name\tppl\n' > "$TMP/ppl.tsv"
         v=${vt%:*}; type=${vt#*:}
         printf '%s\t%s\n' "$v-$type" "--arch deepseek2 --variant $v --type $type --vocab @FIX@/models/tok512.bin"
     done
+    # fused ffn_gate_up_exps
+    printf '%s\t%s\n' "v3fused-q8_0" "--arch deepseek2 --variant v3 --fused --type q8_0 --vocab @FIX@/models/tok512.bin"
     # wider model so that Q4_K applies to most matrices (attn_k_b keeps a 256-incompatible row)
     printf '%s\t%s\n' "v3w-f32" "--arch deepseek2 --variant v3 --n-embd 256 --q-lora 256 --kv-lora 256 --n-ff 256 --n-ff-exp 256 --d-v 64 --vocab @FIX@/models/tok512.bin"
 } | grep -E "^${ONLY:-.}" > "$TMP/list"
