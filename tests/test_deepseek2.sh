@@ -8,7 +8,8 @@
 #   2. greedy ids of `deltafin run --temp 0 -n 32` = llama.cpp's (2 prompts each)
 #   3. `deltafin perplexity -c 128 -b 32` within 0.5% of llama-perplexity (make.sh says why -b 32)
 #   4. routed experts streamed from disk with a 2-expert cache give the same ids
-#   5. `deltafin info`: MLA KV cache = n_layer·(kv_lora_rank + rope dims)·2 bytes per token
+#   5. `deltafin info`: MLA KV cache = n_layer·(kv_lora_rank + rope dims)·2 bytes per token,
+#      also on a Kimi-K2-shaped sparse file (gen-random --preset kimi-k2 --sparse)
 #   6. DELTAFIN_YARN_HF_BETAS=1 changes a K2-style model's outputs (uses the file's betas)
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
@@ -145,6 +146,22 @@ try:
         want = 3 * 4 * (48 + 32) * 2
         got = None if not m else float(m.group(1)) * (1024 if m.group(2) == "KiB" else 1)
         report(got is not None and abs(got - want) <= 0.005 * want, "info legacy KV bytes per token (3 x 4 heads x (48 + 32) x 2)", f"got {got}, want {want}")
+    # 5b. a Kimi-K2-shaped file (header + hole, ~1 TB apparent size, no disk use)
+    k2 = os.path.join(tmp, "k2-shape.gguf")
+    rc, _, err = run(["gen-random", "--arch", "deepseek2", "--preset", "kimi-k2", "--sparse", "--type", "q8_0",
+                      "--vocab", "bytes", k2])
+    if rc:
+        report(False, "Kimi-K2-shaped sparse file", last(err))
+    else:
+        rc, out, err = run(["info", "-m", k2])
+        txt = out + err
+        kv = re.search(r"KV cache per token \(F16\)\s+([0-9.]+) KiB", txt)
+        ex = re.search(r"largest expert ([0-9.]+) MiB", txt)
+        # 61 layers x (512 + 64) x 2 B = 68.625 KiB; one expert 3 x 7168 x 2048 Q8_0 = 44.625 MiB
+        ok = kv and abs(float(kv.group(1)) - 68.625) < 0.01 and ex and abs(float(ex.group(1)) - 44.625) < 0.01
+        report(bool(ok), "info on a Kimi-K2-shaped file: MLA KV 68.62 KiB/token, expert 44.62 MiB",
+               "" if ok else f"rc {rc}: {last(txt)}")
+        os.unlink(k2)
     # 6. HF YaRN betas (Kimi-K2 files carry beta_fast = beta_slow = 1)
     if "k2-f32" in path:
         a, e1 = ppl(path["k2-f32"])

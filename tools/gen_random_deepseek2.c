@@ -11,6 +11,7 @@
 #include "llama2c.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <strings.h>
@@ -21,7 +22,7 @@ typedef struct {
     int64_t n_embd, n_layer, n_head, q_lora, kv_lora, d_nope, d_rope, d_v, n_ff, n_expert, n_used;
     int64_t n_ff_exp, n_shared, n_dense, groups, groups_used, n_ctx;
     int gating;           /* 1 softmax, 2 sigmoid */
-    bool bias, norm, legacy, hf_betas_keys, fused;
+    bool bias, norm, legacy, hf_betas_keys, fused, sparse;
     float scale, rope_base, yarn_factor, yarn_log_mul, beta_fast, beta_slow;
     float out_scale, router_scale;
     uint64_t seed;
@@ -51,6 +52,8 @@ typedef struct {
     const ds_opts *o;
     void **bufs;
     int n, cap;
+    uint64_t tbytes[8192];      /* data bytes of each tensor added (for --sparse) */
+    int nt;
 } ds_ctx;
 
 static int ds_tensor(ds_ctx *x, int kind, int n_dims, int64_t e0, int64_t e1, int64_t e2, const char *fmt, ...)
@@ -66,6 +69,12 @@ static int ds_tensor(ds_ctx *x, int kind, int n_dims, int64_t e0, int64_t e1, in
     if (type == DF_TYPE_Q8_0 && e0 % 32)
         return df_err(DF_ERR_INVALID, "tensor %s: row length %lld not a multiple of 32 (q8_0)", name, (long long)e0);
     const int64_t n = e0 * e1 * e2;
+    if (x->nt >= 8192) return df_err(DF_ERR_RANGE, "too many tensors");
+    x->tbytes[x->nt++] = df_type_row_bytes(type, e0) * (uint64_t)(e1 * e2);
+    if (o->sparse) { /* header only; the data section is a hole (zeros) */
+        int64_t ne[3] = {e0, e1, e2};
+        return df_gguf_w_tensor(x->w, name, type, n_dims, ne, NULL);
+    }
     float *f = df_malloc((size_t)n * sizeof(float));
     if (!f) return DF_ERR_NOMEM;
     float scale = 1.0f, offset = 0.0f;
@@ -125,6 +134,9 @@ static void ds_usage(FILE *f) {
         "  --n-dense N (1)  --groups G (v3 4)  --groups-used U (v3 2)  --gating softmax|sigmoid\n"
         "  --no-bias  --no-norm  --legacy  --fused (ffn_gate_up_exps)  --scale F  --rope-base F\n"
         "  --yarn-factor F\n"
+        "  --preset kimi-k2    Kimi-K2 widths (61 layers, 384 experts; ~1 TB: use with --sparse)\n"
+        "  --sparse            write the header only and extend the file with a hole (all-zero\n"
+        "                      weights, no disk use): for `deltafin info` / memory plans at real shapes\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n");
 }
 
@@ -188,6 +200,7 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         if (!strcmp(a, "--no-norm")) { no_norm = true; continue; }
         if (!strcmp(a, "--legacy")) { legacy = true; continue; }
         if (!strcmp(a, "--fused")) { o.fused = true; continue; }
+        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         struct { const char *opt; int64_t *dst; } ints[] = {
@@ -205,7 +218,13 @@ int df_gen_random_deepseek2(int argc, char **argv) {
             done = true;
         }
         if (done) continue;
-        if (!strcmp(a, "--arch")) {
+        if (!strcmp(a, "--preset")) {
+            if (strcmp(v, "kimi-k2")) { fprintf(stderr, "gen-random: deepseek2 --preset: kimi-k2\n"); return 2; }
+            o.variant = "k2";
+            o.n_embd = 7168; o.n_layer = 61; o.n_head = 64; q_lora = 1536; o.kv_lora = 512; o.d_nope = 128;
+            o.d_rope = 64; o.d_v = 128; o.n_ff = 18432; o.n_expert = 384; o.n_used = 8; o.n_ff_exp = 2048;
+            n_shared = 1; o.n_dense = 1; o.n_ctx = 131072;
+        } else if (!strcmp(a, "--arch")) {
             if (strcmp(v, "deepseek2")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
         } else if (!strcmp(a, "--variant")) {
             if (strcmp(v, "v3") && strcmp(v, "k2") && strcmp(v, "lite") && strcmp(v, "legacy")) {
@@ -285,7 +304,9 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     }
 
     int rc = DF_OK;
-    ds_ctx x = {.o = &o};
+    static ds_ctx x;
+    memset(&x, 0, sizeof x);
+    x.o = &o;
     x.w = df_gguf_writer_new(32);
     if (!x.w) return 1;
     df_gguf_writer *w = x.w;
@@ -375,7 +396,20 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     T(DK_NORM, 1, H, 1, 1, "output_norm.weight");
     T(DK_OUT, 2, H, n_vocab, 1, "output.weight");
 #undef T
-    rc = df_gguf_writer_save(w, o.out);
+    if (o.sparse) {
+        uint64_t end = df_gguf_writer_data_start(w);
+        for (int i = 0; i < x.nt; i++) {
+            uint64_t e = df_gguf_writer_data_start(w) + df_gguf_writer_tensor_offset(w, i) + x.tbytes[i];
+            if (e > end) end = e;
+        }
+        int fd = open(o.out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) { rc = df_err(DF_ERR_IO, "%s: %s", o.out, strerror(errno)); goto done; }
+        rc = df_gguf_writer_write_header(w, fd);
+        if (!rc && ftruncate(fd, (off_t)end) != 0) rc = df_err(DF_ERR_IO, "%s: ftruncate: %s", o.out, strerror(errno));
+        if (close(fd) != 0 && !rc) rc = df_err(DF_ERR_IO, "%s: close: %s", o.out, strerror(errno));
+    } else {
+        rc = df_gguf_writer_save(w, o.out);
+    }
     if (!rc)
         fprintf(stderr, "gen-random: wrote %s (deepseek2 %s, %s, %lld layers, n_embd %lld, vocab %lld from %s)\n",
                 o.out, o.variant, o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
