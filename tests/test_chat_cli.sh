@@ -36,7 +36,10 @@ mkfifo "$T/in"
 PID=$!
 exec 3>"$T/in"
 echo "Tell me a long story" >&3
-sleep 2
+# wait until the answer is streaming (loading can be slow on a busy machine), then Ctrl-C
+i=0
+while [ ! -s "$T/out2" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+sleep 0.3
 kill -INT "$PID" 2>/dev/null || fail "chat exited early"
 sleep 0.5
 kill -0 "$PID" 2>/dev/null || fail "SIGINT ended the program"
