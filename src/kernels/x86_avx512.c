@@ -117,33 +117,31 @@ static inline __m512 scale2(float f0, float f1) {
 
 /* ------------------------------------------------------------------ Q8_0 */
 
+/* Summation order is llama.cpp's x86 ggml_vec_dot_q8_0_q8_0: per block, 8 int32 lanes of
+ * 4-byte products (exact), converted to float and FMA'd into ONE 8-lane accumulator in block
+ * order, then hsum_float_8's reduction. A wider (16-lane, 2-accumulator) version was faster in
+ * prefill but its different rounding made greedy paths leave llama.cpp's on Q8_0 models
+ * (docs/experiments.tsv); the matvec is memory-bound either way. */
+static inline float hsum_f8_llama(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
 static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q8_0 *x = w, *y = xq;
     const int64_t nb = n / 32;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t ib = 0;
-    for (; ib + 4 <= nb; ib += 4) {
-        __m512i p0 = dot_s8(ld2x256(x[ib].qs, x[ib + 1].qs), ld2x256(y[ib].qs, y[ib + 1].qs));
-        __m512i p1 = dot_s8(ld2x256(x[ib + 2].qs, x[ib + 3].qs), ld2x256(y[ib + 2].qs, y[ib + 3].qs));
-        __m512 d0 = scale2(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d),
-                           df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d));
-        __m512 d1 = scale2(df_f16_to_f32(x[ib + 2].d) * df_f16_to_f32(y[ib + 2].d),
-                           df_f16_to_f32(x[ib + 3].d) * df_f16_to_f32(y[ib + 3].d));
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), d0, acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), d1, acc1);
-    }
-    float sumf = hsum512(_mm512_add_ps(acc0, acc1));
-    for (; ib < nb; ib++) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
         __m256i ax = _mm256_loadu_si256((const __m256i *)x[ib].qs);
         __m256i ay = _mm256_loadu_si256((const __m256i *)y[ib].qs);
         __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(ax),
                                         _mm256_sign_epi8(ay, ax));
-        __m128i q = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-        q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
-        q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
-        sumf += (float)_mm_cvtsi128_si32(q) * (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+        __m256 d = _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
     }
-    *s = sumf;
+    *s = hsum_f8_llama(acc);
 }
 
 /* Q8_0 activations as llama.cpp's x86 path (DF_Q8_X86): id = 127/amax, round half to even. */
