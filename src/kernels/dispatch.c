@@ -18,6 +18,16 @@ static bool g_have_avx2, g_have_avx512, g_have_neon;
 static const df_kernel_table *g_sel;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* Lookup without initialization: init_tables() runs inside pthread_once and must not call
+ * back into df_kernels_init() (that re-enters the same once-guard and deadlocks). */
+static const df_kernel_table *table_by_name(const char *name) {
+    if (!strcasecmp(name, "ref")) return &g_ref;
+    if (!strcasecmp(name, "avx2")) return g_have_avx2 ? &g_avx2 : NULL;
+    if (!strcasecmp(name, "avx512")) return g_have_avx512 ? &g_avx512 : NULL;
+    if (!strcasecmp(name, "neon")) return g_have_neon ? &g_neon : NULL;
+    return NULL;
+}
+
 static void init_tables(void) {
     df_kernels_fill_ref(&g_ref);
 #if defined(__x86_64__)
@@ -51,7 +61,7 @@ static void init_tables(void) {
     g_sel = g_have_avx512 ? &g_avx512 : g_have_avx2 ? &g_avx2 : g_have_neon ? &g_neon : &g_ref;
     const char *isa = getenv("DELTAFIN_ISA");
     if (isa && *isa) {
-        const df_kernel_table *t = df_kernels_by_name(isa);
+        const df_kernel_table *t = table_by_name(isa);
         if (t) g_sel = t;
         else
             df_log(DF_LOG_WARN, "DELTAFIN_ISA=%s not available on this CPU/build; using %s", isa,
@@ -75,11 +85,7 @@ const df_kernel_table *df_kernels_ref(void) {
 const df_kernel_table *df_kernels_by_name(const char *name) {
     if (!name) return NULL;
     df_kernels_init();
-    if (!strcasecmp(name, "ref")) return &g_ref;
-    if (!strcasecmp(name, "avx2")) return g_have_avx2 ? &g_avx2 : NULL;
-    if (!strcasecmp(name, "avx512")) return g_have_avx512 ? &g_avx512 : NULL;
-    if (!strcasecmp(name, "neon")) return g_have_neon ? &g_neon : NULL;
-    return NULL;
+    return table_by_name(name);
 }
 
 int df_kernels_select(const char *name) {

@@ -117,31 +117,42 @@ static inline __m512 scale2(float f0, float f1) {
 
 /* ------------------------------------------------------------------ Q8_0 */
 
-/* Summation order is llama.cpp's x86 ggml_vec_dot_q8_0_q8_0: per block, 8 int32 lanes of
- * 4-byte products (exact), converted to float and FMA'd into ONE 8-lane accumulator in block
- * order, then hsum_float_8's reduction. A wider (16-lane, 2-accumulator) version was faster in
- * prefill but its different rounding made greedy paths leave llama.cpp's on Q8_0 models
- * (docs/experiments.tsv); the matvec is memory-bound either way. */
-static inline float hsum_f8_llama(__m256 x) {
-    __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+/* Summation order: two 8-lane accumulators (even / odd blocks) of per-lane int32 sums scaled by
+ * d_x*d_y, added and reduced as hsum_float_8 — the AVX2 table's order. Measured against
+ * llama.cpp (scripts/logits_diff.sh on the demo model and the e2e Q8_0 models) it agrees to
+ * ~1e-6 per logit, while both a 16-lane form and a single-accumulator form drifted by ~0.1
+ * within a few tokens (docs/experiments.tsv). Matvec is memory-bound, so the narrower
+ * vectors cost nothing there. */
+static inline float hsum_f8(__m256 x) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     return _mm_cvtss_f32(r);
 }
 
+static inline __m256 q8_block_dot(const df_block_q8_0 *x, const df_block_q8_0 *y) {
+    __m256i ax = _mm256_loadu_si256((const __m256i *)x->qs);
+    __m256i ay = _mm256_loadu_si256((const __m256i *)y->qs);
+    return _mm256_cvtepi32_ps(
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(ax), _mm256_sign_epi8(ay, ax)));
+}
+
 static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q8_0 *x = w, *y = xq;
     const int64_t nb = n / 32;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        __m256i ax = _mm256_loadu_si256((const __m256i *)x[ib].qs);
-        __m256i ay = _mm256_loadu_si256((const __m256i *)y[ib].qs);
-        __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(ax),
-                                        _mm256_sign_epi8(ay, ax));
-        __m256 d = _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t ib = 0;
+    for (; ib + 2 <= nb; ib += 2) {
+        acc0 = _mm256_fmadd_ps(q8_block_dot(&x[ib], &y[ib]),
+                               _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
+        acc1 = _mm256_fmadd_ps(q8_block_dot(&x[ib + 1], &y[ib + 1]),
+                               _mm256_set1_ps(df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d)),
+                               acc1);
     }
-    *s = hsum_f8_llama(acc);
+    if (ib < nb)
+        acc0 = _mm256_fmadd_ps(q8_block_dot(&x[ib], &y[ib]),
+                               _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
+    *s = hsum_f8(_mm256_add_ps(acc0, acc1));
 }
 
 /* Q8_0 activations as llama.cpp's x86 path (DF_Q8_X86): id = 127/amax, round half to even. */
