@@ -30,7 +30,11 @@ typedef struct {
     uint64_t mem_reserve;   /* bytes left to the OS when mem_limit == 0 */
     const char *io_engine;  /* "auto", "pread", "direct", "uring", "mmap" (NULL = auto) */
     bool mlock;             /* mlock the dense weights */
-    bool progress;          /* show load progress on stderr */
+    bool progress;          /* log load progress (info level) */
+    /* Load progress callback, called after each tensor is read (tools draw a bar with it);
+     * done and total are bytes to read at load. NULL = none. */
+    void (*progress_cb)(void *ud, uint64_t done, uint64_t total);
+    void *progress_ud;
 } deltafin_model_params;
 
 deltafin_model_params deltafin_model_default_params(void);

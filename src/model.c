@@ -398,7 +398,9 @@ static int load_data(df_model *m, int flags) {
         if (!m->expert_mem) { free(offs); return df_err(DF_ERR_NOMEM, "cannot allocate %llu bytes for experts",
                                                         (unsigned long long)m->expert_bytes); }
     }
-    uint64_t done = 0, t0 = df_time_ns(), last = t0;
+    uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
+    for (int i = 0; i < m->n_bound; i++)
+        if (!(skip && is_expert(m, &m->tensors[i]))) to_read += m->tensors[i].info->nbytes;
     for (int i = 0; i < m->n_bound; i++) {
         df_tensor *t = &m->tensors[i];
         bool ex = is_expert(m, t);
@@ -407,6 +409,7 @@ static int load_data(df_model *m, int flags) {
         int rc = df_gguf_read(m->gguf, t->info, 0, t->data, t->info->nbytes);
         if (rc < 0) { free(offs); return df_err_prefix(rc, "%s: reading tensor '%s'", m->path, t->info->name); }
         done += t->info->nbytes;
+        if (m->params.progress_cb) m->params.progress_cb(m->params.progress_ud, done, to_read);
         if (m->params.progress && df_time_ns() - last > 500000000ull) {
             last = df_time_ns();
             df_log(DF_LOG_INFO, "loading: %.1f%%", 100.0 * (double)done / (double)(need ? need : 1));

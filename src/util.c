@@ -27,7 +27,14 @@ int df_err_prefix(int status, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, g_errmsg, sizeof old);
-    snprintf(g_errmsg, sizeof g_errmsg, "%s: %s", pre, old);
+    /* "pre: old", truncated to the buffer (built by hand: snprintf would warn on truncation) */
+    size_t cap = sizeof g_errmsg - 1, n = strnlen(pre, cap);
+    memcpy(g_errmsg, pre, n);
+    if (n + 2 <= cap) { memcpy(g_errmsg + n, ": ", 2); n += 2; }
+    size_t m = strnlen(old, sizeof old);
+    if (m > cap - n) m = cap - n;
+    memcpy(g_errmsg + n, old, m);
+    g_errmsg[n + m] = 0;
     return status;
 }
 

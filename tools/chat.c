@@ -3,6 +3,7 @@
  * common token prefix with what is already cached (deltafin_ctx_truncate) and decodes only
  * the rest, then streams the answer. Ctrl-C stops the current answer (the program goes on);
  * /reset clears the conversation, /exit (or end of input) quits. */
+#include "load_progress.h"
 #include "deltafin.h"
 #include "util.h"
 
@@ -137,6 +138,9 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
 
     deltafin_model_params mp = deltafin_model_default_params();
+    df_load_progress load_progress = {0};
+    mp.progress_cb = df_load_progress_cb;
+    mp.progress_ud = &load_progress;
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
     int rc = deltafin_model_load(model, &mp, &m);

@@ -3,6 +3,7 @@
  * (llama-completion: add BOS per the vocab, parse special tokens). Stops at an end-of-
  * generation token, after -n tokens, or when the context is full. A stats line goes to
  * stderr; --json prints one JSON object at the end instead of streaming. */
+#include "load_progress.h"
 #include "deltafin.h"
 #include "tokenizer.h"
 #include "model.h"
@@ -269,6 +270,9 @@ int cmd_run(int argc, char **argv) {
     if (log_prompts && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
 
     deltafin_model_params mp = deltafin_model_default_params();
+    df_load_progress load_progress = {0};
+    mp.progress_cb = df_load_progress_cb;
+    mp.progress_ud = &load_progress;
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
     mp.mem_reserve = mem_reserve;

@@ -1,6 +1,7 @@
 /* serve.c — `deltafin serve`: OpenAI-compatible HTTP server (src/server.c). Starts listening
  * first (/health answers 503 while the model loads), prints the address on stdout, then
  * serves until SIGINT/SIGTERM, on which it drains running requests and exits cleanly. */
+#include "load_progress.h"
 #include "deltafin.h"
 #include "server.h"
 #include "expert_store.h"
@@ -136,6 +137,9 @@ int cmd_serve(int argc, char **argv) {
     fflush(stdout);
 
     deltafin_model_params mp = deltafin_model_default_params();
+    df_load_progress load_progress = {0};
+    mp.progress_cb = df_load_progress_cb;
+    mp.progress_ud = &load_progress;
     mp.n_threads = p.n_threads;
     mp.mem_limit = mem_limit;
     if (io_engine) mp.io_engine = io_engine;
