@@ -362,9 +362,9 @@ static int open_files(df_io *io, const char *const *paths, int n) {
 
 /* ---- engine profile cache ----------------------------------------------------------- */
 
-static void profile_path(const df_io_params *p, char *buf, size_t cap) {
+void df_io_profile_path(const char *given, char *buf, size_t cap) {
     const char *env = getenv("DELTAFIN_IO_PROFILE");
-    if (p->profile_path) snprintf(buf, cap, "%s", p->profile_path);
+    if (given) snprintf(buf, cap, "%s", given);
     else if (env && *env) snprintf(buf, cap, "%s", env);
     else {
         const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -403,7 +403,7 @@ static void mkdirs_for(const char *path) {
         if (*s == '/') { *s = 0; mkdir(tmp, 0755); *s = '/'; }
 }
 
-static void profile_store(const char *ppath, const char *key, int engine, const double *gbps) {
+int df_io_profile_store(const char *ppath, const char *key, int engine, const double *gbps) {
     char *old = NULL;
     size_t len = 0;
     if (df_read_file(ppath, &old, &len) != DF_OK) { df_err_clear(); old = NULL; }
@@ -411,7 +411,7 @@ static void profile_store(const char *ppath, const char *key, int engine, const 
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", ppath, (int)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f) { free(old); return; }
+    if (!f) { free(old); return df_err(DF_ERR_IO, "%s: %s", tmp, strerror(errno)); }
     size_t klen = strlen(key);
     for (char *line = old; line && *line;) {
         char *nl = strchr(line, '\n');
@@ -424,8 +424,12 @@ static void profile_store(const char *ppath, const char *key, int engine, const 
         if (gbps[e] > 0) fprintf(f, " %s=%.2fGB/s", df_io_engine_name(e), gbps[e]);
     fprintf(f, "\n");
     int bad = ferror(f);
-    if (fclose(f) || bad || rename(tmp, ppath)) unlink(tmp);
     free(old);
+    if (fclose(f) || bad || rename(tmp, ppath)) {
+        unlink(tmp);
+        return df_err(DF_ERR_IO, "%s: could not write the profile", ppath);
+    }
+    return DF_OK;
 }
 
 static int choose_auto(const char *path, const df_io_params *p) {
@@ -434,7 +438,7 @@ static int choose_auto(const char *path, const df_io_params *p) {
     uint64_t probe = p->probe_bytes ? p->probe_bytes : (8u << 20);
     if ((uint64_t)st.st_size < 4 * probe) return DF_IO_PREAD; /* tiny file: page cache wins */
     char ppath[1024], key[128];
-    profile_path(p, ppath, sizeof ppath);
+    df_io_profile_path(p->profile_path, ppath, sizeof ppath);
     snprintf(key, sizeof key, "dev=%u:%u probe=%llu", major(st.st_dev), minor(st.st_dev),
              (unsigned long long)probe);
     int e = profile_lookup(ppath, key);
@@ -446,7 +450,7 @@ static int choose_auto(const char *path, const df_io_params *p) {
         df_err_clear();
         return DF_IO_PREAD;
     }
-    profile_store(ppath, key, best, gbps);
+    (void)df_io_profile_store(ppath, key, best, gbps);
     df_log(DF_LOG_INFO, "io auto: pread %.2f, direct %.2f, uring %.2f, mmap %.2f GB/s -> %s (cached in %s)",
            gbps[DF_IO_PREAD], gbps[DF_IO_DIRECT], gbps[DF_IO_URING], gbps[DF_IO_MMAP], df_io_engine_name(best),
            ppath);

@@ -126,52 +126,6 @@ static double disk_cell(const char *path, uint64_t size, int engine, int qd, uin
     return gbps;
 }
 
-/* Same resolution as src/io.c (profile_path) — keep in sync. */
-static void io_profile_path(const char *given, char *buf, size_t cap) {
-    const char *env = getenv("DELTAFIN_IO_PROFILE");
-    if (given) snprintf(buf, cap, "%s", given);
-    else if (env && *env) snprintf(buf, cap, "%s", env);
-    else {
-        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (xdg && *xdg) snprintf(buf, cap, "%s/deltafin/io-profile", xdg);
-        else snprintf(buf, cap, "%s/.cache/deltafin/io-profile", home && *home ? home : "/tmp");
-    }
-}
-
-/* One line per (device, probe), the format src/io.c's profile_lookup reads:
- * "dev=MAJ:MIN probe=BYTES engine=NAME pread=X.XXGB/s ..."; other lines are kept. */
-static int io_profile_save(const char *ppath, const char *key, int engine, const double *gbps) {
-    char *old = NULL;
-    size_t len = 0;
-    if (df_read_file(ppath, &old, &len) != DF_OK) { df_err_clear(); old = NULL; }
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", ppath);
-    for (char *s = dir + 1; *s; s++)
-        if (*s == '/') { *s = 0; mkdir(dir, 0755); *s = '/'; }
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", ppath, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) { free(old); return df_err(DF_ERR_IO, "%s: %s", tmp, strerror(errno)); }
-    size_t klen = strlen(key);
-    for (char *line = old; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        if (strncmp(line, key, klen) || line[klen] != ' ') fprintf(f, "%s\n", line);
-        line = nl ? nl + 1 : NULL;
-    }
-    fprintf(f, "%s engine=%s", key, df_io_engine_name(engine));
-    for (int e = 1; e < DF_IO_NENGINES; e++)
-        if (gbps[e] > 0) fprintf(f, " %s=%.2fGB/s", df_io_engine_name(e), gbps[e]);
-    fprintf(f, "\n");
-    int bad = ferror(f);
-    free(old);
-    if (fclose(f) || bad || rename(tmp, ppath)) {
-        unlink(tmp);
-        return df_err(DF_ERR_IO, "%s: could not write the profile", ppath);
-    }
-    return DF_OK;
-}
-
 /* ---- memory ---------------------------------------------------------------------------- */
 
 typedef struct { const uint64_t *p; size_t n; uint64_t sum; } rd_arg;
@@ -419,10 +373,10 @@ int cmd_doctor(int argc, char **argv) {
                 printf("  note                file smaller than 4 expert reads: `--io auto` uses pread without a profile\n");
             if (save) {
                 char ppath[1024], key[128];
-                io_profile_path(profile, ppath, sizeof ppath);
+                df_io_profile_path(profile, ppath, sizeof ppath);
                 snprintf(key, sizeof key, "dev=%u:%u probe=%llu", major(st.st_dev), minor(st.st_dev),
                          (unsigned long long)probe);
-                if (io_profile_save(ppath, key, best_engine, gbps) != DF_OK)
+                if (df_io_profile_store(ppath, key, best_engine, gbps) != DF_OK)
                     fprintf(stderr, "doctor: %s\n", deltafin_errmsg());
                 else printf("  profile saved       %s (%s engine=%s)\n", ppath, key, df_io_engine_name(best_engine));
             }
