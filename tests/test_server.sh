@@ -191,10 +191,14 @@ done
 # ---- SIGTERM drains: the running request completes, then the server exits 0 ----
 curl -s -o "$T/drain" -H "Authorization: Bearer $KEY" -d '{"prompt":"Drain","max_tokens":200,"seed":2}' "$URL/v1/completions" &
 CPID=$!
-for i in $(seq 100); do   # wait until the request holds a slot
-    curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q '^deltafin_requests_processing [1-9]' && break
+held=no
+for i in $(seq 300); do   # wait until the request holds a slot (slow under ASan on a busy machine)
+    if curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q '^deltafin_requests_processing [1-9]'; then
+        held=yes; break
+    fi
     sleep 0.1
 done
+[ "$held" = yes ] && ok || bad "the drain request never started processing"
 kill -TERM "$SPID"
 wait "$CPID"
 wait "$SPID"; rc=$?; SPID=""
