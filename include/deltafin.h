@@ -110,6 +110,13 @@ typedef struct {
     uint64_t io_wait_ns, compute_ns;
 } deltafin_stats;
 void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out);
+/* Routing statistics (MoE models; `deltafin profile`). deltafin_ctx_count_routes turns them on
+ * (or zeroes them): from then on every decode adds 1 to counts[layer * n_expert + expert] for
+ * each token the router sends to that expert (n_expert_used per token and MoE layer; dense
+ * layers stay 0). deltafin_ctx_route_counts points *counts at that array (valid until the ctx
+ * is freed). Both return DF_OK or < 0 (no routed experts / not turned on). */
+int deltafin_ctx_count_routes(deltafin_ctx *c);
+int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, int *n_layer, int *n_expert);
 
 /* ---- sampling (llama.cpp's default chain) ------------------------------------------------ */
 typedef struct {

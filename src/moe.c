@@ -92,6 +92,11 @@ void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
         /* 9. */
         if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
             for (int j = 0; j < K; j++) w[j] *= hp->expert_weights_scale;
+        /* optional routing statistics (deltafin_ctx_count_routes) */
+        if (c->route_counts) {
+            uint32_t *rc = c->route_counts + (int64_t)il * E;
+            for (int j = 0; j < K; j++) rc[idx[j]]++;
+        }
     }
 }
 

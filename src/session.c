@@ -178,7 +178,28 @@ void deltafin_ctx_free(deltafin_ctx *c) {
     free(c->k_row);
     if (c->logits_cap > 1 && c->logits) free(c->logits);
     if (c->mem) munmap(c->mem, (size_t)c->mem_bytes);
+    free(c->route_counts);
     free(c);
+}
+
+int deltafin_ctx_count_routes(deltafin_ctx *c) {
+    const df_hparams *hp = &c->m->hp;
+    if (hp->n_expert <= 0 || hp->n_expert_used <= 0) return df_err(DF_ERR_UNSUPPORTED, "model has no routed experts");
+    if (!c->route_counts) {
+        c->route_counts = df_calloc((size_t)hp->n_layer * (size_t)hp->n_expert, sizeof(uint32_t));
+        if (!c->route_counts) return DF_ERR_NOMEM;
+    } else {
+        memset(c->route_counts, 0, sizeof(uint32_t) * (size_t)hp->n_layer * (size_t)hp->n_expert);
+    }
+    return DF_OK;
+}
+
+int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, int *n_layer, int *n_expert) {
+    if (!c->route_counts) return df_err(DF_ERR_INVALID, "routing statistics are off (deltafin_ctx_count_routes)");
+    *counts = c->route_counts;
+    *n_layer = c->m->hp.n_layer;
+    *n_expert = c->m->hp.n_expert;
+    return DF_OK;
 }
 
 int deltafin_ctx_n_ctx(const deltafin_ctx *c) { return c->n_ctx; }

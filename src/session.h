@@ -40,6 +40,7 @@ struct deltafin_ctx {
     int32_t *e_cnt, *e_off, *e_list, *e_union; /* [E], [E+1], [nb*k] (t*k+j), [E] */
     float *xg, *yg;/* [nb][n_embd] gathered input / expert output */
     float *yslot;  /* [nb][k][n_embd] per-slot expert outputs (summed in slot order) */
+    uint32_t *route_counts; /* [n_layer][E] tokens routed per expert, or NULL (off: no cost) */
     char *arch_scr; uint64_t arch_scr_bytes; /* for df_arch hooks */
     /* attention per-thread scratch */
     char *attn_scr; size_t attn_stride;
