@@ -2,6 +2,8 @@
 # Installs the Debian/Ubuntu packages deltafin needs to build and test, if any is missing.
 # `deps.sh --check` only reports (exit 1 if something is missing).
 PKGS="build-essential clang libpcre2-dev libmicrohttpd-dev libcjson-dev libyaml-dev libcurl4-openssl-dev libssl-dev liburing-dev python3 python3-jinja2 python3-numpy curl"
+# x86-64: a cross compiler and qemu so the NEON kernels are tested too (tests/neon_qemu.sh)
+[ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
