@@ -3,6 +3,7 @@
  * common token prefix with what is already cached (deltafin_ctx_truncate) and decodes only
  * the rest, then streams the answer. Ctrl-C stops the current answer (the program goes on);
  * /reset clears the conversation, /exit (or end of input) quits. */
+#include "sampling_args.h"
 #include "load_progress.h"
 #include "deltafin.h"
 #include "util.h"
@@ -28,6 +29,7 @@ static void usage(FILE *f) {
         "  --top-p P               top-p (default 0.95; 1 = off)\n"
         "  --min-p P               min-p (default 0.05; 0 = off)\n"
         "  --repeat-penalty X      repetition penalty (default 1.0 = off)\n"
+        "  --repeat-last-n N       penalty window (default 64)\n"
         "  -s, --seed N            sampler seed (default: random)\n"
         "  --mem-limit SIZE        memory limit for the process (default: available RAM)\n"
         "  --stats                 per turn on stderr: prompt tokens, reused from the cache,\n"
@@ -106,12 +108,7 @@ int cmd_chat(int argc, char **argv) {
         else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
         else if (ARG("-c", "--ctx-size")) n_ctx = atoi(argv[++i]);
         else if (ARG("-b", "--batch-size")) n_batch = atoi(argv[++i]);
-        else if (ARG("--temp", "--temperature")) sp.temp = (float)atof(argv[++i]);
-        else if (ARG("--top-k", "--top_k")) sp.top_k = atoi(argv[++i]);
-        else if (ARG("--top-p", "--top_p")) sp.top_p = (float)atof(argv[++i]);
-        else if (ARG("--min-p", "--min_p")) sp.min_p = (float)atof(argv[++i]);
-        else if (ARG("--repeat-penalty", "--repeat_penalty")) sp.repeat_penalty = (float)atof(argv[++i]);
-        else if (ARG("-s", "--seed")) sp.seed = strtoull(argv[++i], NULL, 10);
+        else if (df_sampling_arg(argc, argv, &i, &sp)) {}
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "chat: bad --mem-limit '%s'\n", argv[i]); return 2; }
         }

@@ -3,6 +3,7 @@
  * (llama-completion: add BOS per the vocab, parse special tokens). Stops at an end-of-
  * generation token, after -n tokens, or when the context is full. A stats line goes to
  * stderr; --json prints one JSON object at the end instead of streaming. */
+#include "sampling_args.h"
 #include "load_progress.h"
 #include "deltafin.h"
 #include "tokenizer.h"
@@ -174,13 +175,7 @@ int cmd_run(int argc, char **argv) {
         else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
         else if (ARG("-c", "--ctx-size")) n_ctx = atoi(argv[++i]);
         else if (ARG("-b", "--batch-size")) n_batch = atoi(argv[++i]);
-        else if (ARG("--temp", "--temperature")) sp.temp = (float)atof(argv[++i]);
-        else if (ARG("--top-k", "--top_k")) sp.top_k = atoi(argv[++i]);
-        else if (ARG("--top-p", "--top_p")) sp.top_p = (float)atof(argv[++i]);
-        else if (ARG("--min-p", "--min_p")) sp.min_p = (float)atof(argv[++i]);
-        else if (ARG("--repeat-penalty", "--repeat_penalty")) sp.repeat_penalty = (float)atof(argv[++i]);
-        else if (ARG("--repeat-last-n", "--repeat_last_n")) sp.repeat_last_n = atoi(argv[++i]);
-        else if (ARG("-s", "--seed")) sp.seed = strtoull(argv[++i], NULL, 10);
+        else if (df_sampling_arg(argc, argv, &i, &sp)) {}
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) {
                 fprintf(stderr, "run: bad --mem-limit '%s'\n", argv[i]);
