@@ -130,15 +130,13 @@ static bool is_hex64(const char *s, size_t n) {
     return true;
 }
 
-int df_sha256_manifest_lookup(const char *mpath, const char *name, char hex[65]) {
+int df_sha256_manifest_each(const char *mpath, df_manifest_fn fn, void *ud) {
     char *data = NULL;
     size_t len = 0;
     int rc = df_read_file(mpath, &data, &len);
     if (rc) return rc;
-    rc = DF_ERR_NOTFOUND;
     int ln = 0;
-    const char *want = base_name(name);
-    for (char *line = data; line && *line && rc == DF_ERR_NOTFOUND;) {
+    for (char *line = data; line && *line && rc == 0;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
         ln++;
@@ -153,20 +151,35 @@ int df_sha256_manifest_lookup(const char *mpath, const char *name, char hex[65])
                 rc = df_err(DF_ERR_FORMAT, "%s:%d: expected \"SHA256  FILE\"", mpath, ln);
                 break;
             }
+            *f++ = 0;
             while (*f == ' ' || *f == '\t') f++;
             if (*f == '*') f++;
             if (!*f) { rc = df_err(DF_ERR_FORMAT, "%s:%d: no file name", mpath, ln); break; }
-            if (!strcmp(base_name(f), want)) {
-                for (int i = 0; i < 64; i++) hex[i] = (char)tolower((unsigned char)p[i]);
-                hex[64] = 0;
-                rc = DF_OK;
-            }
+            rc = fn(ud, p, f);
         }
         line = nl ? nl + 1 : NULL;
     }
     free(data);
-    if (rc == DF_ERR_NOTFOUND) df_err(rc, "%s: no checksum for %s", mpath, want);
-    return rc;
+    return rc < 0 ? rc : DF_OK;
+}
+
+typedef struct { const char *want; char *hex; bool found; } manifest_lookup;
+
+static int lookup_entry(void *ud, const char *hex, const char *file) {
+    manifest_lookup *m = ud;
+    if (strcmp(base_name(file), m->want)) return 0;
+    for (int i = 0; i < 64; i++) m->hex[i] = (char)tolower((unsigned char)hex[i]);
+    m->hex[64] = 0;
+    m->found = true;
+    return 1;
+}
+
+int df_sha256_manifest_lookup(const char *mpath, const char *name, char hex[65]) {
+    manifest_lookup m = {base_name(name), hex, false};
+    int rc = df_sha256_manifest_each(mpath, lookup_entry, &m);
+    if (rc < 0) return rc;
+    if (!m.found) return df_err(DF_ERR_NOTFOUND, "%s: no checksum for %s", mpath, m.want);
+    return DF_OK;
 }
 
 /* ---- one transfer ------------------------------------------------------------------- */

@@ -43,6 +43,13 @@ char *df_split_name_part(const char *name, int k);
 /* SHA-256 of a file as 64 lowercase hex chars (+ NUL). Progress as in opts (may be NULL). */
 int df_sha256_file(const char *path, char hex[65], const df_download_opts *o);
 
+/* Call fn(ud, hex, file) for every entry of a sha256sum-format manifest ("HEX  NAME" or
+ * "HEX *NAME" per line, '#' comments, blank lines; hex = 64 hex digits as written). fn returns
+ * 0 to go on, > 0 to stop, < 0 to fail with that status. Malformed lines: DF_ERR_FORMAT naming
+ * path:line. */
+typedef int (*df_manifest_fn)(void *ud, const char *hex, const char *file);
+int df_sha256_manifest_each(const char *manifest_path, df_manifest_fn fn, void *ud);
+
 /* Parse a sha256sum-format manifest ("HEX  NAME" or "HEX *NAME" per line, '#' comments).
  * Returns the digest for `name` (compared by base name) in hex, DF_ERR_NOTFOUND if absent,
  * DF_ERR_FORMAT naming the line for malformed lines. */

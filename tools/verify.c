@@ -37,58 +37,42 @@ static bool exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
+typedef struct {
+    const char *mpath, *dir;
+    df_download_opts o;
+    int bad, n_checked;
+} manifest_check;
+
+static int check_entry(void *ud, const char *want, const char *name) {
+    manifest_check *m = ud;
+    char path[8192], got[65];
+    if (name[0] == '/') snprintf(path, sizeof path, "%s", name);
+    else snprintf(path, sizeof path, "%s/%s", m->dir, name);
+    if (!exists(path)) {
+        printf("MISSING  %s  (listed in %s; download it again)\n", path, m->mpath);
+        m->bad++;
+    } else if (df_sha256_file(path, got, &m->o) < 0) {
+        printf("UNREADABLE  %s: %s\n", path, df_errmsg());
+        m->bad++;
+    } else if (strcasecmp(got, want)) {
+        printf("CORRUPT  %s  SHA-256 %s, expected %.64s (download it again)\n", path, got, want);
+        m->bad++;
+    } else {
+        printf("ok       %s  SHA-256 matches\n", path);
+        m->n_checked++;
+    }
+    return 0;
+}
+
 /* Checks every line of the manifest; returns the number of bad files (or < 0 on a bad manifest). */
 static int check_manifest(const char *mpath, int progress, int *n_checked) {
-    char *data = NULL;
-    size_t len = 0;
-    if (df_read_file(mpath, &data, &len) < 0) return -1;
     char dirbuf[8300];
     snprintf(dirbuf, sizeof dirbuf, "%s", mpath);
-    const char *dir = dirname(dirbuf);
-    int bad = 0, ln = 0;
-    df_download_opts o = df_download_default_opts();
-    o.progress = progress;
-    for (char *line = data; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        ln++;
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r') line[--l] = 0;
-        char *p = line;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p && *p != '#') {
-            size_t hl = strcspn(p, " \t");
-            char *name = p + hl;
-            while (*name == ' ' || *name == '\t') name++;
-            if (*name == '*') name++;
-            if (hl != 64 || !*name) {
-                fprintf(stderr, "verify: %s:%d: expected \"SHA256  FILE\"\n", mpath, ln);
-                free(data);
-                return -1;
-            }
-            char path[8192], want[65], got[65];
-            memcpy(want, p, 64);
-            want[64] = 0;
-            if (name[0] == '/') snprintf(path, sizeof path, "%s", name);
-            else snprintf(path, sizeof path, "%s/%s", dir, name);
-            if (!exists(path)) {
-                printf("MISSING  %s  (listed in %s; download it again)\n", path, mpath);
-                bad++;
-            } else if (df_sha256_file(path, got, &o) < 0) {
-                printf("UNREADABLE  %s: %s\n", path, df_errmsg());
-                bad++;
-            } else if (strcasecmp(got, want)) {
-                printf("CORRUPT  %s  SHA-256 %s, expected %s (download it again)\n", path, got, want);
-                bad++;
-            } else {
-                printf("ok       %s  SHA-256 matches\n", path);
-                (*n_checked)++;
-            }
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    free(data);
-    return bad;
+    manifest_check m = {mpath, dirname(dirbuf), df_download_default_opts(), 0, 0};
+    m.o.progress = progress;
+    int rc = df_sha256_manifest_each(mpath, check_entry, &m);
+    *n_checked += m.n_checked;
+    return rc < 0 ? rc : m.bad;
 }
 
 /* Every record of a packed model; prints each bad (layer, expert). Returns bad count or < 0. */
