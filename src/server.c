@@ -526,6 +526,7 @@ struct df_server {
     job *q_head, *q_tail;
     int q_len;
     atomic_int ready, draining, stopping;
+    atomic_int n_inflight;        /* HTTP requests between first callback and completion */
     bool stopped;
     uint64_t id_counter;
     /* metrics (under mu) */
@@ -1446,6 +1447,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!cn) return MHD_NO;
         cn->s = s;
         *con_cls = cn;
+        atomic_fetch_add(&s->n_inflight, 1);
         pthread_mutex_lock(&s->mu);
         s->m_requests++;
         pthread_mutex_unlock(&s->mu);
@@ -1530,6 +1532,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     conn *cn = *con_cls;
     if (!cn) return;
+    atomic_fetch_sub(&cn->s->n_inflight, 1);
     free(cn->body);
     free(cn);
     *con_cls = NULL;
@@ -1654,6 +1657,9 @@ void df_server_stop(df_server *s, int drain_ms) {
     pthread_cond_broadcast(&s->sched_cv);
     pthread_mutex_unlock(&s->mu);
     if (s->sched_running) { pthread_join(s->sched, NULL); s->sched_running = false; }
+    /* A finished job's answer is still being written by its connection thread: let in-flight
+     * requests complete (same deadline) before MHD_stop_daemon closes their sockets. */
+    while (atomic_load(&s->n_inflight) > 0 && df_time_ns() < deadline) usleep(10000);
     atomic_store(&s->stopping, 2); /* blocked connection threads give up */
     if (s->d) { MHD_stop_daemon(s->d); s->d = NULL; }
 }
