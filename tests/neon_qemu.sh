@@ -21,7 +21,14 @@ $CC $F -march=armv8.2-a+dotprod+fp16 -c src/kernels/arm_neon.c -o "$T/arm_neon.o
 $CC $F tests/test_kernels.c "$T"/*.o -lm -lpthread -o "$T/test_kernels"
 set +e
 # -cpu max: dotprod + fp16 available in the emulated CPU
-out=$("$QEMU" -cpu max -L "$SYSROOT" "$T/test_kernels" 2>&1); rc=$?
+# Bounded: once (1 run in ~7) the emulated test_kernels sat asleep for 17 minutes with 1 s of
+# CPU — an unexplained hang under qemu-user, possibly in the thread pool (open item). A hang
+# is reported loudly and retried once rather than stalling the whole suite; a second hang fails.
+out=$(timeout 300 "$QEMU" -cpu max -L "$SYSROOT" "$T/test_kernels" 2>&1); rc=$?
+if [ $rc -eq 124 ]; then
+    echo "neon_qemu.sh: WARNING: test_kernels under qemu hung for 300 s; retrying once"
+    out=$(timeout 300 "$QEMU" -cpu max -L "$SYSROOT" "$T/test_kernels" 2>&1); rc=$?
+fi
 echo "$out" | grep -E "FAIL|neon|selected|passed" | head -60
 if [ $rc -ne 0 ]; then echo "neon_qemu.sh: FAIL (rc $rc)"; exit 1; fi
 echo "$out" | grep -q "selected kernels: neon" || { echo "neon_qemu.sh: FAIL: NEON table not selected"; exit 1; }
