@@ -75,7 +75,7 @@ wait "$SPID"; rc=$?; SPID=""
 [ "$rc" -ne 0 ] && ok || bad "server with an unreadable model exited 0"
 
 # ---- main server ----
-start_server -c 1024 --parallel 2 --queue 2 --timeout 2 --max-body 64K
+start_server -c 4096 --parallel 2 --queue 2 --timeout 2 --max-body 64K
 wait_health
 MODEL=$(curl -s -H "Authorization: Bearer $KEY" "$URL/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 [ "$MODEL" = llama-2-tiny-random ] && ok || bad "/v1/models id '$MODEL'"
@@ -118,7 +118,7 @@ req "negative max_tokens" POST /v1/completions 400 -d '{"prompt":"a","max_tokens
 req "zero max_tokens" POST /v1/completions 400 -d '{"prompt":"a","max_tokens":0}'
 req "absurd max_tokens" POST /v1/completions 400 -d '{"prompt":"a","max_tokens":1000000000000}'
 req "fractional max_tokens" POST /v1/completions 400 -d '{"prompt":"a","max_tokens":2.5}'
-long=$(yes 'the quick brown fox jumps over the lazy dog' | head -n 300 | tr '\n' ' ')
+long=$(yes 'the quick brown fox jumps over the lazy dog' | head -n 1200 | tr '\n' ' ')
 req "prompt longer than the context" POST /v1/completions 400 -d "{\"prompt\":\"$long\"}" &&
     grep -q context_length_exceeded "$T/body" && ok || bad "context_length_exceeded code"
 head -c 70000 /dev/zero | tr '\0' 'a' | sed 's/^/{"prompt":"/; s/$/"}/' >"$T/big.json"
@@ -141,7 +141,7 @@ req "wrong method" GET /v1/chat/completions 405
 QP=""
 for i in 1 2 3 4 5 6 7 8; do
     curl -s -o "$T/q$i" -w '%{http_code}\n' -H "Authorization: Bearer $KEY" \
-        -d '{"prompt":"Count","max_tokens":300,"seed":1}' "$URL/v1/completions" >"$T/qs$i" &
+        -d '{"prompt":"Count","max_tokens":2000,"seed":1}' "$URL/v1/completions" >"$T/qs$i" &
     QP="$QP $!"
 done
 wait $QP
@@ -149,7 +149,7 @@ n200=$(cat "$T"/qs* | grep -c '^200$'); n429=$(cat "$T"/qs* | grep -c '^429$')
 [ $((n200 + n429)) -eq 8 ] && [ "$n429" -ge 1 ] && [ "$n200" -ge 4 ] && ok || bad "queue overflow: $n200 x 200, $n429 x 429 of 8"
 for i in 1 2 3 4 5 6 7 8; do
     if grep -q '^429$' "$T/qs$i"; then grep -q '"code":"queue_full"' "$T/q$i" || bad "429 body: $(cat "$T/q$i")"; fi
-    if grep -q '^200$' "$T/qs$i"; then grep -q '"completion_tokens":300' "$T/q$i" || grep -q '"finish_reason":"stop"' "$T/q$i" || bad "queued request incomplete: $(head -c 200 "$T/q$i")"; fi
+    if grep -q '^200$' "$T/qs$i"; then grep -q '"completion_tokens":2000' "$T/q$i" || grep -q '"finish_reason":"stop"' "$T/q$i" || bad "queued request incomplete: $(head -c 200 "$T/q$i")"; fi
 done
 
 # ---- a slow client is dropped after --timeout (2 s) and the server keeps serving ----
@@ -189,22 +189,24 @@ for m in requests_total tokens_generated_total generation_tokens_per_second expe
 done
 
 # ---- SIGTERM drains: the running request completes, then the server exits 0 ----
-curl -s -o "$T/drain" -H "Authorization: Bearer $KEY" -d '{"prompt":"Drain","max_tokens":200,"seed":2}' "$URL/v1/completions" &
+# A streamed request long enough (~4000 tokens) to be mid-generation when SIGTERM arrives: the
+# signal is sent as soon as its first token is on the wire, so no polling race decides the test.
+curl -s -N -o "$T/drain" -H "Authorization: Bearer $KEY" \
+    -d '{"prompt":"Drain","max_tokens":4000,"seed":2,"stream":true}' "$URL/v1/completions" &
 CPID=$!
 held=no
-for i in $(seq 300); do   # wait until the request holds a slot (slow under ASan on a busy machine)
-    if curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" | grep -q '^deltafin_requests_processing [1-9]'; then
-        held=yes; break
-    fi
-    sleep 0.1
+for i in $(seq 600); do
+    grep -q '^data: {' "$T/drain" 2>/dev/null && { held=yes; break; }
+    sleep 0.05
 done
-[ "$held" = yes ] && ok || bad "the drain request never started processing"
+[ "$held" = yes ] && ok || bad "the drain request never started streaming"
+grep -q 'data: \[DONE\]' "$T/drain" && bad "the drain request finished before SIGTERM (too fast to test)"
 kill -TERM "$SPID"
 wait "$CPID"
 wait "$SPID"; rc=$?; SPID=""
 [ "$rc" -eq 0 ] && ok || bad "server exit status $rc after SIGTERM"
-grep -q '"completion_tokens":200' "$T/drain" || grep -q '"finish_reason":"stop"' "$T/drain" && ok ||
-    bad "request running at SIGTERM did not complete: $(head -c 200 "$T/drain")"
+tail -c 20 "$T/drain" | grep -q 'data: \[DONE\]' && grep -q '"finish_reason":"\(length\|stop\)"' "$T/drain" && ok ||
+    bad "request running at SIGTERM did not complete: $(tail -c 300 "$T/drain")"
 grep -q 'stopped' "$T/err" && ok || bad "no clean stop message"
 
 if [ "$nfail" -eq 0 ]; then echo "test_server: OK ($nok checks)"; exit 0; fi
