@@ -61,6 +61,15 @@ grep -q "KV cache per token (F16) .* 32 B" "$T/info.txt" && ok || bad "info kv p
 grep -q "F16  *9 tensors" "$T/info.txt" && ok || bad "info tensors by type"
 grep -q "SPM, bos 1, eos 2" "$T/info.txt" && ok || bad "info tokenizer"
 
+# malformed numeric flags are usage errors naming the flag (exit 2), never a silent 0
+for args in "run -n abc" "run -t 4x" "run --temp 0.x" "run --seed 12z" "perplexity -c ''" "bench -r 1e3" \
+            "serve --port 99999999999" "chat -c -" "info -b 9q"; do
+    eval "set -- $args"; sub=$1; flag=$2
+    out=$(eval "\"\$BIN\" $args -m \"\$M\" -p hi" 2>&1 </dev/null); rc=$?
+    [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -q -- "$flag: expected" && ok || bad "$args: rc $rc: $out"
+done
+"$BIN" run -m "$M" -p "Hello" -n 2 --seed -1 >/dev/null 2>&1 && ok || bad "run --seed -1 (random, as llama.cpp)"
+
 # bench
 "$BIN" bench -m "$M" -p 16 -n 4 -r 2 -t 2 --json > "$T/bench.json" 2>/dev/null || bad "bench exit"
 "$PY" -c '

@@ -3,6 +3,7 @@
  * a time from an empty cache; one warm-up run each, then -r repetitions, mean ± stddev).
  * Prints a config line (commit, ISA table, threads, batch, expert residency) and a table or
  * --json. `deltafin bench kernels ...` forwards to bench_kernels_main (tools/bench_kernels.c). */
+#include "cli_args.h"
 #include "deltafin.h"
 #include "kernels/kernels.h"
 #include "model.h"
@@ -72,11 +73,11 @@ int cmd_bench(int argc, char **argv) {
 #define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (ARG("-m", "--model")) model = argv[++i];
-        else if (ARG("-p", "--n-prompt")) n_prompt = atoi(argv[++i]);
-        else if (ARG("-n", "--n-gen")) n_gen = atoi(argv[++i]);
-        else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
-        else if (ARG("-b", "--batch-size")) n_batch = atoi(argv[++i]);
-        else if (ARG("-r", "--repetitions")) reps = atoi(argv[++i]);
+        else if (ARG("-p", "--n-prompt")) n_prompt = df_cli_int(argv, &i);
+        else if (ARG("-n", "--n-gen")) n_gen = df_cli_int(argv, &i);
+        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
+        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
+        else if (ARG("-r", "--repetitions")) reps = df_cli_int(argv, &i);
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "bench: bad --mem-limit\n"); return 2; }
         }

@@ -3,6 +3,7 @@
  * common token prefix with what is already cached (deltafin_ctx_truncate) and decodes only
  * the rest, then streams the answer. Ctrl-C stops the current answer (the program goes on);
  * /reset clears the conversation, /exit (or end of input) quits. */
+#include "cli_args.h"
 #include "sampling_args.h"
 #include "load_progress.h"
 #include "deltafin.h"
@@ -104,10 +105,10 @@ int cmd_chat(int argc, char **argv) {
         else if (ARG("-m", "--model")) model = argv[++i];
         else if (ARG("--system", "-sys")) system = argv[++i];
         else if (ARG("--chat-template", "--chat_template")) tmpl = argv[++i];
-        else if (ARG("-n", "--n-predict")) n_predict = atoi(argv[++i]);
-        else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
-        else if (ARG("-c", "--ctx-size")) n_ctx = atoi(argv[++i]);
-        else if (ARG("-b", "--batch-size")) n_batch = atoi(argv[++i]);
+        else if (ARG("-n", "--n-predict")) n_predict = df_cli_int(argv, &i);
+        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
+        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
+        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
         else if (df_sampling_arg(argc, argv, &i, &sp)) {}
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "chat: bad --mem-limit '%s'\n", argv[i]); return 2; }

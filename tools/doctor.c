@@ -2,6 +2,7 @@
  * model's filesystem per engine and queue depth, memory bandwidth, RAM, CPU features, clock
  * and temperature hints), recommend settings, estimate tok/s for MODEL, and save the I/O
  * engine choice in the profile that `--io auto` reads (src/io.c), so runs skip measuring. */
+#include "cli_args.h"
 #include "deltafin.h"
 #include "expert_store.h"
 #include "io.h"
@@ -283,7 +284,7 @@ int cmd_doctor(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--seconds") && i + 1 < argc) secs = atof(argv[++i]);
+        else if (!strcmp(a, "--seconds") && i + 1 < argc) secs = df_cli_float(argv, &i);
         else if (!strcmp(a, "--profile") && i + 1 < argc) profile = argv[++i];
         else if (!strcmp(a, "--no-save")) save = false;
         else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {

@@ -2,6 +2,7 @@
  * a tensor summary (count and bytes per type and per role) and the memory plan (dense
  * bytes, routed expert bytes, KV bytes per token and at the default context, scratch).
  * The model is bound and shape-checked but no weights are read (DF_LOAD_META_ONLY). */
+#include "cli_args.h"
 #include "deltafin.h"
 #include "model.h"
 #include "quant.h"
@@ -48,8 +49,8 @@ int cmd_info(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model = argv[++i];
-        else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && i + 1 < argc) n_ctx = atoi(argv[++i]);
-        else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && i + 1 < argc) n_batch = atoi(argv[++i]);
+        else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && i + 1 < argc) n_ctx = df_cli_int(argv, &i);
+        else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && i + 1 < argc) n_batch = df_cli_int(argv, &i);
         else if (a[0] != '-' && !model) model = a;
         else { fprintf(stderr, "info: unknown option '%s'\n", a); usage(stderr); return 2; }
     }

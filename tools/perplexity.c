@@ -3,6 +3,7 @@
  * with BOS, split it into chunks of CTX tokens, replace the first token of each chunk by BOS
  * when the vocab adds BOS, score only the second half of each chunk, print the running
  * estimate per chunk "[i]ppl," and finally "Final estimate: PPL = X +/- Y". */
+#include "cli_args.h"
 #include "deltafin.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -47,10 +48,10 @@ int cmd_perplexity(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (ARG("-m", "--model")) model = argv[++i];
         else if (ARG("-f", "--file")) file = argv[++i];
-        else if (ARG("-c", "--ctx-size")) n_ctx = atoi(argv[++i]);
-        else if (ARG("-b", "--batch-size")) n_batch = atoi(argv[++i]);
-        else if (ARG("--chunks", "--chunks")) n_chunks = atoi(argv[++i]);
-        else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
+        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
+        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
+        else if (ARG("--chunks", "--chunks")) n_chunks = df_cli_int(argv, &i);
+        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "perplexity: bad --mem-limit\n"); return 2; }
         } else {

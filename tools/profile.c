@@ -8,6 +8,7 @@
  * (deltafin_ctx_count_routes). As in llama.cpp, the last layer runs only the rows whose
  * logits are needed (the last prompt token, each generated token), so only those are counted
  * there. A summary (top experts, per-layer skew) goes to stderr. */
+#include "cli_args.h"
 #include "deltafin.h"
 #include "load_progress.h"
 #include "util.h"
@@ -93,10 +94,10 @@ int cmd_profile(int argc, char **argv) {
         else if (ARG("-m", "--model")) model = argv[++i];
         else if (ARG("-f", "--file")) pfile = argv[++i];
         else if (ARG("-o", "--output")) out_path = argv[++i];
-        else if (ARG("-n", "--n-predict")) n_gen = atoi(argv[++i]);
-        else if (ARG("-c", "--ctx-size")) n_ctx = atoi(argv[++i]);
-        else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
-        else if (ARG("--top", "--top")) n_top = atoi(argv[++i]);
+        else if (ARG("-n", "--n-predict")) n_gen = df_cli_int(argv, &i);
+        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
+        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
+        else if (ARG("--top", "--top")) n_top = df_cli_int(argv, &i);
         else if (!strcmp(a, "--whole")) whole = true;
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) {

@@ -1,5 +1,6 @@
 /* pull.c — `deltafin pull URL|org/repo/file`: resumable download with SHA-256 check.
  * A split model (…-00001-of-0000N.gguf) downloads every part. */
+#include "cli_args.h"
 #include "download.h"
 #include "progress.h"
 #include "util.h"
@@ -56,8 +57,8 @@ int cmd_pull(int argc, char **argv) {
         else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && more) out = argv[++i];
         else if (!strcmp(a, "--sha256") && more) sha = argv[++i];
         else if (!strcmp(a, "--sha256-file") && more) shafile = argv[++i];
-        else if (!strcmp(a, "--retries") && more) o.max_retries = atoi(argv[++i]);
-        else if (!strcmp(a, "--retry-wait") && more) o.retry_wait_s = atof(argv[++i]);
+        else if (!strcmp(a, "--retries") && more) o.max_retries = df_cli_int(argv, &i);
+        else if (!strcmp(a, "--retry-wait") && more) o.retry_wait_s = df_cli_float(argv, &i);
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = DF_PROGRESS_QUIET;
         else if (!strcmp(a, "--dry-run")) dry = true;
         else if (!strcmp(a, "--token") && more) o.bearer_token = argv[++i];

@@ -3,6 +3,7 @@
  * (llama-completion: add BOS per the vocab, parse special tokens). Stops at an end-of-
  * generation token, after -n tokens, or when the context is full. A stats line goes to
  * stderr; --json prints one JSON object at the end instead of streaming. */
+#include "cli_args.h"
 #include "sampling_args.h"
 #include "load_progress.h"
 #include "deltafin.h"
@@ -171,10 +172,10 @@ int cmd_run(int argc, char **argv) {
         else if (ARG("-m", "--model")) model = argv[++i];
         else if (ARG("-p", "--prompt")) prompt = argv[++i];
         else if (ARG("-f", "--file")) pfile = argv[++i];
-        else if (ARG("-n", "--n-predict")) n_predict = atoi(argv[++i]);
-        else if (ARG("-t", "--threads")) n_threads = atoi(argv[++i]);
-        else if (ARG("-c", "--ctx-size")) n_ctx = atoi(argv[++i]);
-        else if (ARG("-b", "--batch-size")) n_batch = atoi(argv[++i]);
+        else if (ARG("-n", "--n-predict")) n_predict = df_cli_int(argv, &i);
+        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
+        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
+        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
         else if (df_sampling_arg(argc, argv, &i, &sp)) {}
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) {
@@ -206,7 +207,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
         else if (ARG("--stats-file", "--stats_file")) stats_path = argv[++i];
         else if (ARG("--stats-every", "--stats_every")) {
-            stats_every = atoi(argv[++i]);
+            stats_every = df_cli_int(argv, &i);
             if (stats_every < 1) { fprintf(stderr, "run: --stats-every must be >= 1\n"); return 2; }
         }
         else if (ARG("--log-file", "--log_file")) log_path = argv[++i];

@@ -1,6 +1,7 @@
 /* serve.c — `deltafin serve`: OpenAI-compatible HTTP server (src/server.c). Starts listening
  * first (/health answers 503 while the model loads), prints the address on stdout, then
  * serves until SIGINT/SIGTERM, on which it drains running requests and exits cleanly. */
+#include "cli_args.h"
 #include "load_progress.h"
 #include "deltafin.h"
 #include "server.h"
@@ -74,24 +75,24 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (ARG("-m", "--model")) model = argv[++i];
         else if (ARG("--host", "--host")) p.host = argv[++i];
-        else if (ARG("--port", "--port")) p.port = atoi(argv[++i]);
+        else if (ARG("--port", "--port")) p.port = df_cli_int(argv, &i);
         else if (ARG("--api-key", "--api_key")) p.api_key = argv[++i];
         else if (ARG("--alias", "-a")) alias = argv[++i];
         else if (ARG("--chat-template", "--chat_template")) p.chat_template = argv[++i];
-        else if (ARG("-np", "--parallel")) p.n_parallel = atoi(argv[++i]);
-        else if (ARG("--queue", "--queue")) p.n_queue = atoi(argv[++i]);
+        else if (ARG("-np", "--parallel")) p.n_parallel = df_cli_int(argv, &i);
+        else if (ARG("--queue", "--queue")) p.n_queue = df_cli_int(argv, &i);
         else if (ARG("--max-body", "--max_body")) {
             if (df_parse_size(argv[++i], &max_body) < 0 || max_body < 16) {
                 fprintf(stderr, "serve: bad --max-body '%s'\n", argv[i]);
                 return 2;
             }
         }
-        else if (ARG("--timeout", "-to")) p.timeout_s = atoi(argv[++i]);
-        else if (ARG("--drain-timeout", "--drain_timeout")) drain_s = atoi(argv[++i]);
-        else if (ARG("-c", "--ctx-size")) p.n_ctx = atoi(argv[++i]);
-        else if (ARG("-b", "--batch-size")) p.n_batch = atoi(argv[++i]);
-        else if (ARG("-n", "--n-predict")) p.default_max_tokens = atoi(argv[++i]);
-        else if (ARG("-t", "--threads")) p.n_threads = atoi(argv[++i]);
+        else if (ARG("--timeout", "-to")) p.timeout_s = df_cli_int(argv, &i);
+        else if (ARG("--drain-timeout", "--drain_timeout")) drain_s = df_cli_int(argv, &i);
+        else if (ARG("-c", "--ctx-size")) p.n_ctx = df_cli_int(argv, &i);
+        else if (ARG("-b", "--batch-size")) p.n_batch = df_cli_int(argv, &i);
+        else if (ARG("-n", "--n-predict")) p.default_max_tokens = df_cli_int(argv, &i);
+        else if (ARG("-t", "--threads")) p.n_threads = df_cli_int(argv, &i);
         else if (!strcmp(a, "--no-cache-prompt")) p.cache_prompt = false;
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "serve: bad --mem-limit '%s'\n", argv[i]); return 2; }
