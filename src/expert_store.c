@@ -10,6 +10,9 @@
 #include <pthread.h>
 
 enum { S_FREE = 0, S_LOADING, S_READY, S_ERROR };
+/* --prefetch auto's look-ahead gate (see lookahead_depth) */
+#define LA_MIN_SCORED 32
+#define LA_MIN_ACC 0.30
 static const char *g_part_name[DF_EXPERT_NPARTS] = {"gate", "up", "down"};
 
 typedef struct slot slot;
@@ -25,6 +28,8 @@ struct slot {
     int pins;
     int ref;                  /* CLOCK frequency 0..3 */
     bool hot, prefetched, used;
+    bool la;                  /* read started by router look-ahead */
+    unsigned need;            /* == store epoch: routed for the layer being computed, not yet acquired */
     int pending;              /* reads in flight */
     int status;
     char err[400];
@@ -40,6 +45,7 @@ struct df_store {
     uint64_t slot_bytes;
     uint64_t region_off[DF_EXPERT_NPARTS]; /* part regions inside a slot (per-part mode) */
     int n_slots, n_hot, hand, prefetch;
+    int la_mode;              /* look-ahead: DF_PREFETCH_* (auto decides per layer call) */
     int n_free;               /* slots in state S_FREE (taken first, before evicting) */
     slot *slots;
     int *map;                 /* key -> slot index or -1 */
@@ -47,6 +53,13 @@ struct df_store {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     df_store_stats st;
+    /* router look-ahead */
+    unsigned epoch;           /* bumped by every df_store_prefetch (one per MoE layer call) */
+    uint8_t *la_mark;         /* [key] predicted for a layer not yet routed */
+    int *la_npred;            /* [layer] experts predicted (and not yet scored) */
+    int last_layer;           /* layer of the last df_store_prefetch */
+    uint64_t t_last_acq;      /* when the last acquire() returned */
+    uint64_t gap_sum_ns, gap_n; /* layer-boundary gaps: last acquire of L -> routing of L+1 */
 };
 
 int df_prefetch_parse(const char *s, int *mode) {
@@ -140,7 +153,11 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     pthread_cond_init(&s->cv, NULL);
     s->locs = df_malloc(n * DF_EXPERT_NPARTS * sizeof *s->locs);
     s->map = df_malloc(n * sizeof *s->map);
-    if (!s->locs || !s->map) { df_store_free(s); return DF_ERR_NOMEM; }
+    s->la_mark = df_calloc(n, 1);
+    s->la_npred = df_calloc((size_t)pin->n_layers, sizeof *s->la_npred);
+    s->last_layer = -1;
+    s->epoch = 1;
+    if (!s->locs || !s->map || !s->la_mark || !s->la_npred) { df_store_free(s); return DF_ERR_NOMEM; }
     memcpy(s->locs, pin->locs, n * DF_EXPERT_NPARTS * sizeof *s->locs);
     s->p.locs = s->locs;
     for (size_t k = 0; k < n; k++) s->map[k] = -1;
@@ -176,6 +193,7 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     }
     s->n_free = s->n_slots;
     s->prefetch = pin->prefetch;
+    s->la_mode = pin->prefetch;
     if (s->prefetch == DF_PREFETCH_AUTO && s->n_slots < 4 * s->p.min_slots) s->prefetch = DF_PREFETCH_OFF;
     df_io_params iop = pin->io;
     /* io auto measures with this store's own request size */
@@ -218,6 +236,8 @@ void df_store_free(df_store *s) {
     free(s->map);
     free(s->locs);
     free(s->records);
+    free(s->la_mark);
+    free(s->la_npred);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -314,8 +334,10 @@ static int start_load(df_store *s, slot *sl, int key) {
     return DF_OK;
 }
 
-/* mu held. CLOCK victim among unpinned, non-hot, non-loading slots; -1 if none. */
-static int find_victim(df_store *s) {
+/* mu held. CLOCK victim among unpinned, non-hot, non-loading slots; -1 if none. `spare`
+ * (prefetch paths): also skip slots routed for the layer being computed and not yet acquired,
+ * and predictions not yet used, so a hint never displaces bytes that are about to be used. */
+static int find_victim(df_store *s, bool spare) {
     if (s->n_free > 0)
         for (int i = 0; i < s->n_slots; i++)
             if (s->slots[i].state == S_FREE) return i;
@@ -325,6 +347,7 @@ static int find_victim(df_store *s) {
         s->hand = (s->hand + 1) % s->n_slots;
         if (sl->state == S_LOADING || sl->pins || sl->hot) continue;
         if (sl->state == S_FREE || sl->state == S_ERROR) return idx;
+        if (spare && (sl->need == s->epoch || (sl->prefetched && !sl->used))) continue;
         if (sl->ref > 0) { sl->ref--; continue; }
         return idx;
     }
@@ -338,13 +361,17 @@ static void evict(df_store *s, int idx) {
     s->n_free++;
     if (sl->key >= 0) {
         if (sl->state == S_READY) s->st.evictions++;
-        if (sl->prefetched && !sl->used) s->st.prefetch_wasted++;
+        if (sl->prefetched && !sl->used) {
+            if (sl->la) s->st.lookahead_wasted++;
+            else s->st.prefetch_wasted++;
+        }
         s->map[sl->key] = -1;
     }
     sl->key = -1;
     sl->state = S_FREE;
     sl->ref = 0;
-    sl->prefetched = sl->used = false;
+    sl->need = 0;
+    sl->prefetched = sl->used = sl->la = false;
 }
 
 static void fill_out(df_store *s, slot *sl, df_expert_w *out) {
@@ -407,15 +434,20 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
                 else s->st.hits++;
                 counted = true;
             }
-            if (sl->prefetched && !sl->used) s->st.prefetch_used++;
+            if (sl->prefetched && !sl->used) {
+                if (sl->la) s->st.lookahead_used++;
+                else s->st.prefetch_used++;
+            }
             sl->used = true;
+            sl->need = 0;
             if (sl->ref < 3) sl->ref++;
             fill_out(s, sl, out);
             s->st.wait_ns += t_wait;
+            s->t_last_acq = df_time_ns();
             pthread_mutex_unlock(&s->mu);
             return DF_OK;
         }
-        int v = find_victim(s);
+        int v = find_victim(s, false);
         if (v < 0) {
             bool loading = false;
             for (int i = 0; i < s->n_slots && !loading; i++) loading = s->slots[i].state == S_LOADING;
@@ -450,44 +482,163 @@ void df_store_release(df_store *s, int layer, int expert) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* mu held. Slots a hint may still take: unpinned, not hot, not loading, not routed for the
+ * layer being computed, not an unused prediction. */
+static int spare_slots(df_store *s) {
+    int n = 0;
+    for (int j = 0; j < s->n_slots; j++) {
+        const slot *sl = &s->slots[j];
+        n += !sl->pins && !sl->hot && sl->state != S_LOADING && sl->need != s->epoch &&
+             !(sl->prefetched && !sl->used && sl->state == S_READY);
+    }
+    return n;
+}
+
+/* mu held. Start reading `key` as a hint (prefetch or look-ahead); false when there is no room. */
+static bool hint_load(df_store *s, int key, bool la) {
+    /* keep min_slots slots for the blocking path and for this layer's own misses */
+    if (spare_slots(s) <= s->p.min_slots) return false;
+    int v = find_victim(s, true);
+    if (v < 0) return false;
+    evict(s, v);
+    if (start_load(s, &s->slots[v], key) != DF_OK) { df_err_clear(); return false; }
+    slot *sl = &s->slots[v];
+    sl->ref = 2;
+    sl->prefetched = true;
+    sl->la = la;
+    if (la) s->st.lookahead_issued++;
+    else s->st.prefetch_issued++;
+    return true;
+}
+
+/* mu held. Score the look-ahead prediction for `layer` against its real routing (the union)
+ * and release the mispredicted slots to ordinary eviction. */
+static void lookahead_score(df_store *s, int layer, const int *experts, int n) {
+    const int E = s->p.n_experts;
+    if (!s->la_npred[layer]) return;
+    uint8_t *mark = s->la_mark + (size_t)layer * E;
+    uint64_t correct = 0;
+    for (int i = 0; i < n; i++)
+        if (experts[i] >= 0 && experts[i] < E && mark[experts[i]] == 1) { mark[experts[i]] = 2; correct++; }
+    s->st.lookahead_predicted += (uint64_t)s->la_npred[layer];
+    s->st.lookahead_correct += correct;
+    for (int e = 0; e < E; e++) {
+        if (mark[e] == 1) { /* predicted, not routed */
+            int idx = s->map[layer * E + e];
+            if (idx >= 0) {
+                slot *sl = &s->slots[idx];
+                if (sl->la && sl->prefetched && !sl->used) {
+                    s->st.lookahead_wasted++;
+                    sl->prefetched = sl->la = false;
+                    sl->ref = 0;
+                }
+            }
+        }
+        mark[e] = 0;
+    }
+    s->la_npred[layer] = 0;
+}
+
 void df_store_prefetch(df_store *s, int layer, const int *experts, int n) {
     if (layer < 0 || layer >= s->p.n_layers) return;
     pthread_mutex_lock(&s->mu);
+    s->epoch++;
+    if (s->epoch == 0) s->epoch = 1;
+    /* layer-boundary gap: compute between the last expert landing in the previous layer and
+     * this layer's routing, during which the disk idles unless look-ahead gave it work */
+    uint64_t now = df_time_ns();
+    if (layer > s->last_layer && s->last_layer >= 0 && s->t_last_acq) {
+        s->gap_sum_ns += now - s->t_last_acq;
+        s->gap_n++;
+    }
+    s->last_layer = layer;
+    lookahead_score(s, layer, experts, n);
     auto_prefetch_check(s);
     if (s->prefetch == DF_PREFETCH_OFF) { pthread_mutex_unlock(&s->mu); return; }
-    /* first protect what is already cached, then start reads for the rest */
+    /* the layer's routed experts that are cached or loading: protect them until acquired */
     for (int i = 0; i < n; i++) {
         if (experts[i] < 0 || experts[i] >= s->p.n_experts) continue;
         int idx = s->map[layer * s->p.n_experts + experts[i]];
-        if (idx >= 0 && s->slots[idx].ref < 2) s->slots[idx].ref = 2;
+        if (idx < 0) continue;
+        slot *sl = &s->slots[idx];
+        sl->need = s->epoch;
+        if (sl->ref < 2) sl->ref = 2;
     }
     for (int i = 0; i < n; i++) {
         if (experts[i] < 0 || experts[i] >= s->p.n_experts) continue;
         int key = layer * s->p.n_experts + experts[i];
         if (s->map[key] >= 0) continue;
-        /* keep min_slots evictable slots for the blocking path */
-        int free_like = 0;
-        for (int j = 0; j < s->n_slots; j++) {
-            slot *sl = &s->slots[j];
-            free_like += !sl->pins && !sl->hot && sl->state != S_LOADING;
-        }
-        if (free_like <= s->p.min_slots) break;
-        int v = find_victim(s);
-        if (v < 0) break;
-        if (s->slots[v].prefetched && !s->slots[v].used) break; /* would discard a prediction not yet used */
-        evict(s, v);
-        if (start_load(s, &s->slots[v], key) != DF_OK) { df_err_clear(); continue; }
-        s->slots[v].ref = 2;
-        s->slots[v].prefetched = true;
-        s->st.prefetch_issued++;
+        if (!hint_load(s, key, false)) break;
+        s->slots[s->map[key]].need = s->epoch;
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+/* mu held. Whether look-ahead reads are issued now, and how many per layer. */
+static int lookahead_depth(df_store *s, int n) {
+    if (s->prefetch == DF_PREFETCH_OFF || s->la_mode == DF_PREFETCH_OFF) return 0;
+    if (s->la_mode == DF_PREFETCH_ON) return n;
+    /* auto: only with a measured gain. Needs LA_MIN_SCORED scored predictions; the accuracy a
+     * must beat LA_MIN_ACC and h/(1+h) (h = hit rate: a wrong prediction can evict a cached
+     * expert that would have hit); depth = reads that fit the measured layer-boundary gap
+     * (gap / time of one expert read at the measured read bandwidth), at least 1. */
+    const df_store_stats *st = &s->st;
+    if (st->lookahead_predicted < LA_MIN_SCORED) return 0;
+    double a = (double)st->lookahead_correct / (double)st->lookahead_predicted;
+    uint64_t acc = st->hits + st->misses;
+    double h = acc ? (double)st->hits / (double)acc : 0;
+    if (a < LA_MIN_ACC || a <= h / (1 + h)) return 0;
+    df_io_stats ios;
+    df_io_get_stats(s->io, &ios);
+    if (!s->gap_n || !ios.bytes || !ios.busy_ns) return 1;
+    double t_read = (double)s->slot_bytes * (double)ios.busy_ns / (double)ios.bytes; /* ns per expert */
+    double gap = (double)s->gap_sum_ns / (double)s->gap_n;
+    int d = (int)(gap / t_read) + 1;
+    return d < 1 ? 1 : d > n ? n : d;
+}
+
+void df_store_lookahead(df_store *s, int layer, const int *experts, int n) {
+    if (layer < 0 || layer >= s->p.n_layers) return;
+    const int E = s->p.n_experts;
+    pthread_mutex_lock(&s->mu);
+    if (s->prefetch == DF_PREFETCH_OFF || s->la_mode == DF_PREFETCH_OFF) { pthread_mutex_unlock(&s->mu); return; }
+    /* a prediction for this layer not scored yet (a batch that never reached it) is dropped */
+    uint8_t *mark = s->la_mark + (size_t)layer * E;
+    if (s->la_npred[layer]) { memset(mark, 0, (size_t)E); s->la_npred[layer] = 0; }
+    int depth = lookahead_depth(s, n);
+    s->st.lookahead_depth = depth;
+    s->st.lookahead_active = depth > 0;
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+        int e = experts[i];
+        if (e < 0 || e >= E || mark[e]) continue;
+        mark[e] = 1;
+        s->la_npred[layer]++;
+        if (started >= depth) continue;
+        int key = layer * E + e;
+        int idx = s->map[key];
+        if (idx >= 0) { /* cached or loading: protect it */
+            if (s->slots[idx].ref < 2) s->slots[idx].ref = 2;
+            continue;
+        }
+        if (hint_load(s, key, true)) started++;
+        else depth = started; /* no room: stop reading, keep scoring */
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+bool df_store_lookahead_wanted(df_store *s) {
+    pthread_mutex_lock(&s->mu);
+    bool w = s->prefetch != DF_PREFETCH_OFF && s->la_mode != DF_PREFETCH_OFF;
+    pthread_mutex_unlock(&s->mu);
+    return w;
 }
 
 void df_store_set_prefetch(df_store *s, int mode) {
     pthread_mutex_lock(&s->mu);
     s->p.prefetch = mode;
     s->prefetch = mode;
+    s->la_mode = mode;
     if (mode == DF_PREFETCH_AUTO && s->n_slots < 4 * s->p.min_slots) s->prefetch = DF_PREFETCH_OFF;
     pthread_mutex_unlock(&s->mu);
 }
@@ -517,6 +668,8 @@ void df_store_get_stats(df_store *s, df_store_stats *st) {
     pthread_mutex_lock(&s->mu);
     *st = s->st;
     st->n_hot = s->n_hot;
+    uint64_t gap_sum = s->gap_sum_ns, gap_n = s->gap_n;
+    int la_mode = s->la_mode;
     st->prefetch = s->prefetch;
     pthread_mutex_unlock(&s->mu);
     st->bytes_read = ios.bytes;
@@ -526,12 +679,15 @@ void df_store_get_stats(df_store *s, df_store_stats *st) {
     st->read_gbps = ios.busy_ns ? (double)ios.bytes / ios.busy_ns : 0;
     uint64_t pd = st->prefetch_used + st->prefetch_wasted;
     st->prefetch_accuracy = pd ? (double)st->prefetch_used / pd : 0;
+    st->lookahead_accuracy = st->lookahead_predicted ? (double)st->lookahead_correct / st->lookahead_predicted : 0;
+    st->lookahead_mode = la_mode;
+    st->boundary_gap_ns = gap_n ? gap_sum / gap_n : 0;
 }
 
 const char *df_store_stats_str(const df_store_stats *st, char *buf, size_t cap) {
     char b1[32], b2[32];
     static const char *pf[] = {"off", "on", "auto"};
-    snprintf(buf, cap,
+    int n = snprintf(buf, cap,
              "experts: %d slots x %s (%d hot), io %s, prefetch %s | hit %.1f%% (%llu/%llu) | read %s at %.2f GB/s | "
              "wait %.3f s | prefetch %llu issued, %.0f%% used | %llu evictions",
              st->n_slots, df_fmt_bytes(st->slot_bytes, b1, sizeof b1), st->n_hot, df_io_engine_name(st->engine),
@@ -540,6 +696,14 @@ const char *df_store_stats_str(const df_store_stats *st, char *buf, size_t cap) 
              df_fmt_bytes(st->bytes_read, b2, sizeof b2), st->read_gbps, st->wait_ns / 1e9,
              (unsigned long long)st->prefetch_issued, 100.0 * st->prefetch_accuracy,
              (unsigned long long)st->evictions);
+    if (n > 0 && (size_t)n < cap && st->lookahead_predicted)
+        snprintf(buf + n, cap - (size_t)n,
+                 " | look-ahead %s: accuracy %.1f%% (%llu/%llu), %llu reads, %llu used, %llu wasted, depth %d, gap %.1f ms",
+                 pf[st->lookahead_mode >= 0 && st->lookahead_mode <= 2 ? st->lookahead_mode : 0],
+                 100.0 * st->lookahead_accuracy, (unsigned long long)st->lookahead_correct,
+                 (unsigned long long)st->lookahead_predicted, (unsigned long long)st->lookahead_issued,
+                 (unsigned long long)st->lookahead_used, (unsigned long long)st->lookahead_wasted,
+                 st->lookahead_depth, st->boundary_gap_ns / 1e6);
     return buf;
 }
 

@@ -57,7 +57,19 @@ void df_store_release(df_store *s, int layer, int expert);
 /* Starts reads for experts of `layer` not yet cached, never blocks, never evicts a pinned
  * or loading slot. A no-op when prefetch is off (or auto turned it off). */
 void df_store_prefetch(df_store *s, int layer, const int *experts, int n);
-void df_store_set_prefetch(df_store *s, int mode); /* DF_PREFETCH_* */
+void df_store_set_prefetch(df_store *s, int mode); /* DF_PREFETCH_* (also the look-ahead mode) */
+
+/* Router look-ahead: `experts` are the experts predicted for `layer` (the next MoE layer's
+ * router applied to the current layer's state), most likely first. The prediction is scored
+ * against the layer's real routing when df_store_prefetch(layer, ...) arrives (accuracy in the
+ * stats). Reads start for the first `depth` predicted experts not cached, into slots that hold
+ * nothing routed for the layer being computed: on = all predicted; auto = only after >= 32
+ * scored predictions with accuracy >= 30% and > h/(1+h) (h = hit rate), depth = measured
+ * layer-boundary gap / one expert's read time (+1); off = nothing (no prediction either).
+ * Cached predicted experts get a second chance against eviction. Never blocks. */
+void df_store_lookahead(df_store *s, int layer, const int *experts, int n);
+/* Whether predictions are wanted (prefetch not off): callers skip the router work otherwise. */
+bool df_store_lookahead_wanted(df_store *s);
 
 /* Load and pin for the whole run (hot set). Stops when the hot set would leave fewer than
  * 2 * min_slots unpinned slots; returns how many were pinned (>= 0) or an error (read). */
@@ -73,6 +85,15 @@ typedef struct {
     uint64_t hits, misses;            /* acquire found the expert cached / had to read it */
     uint64_t prefetch_issued, prefetch_used, prefetch_wasted; /* wasted: evicted unused */
     uint64_t evictions;
+    /* router look-ahead: predicted experts scored / correctly predicted; reads it started, of
+     * which used before eviction / wasted (mispredicted or evicted unused) */
+    uint64_t lookahead_predicted, lookahead_correct;
+    uint64_t lookahead_issued, lookahead_used, lookahead_wasted;
+    int lookahead_depth;              /* reads per layer at the last call (0: not issuing) */
+    bool lookahead_active;            /* issuing reads at the last call */
+    int lookahead_mode;               /* DF_PREFETCH_* */
+    uint64_t boundary_gap_ns;         /* mean layer-boundary gap (last expert of L -> routing of L+1) */
+    double lookahead_accuracy;        /* correct / predicted */
     uint64_t bytes_read;              /* payload bytes read from disk */
     uint64_t io_busy_ns;              /* wall time with >= 1 read in flight */
     uint64_t wait_ns;                 /* time acquire() blocked waiting for bytes */

@@ -7,6 +7,8 @@
  * Threading: called on the ctx's thread; matmuls fan out over the ctx pool. */
 #include "session.h"
 #include "kernels/kernels.h"
+#include "expert_store.h"
+#include "memplan.h"
 #include <math.h>
 
 static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
@@ -14,7 +16,10 @@ static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64
     df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
 }
 
-void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
+/* Steps 1-9 for nt rows of x into idx/w ([nt][K]); select_only (look-ahead) stops after the
+ * top-k choice (step 5): no weights, no routing counts. Scratch: c->router, c->selbuf. */
+static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, int32_t *idx_out, float *w_out,
+                       bool select_only) {
     const df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const df_layer *L = &m->layers[il];
@@ -66,8 +71,8 @@ void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
                     for (int e = g * per; e < (g + 1) * per; e++) sel[e] = -INFINITY;
         }
         /* 5. top-k descending (ties: lower id first) and 6. unbiased weights */
-        int32_t *idx = c->sel + (int64_t)t * K;
-        float *w = c->selw + (int64_t)t * K;
+        int32_t *idx = idx_out + (int64_t)t * K;
+        float *w = w_out + (int64_t)t * K;
         for (int j = 0; j < K; j++) {
             int best = -1;
             for (int e = 0; e < E; e++) {
@@ -77,8 +82,9 @@ void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
                 if (best < 0 || sel[e] > sel[best]) best = e;
             }
             idx[j] = best;
-            w[j] = lg[best];
+            if (!select_only) w[j] = lg[best];
         }
+        if (select_only) continue;
         /* 7. */
         if (hp->gating == DF_GATING_SOFTMAX_WEIGHT) df_softmax(w, w, K);
         /* 8. */
@@ -98,6 +104,51 @@ void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
             for (int j = 0; j < K; j++) rc[idx[j]]++;
         }
     }
+}
+
+void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
+    route_rows(c, il, x, nt, c->sel, c->selw, false);
+}
+
+int df_moe_next_layer(const struct deltafin_model *m, int il) {
+    for (int l = il + 1; l < m->hp.n_layer; l++)
+        if (m->layers[l].is_moe && m->layers[l].gate_inp) return l;
+    return -1;
+}
+
+bool df_moe_lookahead_wanted(struct deltafin_ctx *c) {
+    df_store *s = df_stream_store(c->m);
+    return s && df_store_lookahead_wanted(s);
+}
+
+void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int nt) {
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    df_store *s = df_stream_store(m);
+    if (!s || nt <= 0 || il_next < 0 || il_next >= hp->n_layer || !m->layers[il_next].is_moe ||
+        !m->layers[il_next].gate_inp || !df_store_lookahead_wanted(s))
+        return;
+    const int E = hp->n_expert, K = hp->n_expert_used;
+    if (nt > c->n_batch || (int64_t)nt * K + 2 * (int64_t)E > (int64_t)nt * K * hp->n_embd) return;
+    /* scratch: c->router / c->selbuf (routing), c->yslot ([nb][K][D] floats): top-k ids, then
+     * per-expert votes and the ordered list */
+    int32_t *idx = (int32_t *)c->yslot;
+    int32_t *votes = idx + (int64_t)nt * K;
+    int32_t *order = votes + E;
+    route_rows(c, il_next, xn, nt, idx, NULL, true);
+    memset(votes, 0, sizeof(int32_t) * (size_t)E);
+    /* rank by tokens voting for the expert, then by best rank among them (ids break ties) */
+    for (int t = 0; t < nt; t++)
+        for (int j = 0; j < K; j++) votes[idx[(int64_t)t * K + j]] += 2 * K - j;
+    int n = 0;
+    for (int e = 0; e < E; e++)
+        if (votes[e]) order[n++] = e;
+    for (int i = 1; i < n; i++) { /* insertion sort: n <= E, small */
+        int e = order[i], j = i - 1;
+        while (j >= 0 && votes[order[j]] < votes[e]) { order[j + 1] = order[j]; j--; }
+        order[j + 1] = e;
+    }
+    df_store_lookahead(s, il_next, order, n);
 }
 
 static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in, int64_t n_out,
@@ -128,6 +179,26 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
     }
     const df_expert_provider *pv = &m->provider;
     if (pv->prefetch) pv->prefetch(pv->ud, il, c->e_union, n_union);
+
+    /* router look-ahead: the next MoE layer's router on this layer's state (after its
+     * attention), queued behind this layer's reads so the disk keeps working across the layer
+     * boundary. x = rmsnorm(h) * ffn_norm[il], so x * ffn_norm[next] / ffn_norm[il] is the
+     * next layer's router input had the state not changed (channels with a zero weight keep x). */
+    const int il_next = df_moe_next_layer(m, il);
+    if (il_next >= 0 && df_moe_lookahead_wanted(c)) {
+        const df_tensor *n0 = L->ffn_norm, *n1 = m->layers[il_next].ffn_norm;
+        const float *xn = x;
+        if (n0 && n1 && n0->ne[0] == D && n1->ne[0] == D && n0->type == DF_TYPE_F32 && n1->type == DF_TYPE_F32) {
+            const float *w0 = n0->data, *w1 = n1->data;
+            for (int t = 0; t < nt; t++) {
+                const float *xr = x + (int64_t)t * D;
+                float *o = c->xg + (int64_t)t * D;
+                for (int d = 0; d < D; d++) o[d] = w0[d] != 0.0f ? xr[d] * (w1[d] / w0[d]) : xr[d];
+            }
+            xn = c->xg;
+        }
+        df_moe_lookahead(c, il_next, xn, nt);
+    }
 
     int64_t n_in_g, n_ff;
     df_model_expert_shape(m, il, DF_EXPERT_GATE, &n_in_g, &n_ff, NULL);

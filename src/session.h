@@ -83,4 +83,16 @@ void df_attn_gqa(df_pool *pool, const df_attn_args *a);
 int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out);
 /* Routing only (steps 1-9): fills c->sel / c->selw for nt tokens. Exposed for tests. */
 void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt);
+/* Router look-ahead (prefetch of the next layer's experts, docs/streaming.md). The next layer
+ * after il with routed experts, or -1. */
+int df_moe_next_layer(const struct deltafin_model *m, int il);
+/* Whether a look-ahead prediction would be used (streaming store with prefetch not off). */
+bool df_moe_lookahead_wanted(struct deltafin_ctx *c);
+/* Applies layer il_next's router (steps 1-5) to xn (nt rows of n_embd: that layer's router
+ * input, or an estimate of it from an earlier layer's state) and hands the predicted experts,
+ * most voted first, to the expert store (df_store_lookahead). Call it while layer il_next - 1
+ * computes, after that layer's own experts were announced (df_moe_forward does both for the
+ * generic FFN path). Scratch: c->router, c->selbuf, c->yslot (xn must not alias them). No-op
+ * when experts are resident or prefetch is off. */
+void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int nt);
 #endif
