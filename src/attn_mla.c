@@ -11,11 +11,13 @@
 #include "quant.h"
 
 typedef struct {
-    float *qa, *q, *kv, *qf, *o, *ov, *kvb;
+    float *qa, *q, *kv, *qf, *o, *ov, *kvb, *gate;
 } mla_bufs;
 
+#define MLA_NBUF 8
+
 /* Float counts per token of each buffer. */
-static void mla_sizes(const df_model *m, uint64_t sz[7]) {
+static void mla_sizes(const df_model *m, uint64_t sz[MLA_NBUF]) {
     const df_hparams *hp = &m->hp;
     const uint64_t nh = (uint64_t)hp->n_head, dr = (uint64_t)hp->n_rot, rkv = (uint64_t)hp->n_lora_kv;
     const uint64_t dq = (uint64_t)hp->n_embd_head_k_mla, dv = (uint64_t)hp->n_embd_head_v_mla;
@@ -26,23 +28,26 @@ static void mla_sizes(const df_model *m, uint64_t sz[7]) {
     sz[4] = nh * (hp->is_mla ? rkv : dv);                     /* o: attention output */
     sz[5] = nh * dv;                                          /* ov: after W_UV */
     sz[6] = hp->is_mla ? 1 : nh * (dq - dr + dv);             /* kvb: legacy decompressed kv */
+    sz[7] = 1;                                                /* gate: kimi-k3 output gate */
+    for (int l = 0; l < hp->n_layer; l++)
+        if (m->layers[l].attn_gate) sz[7] = nh * dv;
 }
 
 static uint64_t al64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
 
 uint64_t df_mla_scratch_bytes(const df_model *m, int n_batch) {
-    uint64_t sz[7], tot = 0;
+    uint64_t sz[MLA_NBUF], tot = 0;
     mla_sizes(m, sz);
-    for (int i = 0; i < 7; i++) tot += al64(sz[i] * (uint64_t)n_batch * 4);
+    for (int i = 0; i < MLA_NBUF; i++) tot += al64(sz[i] * (uint64_t)n_batch * 4);
     return tot;
 }
 
 static void carve(struct deltafin_ctx *c, mla_bufs *b) {
-    uint64_t sz[7];
+    uint64_t sz[MLA_NBUF];
     mla_sizes(c->m, sz);
     char *p = c->arch_scr;
-    float **dst[7] = {&b->qa, &b->q, &b->kv, &b->qf, &b->o, &b->ov, &b->kvb};
-    for (int i = 0; i < 7; i++) {
+    float **dst[MLA_NBUF] = {&b->qa, &b->q, &b->kv, &b->qf, &b->o, &b->ov, &b->kvb, &b->gate};
+    for (int i = 0; i < MLA_NBUF; i++) {
         *dst[i] = (float *)p;
         p += al64(sz[i] * (uint64_t)c->n_batch * 4);
     }
@@ -66,6 +71,18 @@ static bool tiled_attn(int nt, int dv) {
 }
 
 int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt) {
+    const df_hparams *hp = &c->m->hp;
+    const df_layer *L = &c->m->layers[il];
+    const int D = hp->n_embd;
+    for (int t = 0; t < nt; t++)
+        df_rmsnorm(c->h + (int64_t)t * D, L->attn_norm->data, c->x + (int64_t)t * D, D, hp->eps);
+    int rc = df_mla_attend(c, il, nt, c->x, c->y);
+    if (rc < 0) return rc;
+    for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
+    return DF_OK;
+}
+
+int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float *out) {
     const df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const df_layer *L = &m->layers[il];
@@ -74,24 +91,24 @@ int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt) {
     const int64_t nq = (int64_t)nh * dq, nkv = rkv + dr;
     mla_bufs b;
     carve(c, &b);
-    for (int t = 0; t < nt; t++)
-        df_rmsnorm(c->h + (int64_t)t * D, L->attn_norm->data, c->x + (int64_t)t * D, D, hp->eps);
     /* queries */
     if (L->wq_a) {
         const int rq = hp->n_lora_q;
-        mmw(c, L->wq_a, c->x, D, nt, b.qa, rq);
+        mmw(c, L->wq_a, x, D, nt, b.qa, rq);
         for (int t = 0; t < nt; t++)
             df_rmsnorm(b.qa + (int64_t)t * rq, L->q_a_norm->data, b.qa + (int64_t)t * rq, rq, hp->eps);
         mmw(c, L->wq_b, b.qa, rq, nt, b.q, nq);
     } else {
-        mmw(c, L->wq, c->x, D, nt, b.q, nq);
+        mmw(c, L->wq, x, D, nt, b.q, nq);
     }
     /* compressed kv and the shared rope key */
-    mmw(c, L->wkv_a_mqa, c->x, D, nt, b.kv, nkv);
+    mmw(c, L->wkv_a_mqa, x, D, nt, b.kv, nkv);
     for (int t = 0; t < nt; t++) {
-        const float *rc = c->rc + (int64_t)t * dr;
-        df_rope_apply(&m->rope, rc, b.q + t * nq + dn, nh, dq);
-        df_rope_apply(&m->rope, rc, b.kv + t * nkv + rkv, 1, dr);
+        if (!hp->no_rope) {
+            const float *rc = c->rc + (int64_t)t * dr;
+            df_rope_apply(&m->rope, rc, b.q + t * nq + dn, nh, dq);
+            df_rope_apply(&m->rope, rc, b.kv + t * nkv + rkv, 1, dr);
+        }
         df_rmsnorm(b.kv + t * nkv, L->kv_a_norm->data, b.kv + t * nkv, rkv, hp->eps);
     }
     df_attn_args a = {
@@ -145,7 +162,12 @@ int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt) {
         a.f32_acc = tiled_attn(nt, dv);
         df_attn_gqa(c->pool, &a);
     }
-    mmw(c, L->wo, b.ov, (int64_t)nh * dv, nt, c->y, D);
-    for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
+    if (L->attn_gate) {
+        /* kimi-k3: O *= sigmoid(W_gate x) before the output projection */
+        const int64_t ng = (int64_t)nh * dv;
+        mmw(c, L->attn_gate, x, D, nt, b.gate, ng);
+        for (int64_t i = 0; i < (int64_t)nt * ng; i++) b.ov[i] *= df_sigmoid(b.gate[i]);
+    }
+    mmw(c, L->wo, b.ov, (int64_t)nh * dv, nt, out, D);
     return DF_OK;
 }

@@ -22,10 +22,11 @@ extern const df_arch df_arch_qwen2moe;
 extern const df_arch df_arch_qwen3moe;
 extern const df_arch df_arch_olmoe;
 extern const df_arch df_arch_deepseek2;
+extern const df_arch df_arch_kimi_k3;
 
 const df_arch *df_arch_find(const char *name) {
     const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe,
-                             &df_arch_deepseek2};
+                             &df_arch_deepseek2, &df_arch_kimi_k3};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(all[i]->name, name)) return all[i];
     return NULL;
@@ -104,7 +105,23 @@ static int load_common_hparams(df_model *m) {
     u = 0; TRY(key_u32_uniform(m, "feed_forward_length", &u, false)); hp->n_ff = (int)u;
     u = 0; TRY(key_u32_uniform(m, "attention.head_count", &u, true)); hp->n_head = (int)u;
     u = (uint32_t)hp->n_head;
-    TRY(key_u32_uniform(m, "attention.head_count_kv", &u, false)); hp->n_head_kv = (int)u;
+    if (m->arch->head_kv_per_layer) {
+        /* kimi-k3: per-layer array (0 = recurrent layer) or a scalar */
+        char kk[256];
+        snprintf(kk, sizeof kk, "%s.attention.head_count_kv", m->arch->name);
+        uint32_t v[DF_MAX_LAYERS];
+        for (int i = 0; i < hp->n_layer; i++) v[i] = u;
+        if (df_gguf_find(m->gguf, kk)) TRY(df_gguf_get_u32_per_layer(m->gguf, kk, v, hp->n_layer));
+        u = 0;
+        for (int i = 0; i < hp->n_layer; i++) {
+            hp->layer_recr[i] = v[i] == 0;
+            if (v[i] > u) u = v[i];
+        }
+        if (u == 0) u = 1; /* all layers recurrent: no KV heads, keep the checks below simple */
+    } else {
+        TRY(key_u32_uniform(m, "attention.head_count_kv", &u, false));
+    }
+    hp->n_head_kv = (int)u;
     if (hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
         return df_err(DF_ERR_FORMAT, "%s: bad head counts (n_head %d, n_head_kv %d)", m->path,
                       hp->n_head, hp->n_head_kv);
@@ -400,7 +417,7 @@ static int load_data(df_model *m, int flags) {
     }
     uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
     for (int i = 0; i < m->n_bound; i++)
-        if (!(skip && is_expert(m, &m->tensors[i]))) to_read += m->tensors[i].info->nbytes;
+            to_read += m->tensors[i].info->nbytes;
     for (int i = 0; i < m->n_bound; i++) {
         df_tensor *t = &m->tensors[i];
         bool ex = is_expert(m, t);
@@ -500,6 +517,9 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         if (rc < 0) { deltafin_model_free(m); return rc; }
         if (stream) flags |= DF_LOAD_SKIP_EXPERTS;
     }
+    if (!(flags & DF_LOAD_META_ONLY)) {
+        if (rc < 0) { deltafin_model_free(m); return rc; }
+    }
     m->meta_only = flags & DF_LOAD_META_ONLY;
     if (!m->meta_only) {
         rc = load_data(m, flags);
@@ -516,6 +536,9 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         m->experts_loaded = true;
     } else if (stream) {
         rc = df_stream_attach(m);
+        if (rc < 0) { deltafin_model_free(m); return rc; }
+    }
+    if (!m->meta_only) {
         if (rc < 0) { deltafin_model_free(m); return rc; }
     }
     if (!(flags & DF_LOAD_NO_TOKENIZER) &&
@@ -590,6 +613,8 @@ void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *o
         out->kv_bytes_per_token += (uint64_t)(kr + vr) * sizeof(df_f16);
     }
     out->kv_bytes = out->kv_bytes_per_token * (uint64_t)n_ctx;
+    out->state_bytes = m->arch->state_bytes ? m->arch->state_bytes(m) : 0;
+    out->kv_bytes += out->state_bytes;
     /* mirrors the buffers deltafin_ctx_create allocates (session.c) */
     extern uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
     out->scratch_bytes = df_session_scratch_bytes(m, n_ctx, n_batch, 1);

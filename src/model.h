@@ -50,7 +50,19 @@ typedef struct df_hparams {
     /* deepseek2 MLA (formats.md §3.4): q/kv LoRA ranks, decompressed head dims */
     int n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
     bool is_mla;                 /* attn_k_b / attn_v_b (absorbed) vs legacy attn_kv_b */
+    /* kimi-k3 (docs kimi-k3.md): KDA layers, latent MoE, situ, block AttnRes */
+    bool no_rope;                /* MLA without RoPE (kimi-k3) */
+    int ffn_act;                 /* enum df_ffn_act: activation of dense / routed / shared FFNs */
+    float situ_beta, situ_lbeta; /* situ β and linear β (<= 0: no cap on the up branch) */
+    int ssm_conv, kda_head_dim;  /* KDA short-conv taps C and head size S */
+    bool kda_has_lb;             /* kda.gate_lower_bound present: g = lb·σ(−f·A) */
+    float kda_lb;
+    int n_latent;                /* expert_latent_length (0: experts at n_embd) */
+    int attn_res_block;          /* attn_res.block_size B (0: plain residual stream) */
+    uint8_t layer_recr[DF_MAX_LAYERS]; /* 1: layer il is recurrent (head_count_kv[il] == 0) */
 } df_hparams;
+
+enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
 
 typedef struct df_layer {
     df_tensor *attn_norm;
@@ -68,6 +80,13 @@ typedef struct df_layer {
     df_tensor *gate_shexp, *up_shexp, *down_shexp;
     /* deepseek2 MLA */
     df_tensor *wq_a, *q_a_norm, *wq_b, *wkv_a_mqa, *kv_a_norm, *wk_b, *wv_b, *wkv_b;
+    df_tensor *attn_gate;                 /* kimi-k3 MLA sigmoid output gate {n_embd, H·dv} */
+    /* kimi-k3 KDA */
+    df_tensor *ssm_conv[3];               /* q, k, v short-conv taps {C, 1, DI} (F32) */
+    df_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b, *ssm_g, *ssm_o_norm;
+    /* kimi-k3 block AttnRes scores and latent MoE */
+    df_tensor *attn_res_score, *ffn_res_score;
+    df_tensor *routed_down, *routed_up, *routed_norm;
     bool is_moe;
 } df_layer;
 
@@ -95,6 +114,17 @@ typedef struct df_arch {
     int (*layer_ffn)(struct deltafin_ctx *c, int il, int nt);
     /* Optional: extra scratch bytes the hooks need for n_batch tokens (carved at ctx create). */
     uint64_t (*arch_scratch)(const df_model *m, int n_batch);
+    /* Optional: bytes of per-sequence recurrent state (zeroed for a new sequence; kept in
+     * c->rs). A model with state cannot truncate its cache to an arbitrary prefix: session.c
+     * re-decodes the kept prefix from its token history instead (exact). */
+    uint64_t (*state_bytes)(const df_model *m);
+    /* Optional: rows [lo, lo+n) of the batch became rows [0, n) (last-layer row selection). */
+    void (*rows_select)(struct deltafin_ctx *c, int lo, int n);
+    /* Optional: transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
+    int (*pre_output)(struct deltafin_ctx *c, int n);
+    /* attention.head_count_kv may vary per layer (kimi-k3: 0 marks a recurrent layer); the
+     * values go to hp.layer_recr and hp.n_head_kv becomes the largest one. */
+    bool head_kv_per_layer;
 } df_arch;
 
 /* Fused ffn_gate_up_exps {n_embd, 2 n_ff, E} (deepseek2): exps[GATE] == exps[UP]; within
@@ -113,6 +143,7 @@ struct deltafin_model {
     df_hparams hp;
     df_rope rope;                /* frequency parameters shared by all layers */
     df_tensor *tok_embd, *output_norm, *output, *rope_freqs;
+    df_tensor *output_res_score;          /* kimi-k3 final AttnRes mix */
     df_layer *layers;            /* [n_layer] */
     df_tensor *tensors;          /* bound tensors (array of n_bound) */
     int n_bound, cap_bound;
@@ -173,7 +204,8 @@ typedef struct df_mem_plan {
     uint64_t expert_bytes;       /* routed expert weights (all layers) */
     uint64_t expert_bytes_one;   /* largest single expert (gate+up+down) */
     uint64_t kv_bytes_per_token; /* all layers, K+V, F16 */
-    uint64_t kv_bytes;           /* at n_ctx */
+    uint64_t kv_bytes;           /* at n_ctx, plus state_bytes */
+    uint64_t state_bytes;        /* per-sequence recurrent state (kimi-k3 KDA), 0 if none */
     uint64_t scratch_bytes;      /* activations for n_batch tokens */
     int n_ctx, n_batch;
 } df_mem_plan;

@@ -156,12 +156,24 @@ static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in
     df_matmul(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);
 }
 
-int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out) {
+void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
+    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu(g, u, (int)n); return; }
+    /* kimi-k3 situ in llama.cpp's op order (F32 reciprocal scales, libm tanhf / expf) */
+    const float b = hp->situ_beta, lb = hp->situ_lbeta, rb = 1.0f / b, rlb = 1.0f / lb;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        const float a = (tanhf(x * rb) * b) * df_sigmoid(x);
+        const float up = lb > 0.0f ? tanhf(u[i] * rlb) * lb : u[i];
+        g[i] = a * up;
+    }
+}
+
+int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *xe, int nt, float *out) {
     df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const df_layer *L = &m->layers[il];
-    const int E = hp->n_expert, K = hp->n_expert_used, D = hp->n_embd;
-    df_moe_route(c, il, x, nt);
+    const int E = hp->n_expert, K = hp->n_expert_used, Dr = hp->n_embd;
+    df_moe_route(c, il, xr, nt);
 
     /* bucket (token, slot) pairs by expert */
     memset(c->e_cnt, 0, sizeof(int32_t) * (size_t)E);
@@ -179,6 +191,9 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
     }
     const df_expert_provider *pv = &m->provider;
     if (pv->prefetch) pv->prefetch(pv->ud, il, c->e_union, n_union);
+    int64_t D, n_ff, n_out_d; /* expert input width (n_embd, or kimi-k3's latent) */
+    df_model_expert_shape(m, il, DF_EXPERT_GATE, &D, &n_ff, NULL);
+    df_model_expert_shape(m, il, DF_EXPERT_DOWN, NULL, &n_out_d, NULL);
 
     /* router look-ahead: the next MoE layer's router on this layer's state (after its
      * attention), queued behind this layer's reads so the disk keeps working across the layer
@@ -187,21 +202,19 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
     const int il_next = df_moe_next_layer(m, il);
     if (il_next >= 0 && df_moe_lookahead_wanted(c)) {
         const df_tensor *n0 = L->ffn_norm, *n1 = m->layers[il_next].ffn_norm;
-        const float *xn = x;
-        if (n0 && n1 && n0->ne[0] == D && n1->ne[0] == D && n0->type == DF_TYPE_F32 && n1->type == DF_TYPE_F32) {
+        const float *xn = xr;
+        if (n0 && n1 && n0->ne[0] == Dr && n1->ne[0] == Dr && n0->type == DF_TYPE_F32 && n1->type == DF_TYPE_F32) {
             const float *w0 = n0->data, *w1 = n1->data;
             for (int t = 0; t < nt; t++) {
-                const float *xr = x + (int64_t)t * D;
-                float *o = c->xg + (int64_t)t * D;
-                for (int d = 0; d < D; d++) o[d] = w0[d] != 0.0f ? xr[d] * (w1[d] / w0[d]) : xr[d];
+                const float *xt = xr + (int64_t)t * Dr;
+                float *o = c->xg + (int64_t)t * Dr;
+                for (int d = 0; d < Dr; d++) o[d] = w0[d] != 0.0f ? xt[d] * (w1[d] / w0[d]) : xt[d];
             }
             xn = c->xg;
         }
         df_moe_lookahead(c, il_next, xn, nt);
     }
 
-    int64_t n_in_g, n_ff;
-    df_model_expert_shape(m, il, DF_EXPERT_GATE, &n_in_g, &n_ff, NULL);
     for (int u = 0; u < n_union; u++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "cancelled");
         const int e = c->e_union[u];
@@ -211,7 +224,7 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
         int rc = pv->acquire(pv->ud, il, e, &w);
         if (rc < 0) return df_err_prefix(rc, "layer %d expert %d", il, e);
         for (int i = 0; i < n; i++)
-            memcpy(c->xg + (int64_t)i * D, x + (int64_t)(lst[i] / K) * D, sizeof(float) * (size_t)D);
+            memcpy(c->xg + (int64_t)i * D, xe + (int64_t)(lst[i] / K) * D, sizeof(float) * (size_t)D);
         if (w.type[DF_EXPERT_GATE] == w.type[DF_EXPERT_UP]) {
             int ty = w.type[DF_EXPERT_GATE];
             df_quantize_act(ty, c->xg, D, D, n, c->act);
@@ -221,23 +234,33 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
             mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
             mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);
         }
-        df_swiglu(c->fa, c->fb, (int)(n * n_ff));
-        mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, D, c->fa, n, c->yg);
+        df_ffn_act(hp, c->fa, c->fb, (int64_t)n * n_ff);
+        mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, n_out_d, c->fa, n, c->yg);
         pv->release(pv->ud, il, e);
         for (int i = 0; i < n; i++)
-            memcpy(c->yslot + (int64_t)lst[i] * D, c->yg + (int64_t)i * D, sizeof(float) * (size_t)D);
+            memcpy(c->yslot + (int64_t)lst[i] * n_out_d, c->yg + (int64_t)i * n_out_d, sizeof(float) * (size_t)n_out_d);
     }
     /* 10-11: weight each slot, sum in slot order */
     for (int t = 0; t < nt; t++) {
-        float *o = out + (int64_t)t * D;
+        float *o = out + (int64_t)t * n_out_d;
         const float *w = c->selw + (int64_t)t * K;
-        const float *y0 = c->yslot + (int64_t)t * K * D;
-        for (int d = 0; d < D; d++) o[d] = y0[d] * w[0];
+        const float *y0 = c->yslot + (int64_t)t * K * n_out_d;
+        for (int64_t d = 0; d < n_out_d; d++) o[d] = y0[d] * w[0];
         for (int j = 1; j < K; j++) {
-            const float *yj = y0 + (int64_t)j * D;
-            for (int d = 0; d < D; d++) o[d] += yj[d] * w[j];
+            const float *yj = y0 + (int64_t)j * n_out_d;
+            for (int64_t d = 0; d < n_out_d; d++) o[d] += yj[d] * w[j];
         }
     }
+    return DF_OK;
+}
+
+int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out) {
+    int rc = df_moe_routed(c, il, x, x, nt, out);
+    if (rc < 0) return rc;
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int D = hp->n_embd;
     /* shared expert */
     if (L->gate_shexp) {
         const int64_t fs = L->gate_shexp->ne[1];
@@ -249,7 +272,7 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
             mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
             mm(c, L->up_shexp, x, D, nt, c->fb, fs);
         }
-        df_swiglu(c->fa, c->fb, (int)(nt * fs));
+        df_ffn_act(hp, c->fa, c->fb, (int64_t)nt * fs);
         mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
         if (L->gate_inp_shexp) {
             /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */

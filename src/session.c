@@ -163,6 +163,12 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
 #undef CARVE
     DF_ASSERT((uint64_t)(q - (char *)c->mem) <= sp.total);
     if (!hp->n_expert) c->yg = c->y; /* unused */
+    if (m->arch->state_bytes) {
+        c->rs_bytes = m->arch->state_bytes(m);
+        c->rs = anon(c->rs_bytes);
+        c->hist = df_malloc(sizeof(int32_t) * (size_t)c->n_ctx);
+        if (!c->rs || !c->hist) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the recurrent state (%llu bytes)", (unsigned long long)c->rs_bytes); }
+    }
     c->attn_stride = df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     c->logits_cap = 1;
     c->n_logits = 0;
@@ -178,6 +184,8 @@ void deltafin_ctx_free(deltafin_ctx *c) {
     free(c->k_row);
     if (c->logits_cap > 1 && c->logits) free(c->logits);
     if (c->mem) munmap(c->mem, (size_t)c->mem_bytes);
+    if (c->rs) munmap(c->rs, (size_t)(c->rs_bytes ? c->rs_bytes : 1));
+    free(c->hist);
     free(c->route_counts);
     free(c);
 }
@@ -204,8 +212,26 @@ int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, in
 
 int deltafin_ctx_n_ctx(const deltafin_ctx *c) { return c->n_ctx; }
 int deltafin_ctx_pos(const deltafin_ctx *c) { return c->n_past; }
+/* Recurrent state: back to a fresh sequence, then (pos > 0) re-decode hist[0..pos) — the state
+ * is a function of the whole prefix and cannot be cut back, so this is the exact way to keep a
+ * prefix (costs a prefill of pos tokens). On failure the cache is left empty (pos 0). */
+static int rs_rebuild(deltafin_ctx *c, int pos) {
+    memset(c->rs, 0, (size_t)c->rs_bytes);
+    c->n_past = 0;
+    c->n_logits = 0;
+    if (pos <= 0) return DF_OK;
+    int rc = deltafin_decode(c, c->hist, pos, false);
+    if (rc < 0) {
+        memset(c->rs, 0, (size_t)c->rs_bytes);
+        c->n_past = 0;
+        return df_err_prefix(rc, "re-decoding the %d kept tokens of a recurrent model", pos);
+    }
+    return DF_OK;
+}
+
 int deltafin_ctx_truncate(deltafin_ctx *c, int pos) {
     if (pos < 0 || pos > c->n_past) return df_err(DF_ERR_INVALID, "truncate: position %d outside 0..%d", pos, c->n_past);
+    if (c->rs && pos < c->n_past) return rs_rebuild(c, pos);
     c->n_past = pos;
     return DF_OK;
 }
@@ -361,6 +387,7 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
              * are wanted (row-wise, so results are unchanged; MoE reads fewer experts) */
             if (n_out <= 0) return DF_OK;
             memmove(c->h, c->h + (int64_t)lo * D, sizeof(float) * (size_t)n_out * D);
+            if (ar->rows_select) ar->rows_select(c, lo, n_out);
             rc = ar->layer_ffn ? ar->layer_ffn(c, il, n_out) : df_layer_ffn(c, il, n_out);
             lo = 0;
         } else {
@@ -369,6 +396,10 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
         if (rc < 0) return rc;
     }
     if (n_out <= 0) return DF_OK;
+    if (m->arch->pre_output) {
+        int rc = m->arch->pre_output(c, n_out); /* lo is 0 here: the last layer selected the rows */
+        if (rc < 0) return rc;
+    }
     for (int t = 0; t < n_out; t++)
         df_rmsnorm(c->h + (int64_t)(lo + t) * D, m->output_norm->data, c->x + (int64_t)t * D, D, hp->eps);
     mm(c, m->output, c->x, D, n_out, dst, hp->n_vocab);
@@ -393,6 +424,7 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
     const uint64_t t0 = df_time_ns();
     const int start = c->n_past;
     int rc = DF_OK;
+    if (c->hist && ids != c->hist + start) memcpy(c->hist + start, ids, sizeof(int32_t) * (size_t)n);
     for (int b = 0; b < n; b += c->n_batch) {
         int nt = n - b < c->n_batch ? n - b : c->n_batch;
         int lo;
@@ -404,8 +436,11 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
         c->n_past += nt;
     }
     if (rc < 0) {
-        c->n_past = start;
         c->n_logits = 0;
+        /* a recurrent state may have advanced over part of the batch: rebuild it for the first
+         * start tokens from the history (exact; an empty cache if that fails too) */
+        if (c->rs) (void)rs_rebuild(c, start);
+        if (!c->rs) c->n_past = start;
         return rc;
     }
     c->n_logits = all_logits ? n : 1;

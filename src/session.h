@@ -42,6 +42,10 @@ struct deltafin_ctx {
     float *yslot;  /* [nb][k][n_embd] per-slot expert outputs (summed in slot order) */
     uint32_t *route_counts; /* [n_layer][E] tokens routed per expert, or NULL (off: no cost) */
     char *arch_scr; uint64_t arch_scr_bytes; /* for df_arch hooks */
+    /* recurrent state (df_arch.state_bytes; zero = fresh sequence) and the ids decoded so far
+     * (hist[0..n_past), kept only when there is state: truncation re-decodes the prefix) */
+    void *rs; uint64_t rs_bytes;
+    int32_t *hist;
     /* attention per-thread scratch */
     char *attn_scr; size_t attn_stride;
     /* logits */
@@ -83,6 +87,12 @@ void df_attn_gqa(df_pool *pool, const df_attn_args *a);
 int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out);
 /* Routing only (steps 1-9): fills c->sel / c->selw for nt tokens. Exposed for tests. */
 void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt);
+/* Routed experts only: route on xr (n_embd wide), run the experts on xe (their own input
+ * width, e.g. kimi-k3's latent), out[t] = Σ_j w_j·expert_j(xe[t]) in slot order (width of
+ * the down projection's output). No shared experts. */
+int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *xe, int nt, float *out);
+/* g[i] = act(g[i], u[i]) for the model's FFN activation (SwiGLU or kimi-k3's situ). */
+void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n);
 /* Router look-ahead (prefetch of the next layer's experts, docs/streaming.md). The next layer
  * after il with routed experts, or -1. */
 int df_moe_next_layer(const struct deltafin_model *m, int il);
