@@ -6,6 +6,7 @@
  * computed on the I/O thread before taking the lock. */
 #include "expert_store.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
 
@@ -206,6 +207,9 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     iop.probe_bytes = df_pad(maxread, DF_IO_ALIGN);
     rc = df_io_open(pin->paths, pin->n_files, &iop, &s->io);
     if (rc) { df_store_free(s); return rc; }
+    /* the loader's buffered reads of the dense weights (now in anonymous memory) and their
+     * readahead would stay charged to a memory cgroup */
+    df_io_drop_cache(s->io);
     /* every location must lie inside its file */
     for (size_t k = 0; k < n; k++)
         for (int part = 0; part < DF_EXPERT_NPARTS; part++) {
@@ -705,6 +709,38 @@ const char *df_store_stats_str(const df_store_stats *st, char *buf, size_t cap) 
                  (unsigned long long)st->lookahead_used, (unsigned long long)st->lookahead_wasted,
                  st->lookahead_depth, st->boundary_gap_ns / 1e6);
     return buf;
+}
+
+void df_store_stats_json(const df_store_stats *st, struct cJSON *o) {
+    static const char *pf[] = {"off", "on", "auto"};
+    cJSON_AddStringToObject(o, "io", df_io_engine_name(st->engine));
+    cJSON_AddNumberToObject(o, "slots", st->n_slots);
+    cJSON_AddNumberToObject(o, "slot_bytes", (double)st->slot_bytes);
+    cJSON_AddNumberToObject(o, "cache_bytes", (double)st->cache_bytes);
+    cJSON_AddNumberToObject(o, "hot", st->n_hot);
+    cJSON_AddNumberToObject(o, "hits", (double)st->hits);
+    cJSON_AddNumberToObject(o, "misses", (double)st->misses);
+    cJSON_AddNumberToObject(o, "hit_rate", st->hit_rate);
+    cJSON_AddNumberToObject(o, "bytes_read", (double)st->bytes_read);
+    cJSON_AddNumberToObject(o, "read_gbps", st->read_gbps);
+    cJSON_AddNumberToObject(o, "io_busy_s", st->io_busy_ns / 1e9);
+    cJSON_AddNumberToObject(o, "wait_s", st->wait_ns / 1e9);
+    cJSON_AddNumberToObject(o, "evictions", (double)st->evictions);
+    cJSON_AddStringToObject(o, "prefetch", pf[st->prefetch >= 0 && st->prefetch <= 2 ? st->prefetch : 0]);
+    cJSON_AddNumberToObject(o, "prefetch_issued", (double)st->prefetch_issued);
+    cJSON_AddNumberToObject(o, "prefetch_used_frac", st->prefetch_accuracy);
+    cJSON *la = cJSON_AddObjectToObject(o, "lookahead");
+    if (!la) return;
+    cJSON_AddStringToObject(la, "mode", pf[st->lookahead_mode >= 0 && st->lookahead_mode <= 2 ? st->lookahead_mode : 0]);
+    cJSON_AddBoolToObject(la, "active", st->lookahead_active);
+    cJSON_AddNumberToObject(la, "depth", st->lookahead_depth);
+    cJSON_AddNumberToObject(la, "predicted", (double)st->lookahead_predicted);
+    cJSON_AddNumberToObject(la, "correct", (double)st->lookahead_correct);
+    cJSON_AddNumberToObject(la, "accuracy", st->lookahead_accuracy);
+    cJSON_AddNumberToObject(la, "reads", (double)st->lookahead_issued);
+    cJSON_AddNumberToObject(la, "used", (double)st->lookahead_used);
+    cJSON_AddNumberToObject(la, "wasted", (double)st->lookahead_wasted);
+    cJSON_AddNumberToObject(la, "boundary_gap_s", st->boundary_gap_ns / 1e9);
 }
 
 /* ---- hot set sources ---------------------------------------------------------------- */

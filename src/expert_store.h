@@ -105,6 +105,13 @@ void df_store_get_stats(df_store *s, df_store_stats *st);
 /* One-line summary: "cache 12/40 slots ... hit 83.1% read 1.23 GB at 2.1 GB/s ..." */
 const char *df_store_stats_str(const df_store_stats *st, char *buf, size_t cap);
 
+/* Adds the statistics to a cJSON object (run --json "stream", bench --json, --stats-file):
+ * io, slots, hits, misses, hit_rate, bytes_read, read_gbps, wait_s, prefetch*, and
+ * "lookahead": {mode, active, depth, predicted, correct, accuracy, reads, used, wasted,
+ * boundary_gap_s}. */
+struct cJSON;
+void df_store_stats_json(const df_store_stats *st, struct cJSON *o);
+
 /* The store as a df_expert_provider; destroy() frees the store when `owns` is true. */
 df_expert_provider df_store_provider(df_store *s, bool owns);
 

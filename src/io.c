@@ -157,9 +157,21 @@ static int64_t pread_full(int fd, uint8_t *dst, uint64_t n, uint64_t off) {
     return (int64_t)got;
 }
 
+/* Buffered reads leave the bytes in the page cache, which a memory cgroup charges to the
+ * process: drop them once copied (the expert cache is the cache; --mem-limit covers both). */
+static void drop_pages(io_file *f, uint64_t off, uint64_t len) {
+    if (!len) return;
+    /* DONTNEED drops only whole pages inside the range: round it out to whole pages */
+    const uint64_t pg = 65536; /* >= any page size */
+    uint64_t a0 = off - off % pg, a1 = off + len;
+    a1 += (pg - a1 % pg) % pg;
+    (void)posix_fadvise(f->fd, (off_t)a0, (off_t)(a1 - a0), POSIX_FADV_DONTNEED);
+}
+
 static void read_buffered(df_io *io, df_io_req *r) {
     io_file *f = &io->f[r->file];
     int64_t k = pread_full(f->fd, r->data, r->len, r->offset);
+    if (k > 0) drop_pages(f, r->offset, (uint64_t)k);
     if (k < 0)
         req_fail(r, DF_ERR_IO, "%s: read of %llu bytes at offset %llu failed: %s", f->path,
                  (unsigned long long)r->len, (unsigned long long)r->offset, strerror((int)-k));
@@ -200,7 +212,14 @@ static void read_direct(df_io *io, df_io_req *r) {
 static void read_mmap(df_io *io, df_io_req *r) {
     io_file *f = &io->f[r->file];
     if (!f->map) { read_buffered(io, r); return; }
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t a0 = r->offset - r->offset % pg, a1 = r->offset + r->len;
+    /* MADV_RANDOM mapping: start the reads of exactly this range, then fault it in */
+    (void)madvise(f->map + a0, (size_t)(a1 - a0), MADV_WILLNEED);
     memcpy(r->data, f->map + r->offset, r->len);
+    /* unmap the faulted pages from this process, then drop them from the page cache */
+    (void)madvise(f->map + a0, (size_t)(a1 - a0), MADV_DONTNEED);
+    drop_pages(f, a0, a1 - a0);
 }
 
 static void complete(df_io *io, df_io_req *r) {
@@ -315,6 +334,8 @@ static void *reaper(void *arg) {
         } else if ((uint64_t)res < need) {
             /* partial completion: finish synchronously (also reports a real short read) */
             if (tag.direct) read_direct(io, r); else read_buffered(io, r);
+        } else if (!tag.direct) {
+            drop_pages(&io->f[r->file], r->offset, r->len);
         }
         apply_fault(io, r, tag.fault);
         complete(io, r);
@@ -343,6 +364,9 @@ static int open_files(df_io *io, const char *const *paths, int n) {
         struct stat st;
         if (fstat(f->fd, &st) < 0) return df_err(DF_ERR_IO, "%s: fstat: %s", paths[i], strerror(errno));
         f->size = (uint64_t)st.st_size;
+        /* no readahead beyond the requested ranges: those pages would stay in the page cache
+         * (charged to a memory cgroup) after drop_pages() dropped the range itself */
+        (void)posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM);
         if (io->engine == DF_IO_DIRECT || io->engine == DF_IO_URING) {
             int fd = open(paths[i], O_RDONLY | O_CLOEXEC | O_DIRECT);
             if (fd < 0)
@@ -355,6 +379,7 @@ static int open_files(df_io *io, const char *const *paths, int n) {
             void *m = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
             if (m == MAP_FAILED) return df_err(DF_ERR_IO, "%s: mmap: %s", paths[i], strerror(errno));
             f->map = m;
+            (void)madvise(m, f->size, MADV_RANDOM); /* faults read only the pages touched */
         }
     }
     return DF_OK;
@@ -545,6 +570,11 @@ void df_io_close(df_io *io) {
 }
 
 int df_io_get_engine(const df_io *io) { return io->engine; }
+void df_io_drop_cache(df_io *io) {
+    for (int i = 0; i < io->n_files; i++)
+        if (io->f[i].fd >= 0) (void)posix_fadvise(io->f[i].fd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 uint64_t df_io_file_size(const df_io *io, int file) {
     return (file >= 0 && file < io->n_files) ? io->f[file].size : 0;
 }

@@ -67,6 +67,9 @@ void df_io_close(df_io *io); /* waits for in-flight requests */
 
 int df_io_get_engine(const df_io *io); /* the engine in use (never AUTO) */
 uint64_t df_io_file_size(const df_io *io, int file);
+/* Drops every cached page of the open files (posix_fadvise DONTNEED): what the model loader
+ * left in the page cache is not charged to the process (memory cgroup) while streaming. */
+void df_io_drop_cache(df_io *io);
 const char *df_io_file_path(const df_io *io, int file);
 
 /* Queue a read; returns at once (DF_OK), or an error for a request that can't be queued

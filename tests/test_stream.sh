@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_stream.sh — end to end: a random qwen3moe model gives the same greedy tokens with routed
 # experts resident and streamed from disk, for every I/O engine, expert-cache sizes from 2 slots
-# to all resident, prefetch on/off and a pinned hot set; a too-small --mem-limit is refused with
+# to all resident, prefetch on/off (on = with router look-ahead reads) and a pinned hot set;
+# look-ahead starts reads and reports its accuracy (-v, --json), also for deepseek2; a too-small --mem-limit is refused with
 # the bytes needed; an injected read error fails cleanly naming layer, expert, file and offset;
 # `deltafin pack` writes a file whose checksums verify and detects a corrupted record.
 set -u
@@ -40,6 +41,47 @@ for io in pread direct uring mmap; do
     done
 done
 [ $fail = 0 ] && ok "same tokens for 4 engines x 4 cache sizes x prefetch on/off"
+for cache in 432K 1M 3M 64M; do
+    OUT=$(DELTAFIN_EXPERT_CACHE=$cache run --io pread --prefetch auto)
+    [ "$OUT" = "$REF" ] || bad "io=pread cache=$cache prefetch=auto: tokens differ: $OUT vs $REF ($(tail -1 "$T/err"))"
+done
+
+# router look-ahead: --prefetch on starts reads for the next layer's predicted experts and
+# reports the prediction accuracy; off predicts and reads nothing ahead
+la_reads() { sed -n 's/.*look-ahead [a-z]*: accuracy [0-9.]*% ([0-9]*\/[0-9]*), \([0-9]*\) reads.*/\1/p' "$T/err"; }
+OUT=$(DELTAFIN_EXPERT_CACHE=3M run --io pread --prefetch on -v)
+N=$(la_reads)
+[ "$OUT" = "$REF" ] && [ "${N:-0}" -gt 0 ] && ok "look-ahead on: $N reads started, same tokens ($(grep -o 'accuracy [0-9.]*%' "$T/err"))" ||
+    bad "look-ahead on: reads '${N}', $OUT ($(tail -1 "$T/err"))"
+OUT=$(DELTAFIN_EXPERT_CACHE=3M run --io pread --prefetch off -v)
+[ "$OUT" = "$REF" ] && ! grep -q "look-ahead" "$T/err" && grep -q "prefetch 0 issued" "$T/err" &&
+    ok "prefetch off: no prefetch, no look-ahead" || bad "prefetch off: $(tail -1 "$T/err")"
+J=$(DELTAFIN_EXPERT_CACHE=3M "$BIN" run -m "$T/m.gguf" -p "The quick brown fox" -n 8 --temp 0 -t 2 --json --io pread --prefetch on 2>/dev/null)
+echo "$J" | grep -q '"stream":{"io":"pread".*"lookahead":{"mode":"on","active":true,.*"accuracy":[0-9.e-]*,"reads":[1-9]' &&
+    ok "run --json reports stream and look-ahead statistics" || bad "run --json: $J"
+J=$(DELTAFIN_EXPERT_CACHE=3M "$BIN" bench -m "$T/m.gguf" -p 8 -n 4 -r 1 -t 2 --io pread --prefetch on --json 2>/dev/null)
+echo "$J" | grep -q '"lookahead":{"mode":"on",.*"accuracy":' && ok "bench --json reports look-ahead" || bad "bench --json: $J"
+
+# deepseek2 (leading dense layer, groups, sigmoid + bias): look-ahead on the generic MoE path
+"$BIN" gen-random --arch deepseek2 --type q8_0 --n-embd 128 --n-layer 4 --n-expert 16 --n-expert-used 4 \
+    --n-ff-exp 128 --vocab bytes --seed 5 "$T/d.gguf" >/dev/null 2>&1 || bad "gen-random deepseek2 failed"
+runm() { # $1 = model, rest = extra args
+    M=$1; shift
+    "$BIN" run -m "$M" -p "The quick brown fox" -n 16 --temp 0 -t 2 --json "$@" 2>"$T/err" | grep -o '"tokens":\[[0-9,]*\]'
+}
+DREF=$(DELTAFIN_STREAM=0 runm "$T/d.gguf")
+dfail=0
+for cache in 300K 1M; do
+    for pf in on off auto; do
+        OUT=$(DELTAFIN_EXPERT_CACHE=$cache runm "$T/d.gguf" --io pread --prefetch $pf -v)
+        [ -n "$DREF" ] && [ "$OUT" = "$DREF" ] || { dfail=1; bad "deepseek2 cache=$cache prefetch=$pf: $OUT vs $DREF ($(tail -1 "$T/err"))"; }
+        if [ $pf = on ] && [ $cache = 1M ]; then
+            N=$(la_reads)
+            [ "${N:-0}" -gt 0 ] || { dfail=1; bad "deepseek2 look-ahead started no reads: $(tail -1 "$T/err")"; }
+        fi
+    done
+done
+[ $dfail = 0 ] && ok "deepseek2: same tokens streamed with prefetch on/off/auto, look-ahead reads"
 
 # streaming because the experts do not fit the memory limit (auto engine)
 # (fixed part ~80 MiB incl. 64 MiB overhead; experts 10 MiB)

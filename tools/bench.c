@@ -5,7 +5,10 @@
  * --json. `deltafin bench kernels ...` forwards to bench_kernels_main (tools/bench_kernels.c). */
 #include "cli_args.h"
 #include "deltafin.h"
+#include "expert_store.h"
+#include "io.h"
 #include "kernels/kernels.h"
+#include "memplan.h"
 #include "model.h"
 #include "session.h"
 #include "util.h"
@@ -29,6 +32,9 @@ static void usage(FILE *f) {
         "  -b, --batch-size N    prompt tokens per forward step (default 512)\n"
         "  -r, --repetitions N   repetitions per test (default 5)\n"
         "  --mem-limit SIZE      memory limit for the process\n"
+        "  --io ENGINE           expert reads when streaming: auto | pread | direct | uring | mmap\n"
+        "                        (default auto; any other value forces streaming)\n"
+        "  --prefetch MODE       auto | on | off: expert prefetch and router look-ahead (default auto)\n"
         "  --json                print one JSON object\n"
         "  -h, --help            this help\n");
 }
@@ -67,6 +73,8 @@ int cmd_bench(int argc, char **argv) {
     int n_prompt = 512, n_gen = 128, n_threads = 0, n_batch = 512, reps = 5;
     bool json = false;
     uint64_t mem_limit = 0;
+    const char *io_engine = NULL;
+    int prefetch = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
@@ -80,6 +88,14 @@ int cmd_bench(int argc, char **argv) {
         else if (ARG("-r", "--repetitions")) reps = df_cli_int(argv, &i);
         else if (ARG("--mem-limit", "--mem_limit")) {
             if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "bench: bad --mem-limit\n"); return 2; }
+        }
+        else if (ARG("--io", "--io-engine")) {
+            int e;
+            io_engine = argv[++i];
+            if (df_io_engine_parse(io_engine, &e) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
+        }
+        else if (ARG("--prefetch", "--prefetch")) {
+            if (df_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
         }
         else if (!strcmp(a, "--json")) json = true;
         else { fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
@@ -97,9 +113,11 @@ int cmd_bench(int argc, char **argv) {
     deltafin_model_params mp = deltafin_model_default_params();
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    if (io_engine) mp.io_engine = io_engine;
     uint64_t tl = df_time_ns();
     if (deltafin_model_load(model, &mp, &m) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
     double load_s = (df_time_ns() - tl) / 1e9;
+    if (df_stream_configure(m, prefetch, NULL, NULL) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();
     cp.n_ctx = n_prompt + n_gen > 16 ? n_prompt + n_gen : 16;
     cp.n_batch = n_batch;
@@ -179,6 +197,12 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
         cJSON_AddNumberToObject(so, "io_wait_ns", (double)st.io_wait_ns);
         cJSON_AddNumberToObject(so, "peak_rss", (double)df_peak_rss());
+        if (df_stream_store(m)) { /* expert streaming: cache, I/O, prefetch and look-ahead */
+            df_store_stats ss;
+            df_store_get_stats(df_stream_store(m), &ss);
+            cJSON *sto = cJSON_AddObjectToObject(so, "stream");
+            if (sto) df_store_stats_json(&ss, sto);
+        }
         char *s = cJSON_PrintUnformatted(o);
         if (s) { puts(s); free(s); }
         cJSON_Delete(o);
@@ -195,6 +219,12 @@ int cmd_bench(int argc, char **argv) {
         if (acc)
             printf("experts: hit rate %.1f%%, %s read\n", 100.0 * st.expert_hits / acc,
                    df_fmt_bytes(st.bytes_read, mb, sizeof mb));
+        if (df_stream_store(m)) {
+            df_store_stats ss;
+            char sb[640];
+            df_store_get_stats(df_stream_store(m), &ss);
+            printf("%s\n", df_store_stats_str(&ss, sb, sizeof sb));
+        }
         printf("peak memory: %s\n", df_fmt_bytes(df_peak_rss(), mb, sizeof mb));
     }
     ret = 0;

@@ -48,7 +48,9 @@ static void usage(FILE *f) {
         "  --cache-size SIZE       expert cache bytes (default: what --mem-limit leaves)\n"
         "  --io ENGINE             expert reads: auto | pread | direct | uring | mmap (default auto;\n"
         "                          any other than auto streams routed experts from disk)\n"
-        "  --prefetch MODE         auto | on | off: read a layer's routed experts ahead (default auto)\n"
+        "  --prefetch MODE         auto | on | off: read a layer's routed experts ahead, and the next\n"
+        "                          layer's predicted experts (router look-ahead; auto: when measured\n"
+        "                          to pay, see docs/streaming.md) (default auto)\n"
         "  --hot FILE              pin the most used experts (\"layer expert count\" lines, from\n"
         "                          deltafin profile) in the expert cache\n"
         "  --preload L:E,...       pin these experts in the expert cache\n"
@@ -103,6 +105,10 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     cJSON_AddNumberToObject(o, "compute_s", dcomp / 1e9);
     cJSON_AddNumberToObject(o, "io_wait_s", dio / 1e9);
     cJSON_AddNumberToObject(o, "io_frac", dio + dcomp ? (double)dio / (double)(dio + dcomp) : 0);
+    if (store) {
+        cJSON_AddNumberToObject(o, "lookahead_accuracy", ss.lookahead_accuracy);
+        cJSON_AddNumberToObject(o, "lookahead_reads", (double)ss.lookahead_issued);
+    }
     if (final) cJSON_AddBoolToObject(o, "final", true);
     char *s = cJSON_PrintUnformatted(o);
     if (s) { fputs(s, rs->f); fputc('\n', rs->f); fflush(rs->f); free(s); }
@@ -377,7 +383,7 @@ int cmd_run(int argc, char **argv) {
             np, pps, n_gen, gps, df_fmt_bytes(peak, pb, sizeof pb));
     if (verbose && df_stream_store(m)) {
         df_store_stats ss;
-        char sb[512];
+        char sb[640];
         df_store_get_stats(df_stream_store(m), &ss);
         fprintf(stderr, "%s\n", df_store_stats_str(&ss, sb, sizeof sb));
     }
@@ -397,6 +403,12 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "expert_hits", (double)st.expert_hits);
         cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
+        if (df_stream_store(m)) { /* expert streaming: cache, I/O, prefetch and look-ahead */
+            df_store_stats ss;
+            df_store_get_stats(df_stream_store(m), &ss);
+            cJSON *sto = cJSON_AddObjectToObject(so, "stream");
+            if (sto) df_store_stats_json(&ss, sto);
+        }
         char *s = cJSON_PrintUnformatted(o);
         if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }
         cJSON_Delete(o);
