@@ -1,9 +1,11 @@
 /* df_logits.c — teacher-forced logits from deltafin, the counterpart of
  * `llama_oracle --logits` for scripts/logits_diff.sh (not part of the deltafin build).
  * usage: df_logits MODEL.gguf IDS N_PROMPT OUT.f32 [ISA]
+ *        df_logits --routes MODEL.gguf IDS N_PROMPT [ISA]
  * Decodes the first N_PROMPT ids as one batch, then the rest one by one, and writes the
  * logits after each decode call (n_vocab floats per step). ISA selects a kernel table
- * (ref, avx2, avx512, neon). */
+ * (ref, avx2, avx512, neon). --routes prints instead, per step and MoE layer, the experts the
+ * router chose (`step layer e:n,e:n,...`, n = tokens of the step), like llama_oracle --routes. */
 #include "deltafin.h"
 #include "kernels/kernels.h"
 #include "util.h"
@@ -13,6 +15,16 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
+    bool routes = argc > 1 && !strcmp(argv[1], "--routes");
+    if (routes) { /* same positions as the logits form: a dummy OUT */
+        argv[1] = argv[0];
+        argv++; argc--;
+        char **a = malloc(sizeof *a * 7);
+        a[0] = argv[0]; a[1] = argv[1]; a[2] = argv[2]; a[3] = argv[3]; a[4] = "/dev/null";
+        a[5] = argc > 4 ? argv[4] : NULL; a[6] = NULL;
+        argc = argc > 4 ? 6 : 5;
+        argv = a;
+    }
     if (argc < 5 || argc > 6) {
         fprintf(stderr, "usage: %s MODEL.gguf IDS N_PROMPT OUT.f32 [ISA]\n", argv[0]);
         return 2;
@@ -35,12 +47,33 @@ int main(int argc, char **argv) {
     if (np < 1 || np > n) { fprintf(stderr, "bad N_PROMPT\n"); return 2; }
     FILE *f = fopen(argv[4], "wb");
     if (!f) { perror(argv[4]); return 1; }
+    if (routes && deltafin_ctx_count_routes(c)) { fprintf(stderr, "not a MoE model\n"); return 1; }
+    uint32_t *prev = NULL;
     for (int i = 0, step = 0; i < n; step++) {
         int k = step == 0 ? np : 1;
         if (deltafin_decode(c, ids + i, k, false)) { fprintf(stderr, "%s\n", deltafin_errmsg()); return 1; }
         fwrite(deltafin_logits(c, -1), sizeof(float), (size_t)n_vocab, f);
         i += k;
+        if (routes) {
+            const uint32_t *cnt;
+            int nl, ne;
+            deltafin_ctx_route_counts(c, &cnt, &nl, &ne);
+            if (!prev) prev = calloc((size_t)nl * (size_t)ne, sizeof *prev);
+            for (int il = 0; il < nl; il++) {
+                int any = 0;
+                for (int e = 0; e < ne; e++) any |= cnt[il * ne + e] != prev[il * ne + e];
+                if (!any) continue;
+                printf("%d\t%d\t", step, il);
+                for (int e = 0, first = 1; e < ne; e++) {
+                    uint32_t d = cnt[il * ne + e] - prev[il * ne + e];
+                    if (d) { printf("%s%d:%u", first ? "" : ",", e, d); first = 0; }
+                }
+                printf("\n");
+            }
+            memcpy(prev, cnt, sizeof *prev * (size_t)nl * (size_t)ne);
+        }
     }
+    free(prev);
     fclose(f);
     free(ids);
     deltafin_ctx_free(c);

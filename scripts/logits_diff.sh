@@ -15,11 +15,11 @@ PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 gcc -O2 -o "$TMP/oracle" scripts/llama_oracle.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" \
-    -L"$LIBDIR" -lllama -Wl,-rpath,"$LIBDIR"
+    -L"$LIBDIR" -lllama -lggml-base -Wl,-rpath,"$LIBDIR"
 LIBS="-lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread"
 [ -f /usr/include/liburing.h ] && LIBS="$LIBS -luring"
 # shellcheck disable=SC2086
-gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -o "$TMP/df" scripts/df_logits.c build/libdeltafin.a $LIBS
+gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -o "$TMP/df" scripts/df_logits.c ${DF_LIB:-build/libdeltafin.a} $LIBS
 out=$("$TMP/oracle" "$MODEL" "$PROMPT" "$N" 2>/dev/null)
 pids=$(printf '%s' "$out" | cut -f1)
 gids=$(printf '%s' "$out" | cut -f2)

@@ -29,7 +29,7 @@ DF=$TMP/deltafin
 LIBDIR=$LLAMA_CPP/build/bin
 [ -f "$LIBDIR/libllama.so" ] || LIBDIR=$LLAMA_CPP/build/lib
 gcc -O2 -o "$TMP/oracle" scripts/llama_oracle.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" \
-    -L"$LIBDIR" -lllama -Wl,-rpath,"$LIBDIR"
+    -L"$LIBDIR" -lllama -lggml-base -Wl,-rpath,"$LIBDIR"
 PPL_BIN=$LLAMA_CPP/build/bin/llama-perplexity
 
 # The prompts (one per line; the tests read them back from random_greedy.tsv).

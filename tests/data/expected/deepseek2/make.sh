@@ -30,7 +30,7 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 cp "$DF" "$TMP/deltafin" && DF=$TMP/deltafin   # other builds may relink build/deltafin meanwhile
 LIBDIR=$LLAMA_CPP/build/bin
 gcc -O2 -o "$TMP/oracle" scripts/llama_oracle.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" \
-    -L"$LIBDIR" -lllama -Wl,-rpath,"$LIBDIR"
+    -L"$LIBDIR" -lllama -lggml-base -Wl,-rpath,"$LIBDIR"
 PPL_BIN=$LLAMA_CPP/build/bin/llama-perplexity
 printf 'Once upon a time\nThe little dog ran to the park and\n' > "$TMP/prompts"
 printf 'name\tgen_random_args\tsha256\tdf_mismatch_seeds\n' > "$TMP/models.tsv"
