@@ -1,5 +1,6 @@
 /* memplan.c — memory plan and streaming setup (see memplan.h). */
 #include "memplan.h"
+#include "dense_stream.h"
 #include "expert_store.h"
 #include "model.h"
 #include "pack.h"
@@ -153,6 +154,10 @@ static int plan_batch(const df_model *m) {
     return c < 512 ? c : 512;
 }
 
+void df_memplan_model(const df_model *m, df_mem_plan *mp) {
+    df_model_mem_plan(m, plan_ctx(m), plan_batch(m), mp);
+}
+
 int df_stream_decide(df_model *m, bool *stream) {
     *stream = false;
     if (!model_has_moe(m)) return DF_OK;
@@ -197,6 +202,31 @@ static int build_locs(df_model *m, df_expert_loc **locs_out, uint64_t *total) {
     return DF_OK;
 }
 
+int df_stream_slot_info(df_model *m, uint64_t *slot_bytes, int *n_pairs) {
+    *slot_bytes = 0;
+    *n_pairs = 0;
+    df_expert_loc *locs = NULL;
+    uint64_t total = 0;
+    int rc = build_locs(m, &locs, &total);
+    if (rc) return rc;
+    df_store_params sp = df_store_default_params();
+    df_store_record *recs = NULL;
+    if (m->pack) {
+        recs = df_calloc((size_t)m->hp.n_layer * m->hp.n_expert + 1, sizeof *recs);
+        if (!recs) { free(locs); return DF_ERR_NOMEM; }
+        df_pack_locs(m->pack, locs, recs);
+        sp.records = recs;
+    }
+    sp.n_layers = m->hp.n_layer;
+    sp.n_experts = m->hp.n_expert;
+    sp.locs = locs;
+    *slot_bytes = total ? df_store_slot_bytes(&sp) : 0;
+    for (int l = 0; l < m->hp.n_layer; l++) *n_pairs += m->layers[l].is_moe ? m->hp.n_expert : 0;
+    free(recs);
+    free(locs);
+    return DF_OK;
+}
+
 int df_stream_attach(df_model *m) {
     df_expert_loc *locs = NULL;
     uint64_t total = 0;
@@ -233,7 +263,7 @@ int df_stream_attach(df_model *m) {
     df_mem_plan mp;
     df_model_mem_plan(m, plan_ctx(m), plan_batch(m), &mp);
     df_memplan_in in = {0};
-    in.dense_bytes = mp.dense_bytes;
+    in.dense_bytes = df_dense_plan_bytes(m, mp.dense_bytes); /* resident part + layer buffers */
     in.kv_bytes = mp.kv_bytes;
     in.scratch_bytes = mp.scratch_bytes;
     in.expert_total_bytes = total;

@@ -59,6 +59,11 @@ int df_stream_configure(struct deltafin_model *m, int prefetch, const char *hot_
 int df_model_pack_init(struct deltafin_model *m);
 const struct df_gguf_tensor *df_model_pack_tensor(struct deltafin_model *m, const char *name);
 void df_model_pack_free(struct deltafin_model *m);
+/* The plan's sizes (KV, scratch, dense, experts) at the planned context and batch. */
+struct df_mem_plan;
+void df_memplan_model(const struct deltafin_model *m, struct df_mem_plan *mp);
+/* Expert-store slot bytes and (layer, expert) pairs the model would stream (before the store exists). */
+int df_stream_slot_info(struct deltafin_model *m, uint64_t *slot_bytes, int *n_pairs);
 /* The model's expert store if it streams, else NULL. */
 struct df_store *df_stream_store(struct deltafin_model *m);
 #endif

@@ -4,6 +4,7 @@
  * expert provider, expert file locations for streaming providers, and the memory plan.
  * Invariant: see model.h. Threading: load/free on one thread; the loaded model is read-only. */
 #include "model.h"
+#include "dense_stream.h"
 #include "memplan.h"
 #include "pack.h"
 #include "quant.h"
@@ -394,6 +395,7 @@ static int load_data(df_model *m, int flags) {
         if (ex) m->expert_file_bytes += t->info->nbytes;
         uint64_t *o = ex ? &off_e : &off_d;
         if (ex && skip) continue;
+        if (df_dense_tensor_streamed(m, t)) continue; /* read per pass (dense_stream.c) */
         *o = df_pad(*o, 64);
         offs[i] = *o;
         if (!df_add_ok(*o, t->info->nbytes, o)) { free(offs); return df_err(DF_ERR_RANGE, "size overflow"); }
@@ -417,11 +419,13 @@ static int load_data(df_model *m, int flags) {
     }
     uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
     for (int i = 0; i < m->n_bound; i++)
+        if (!(skip && is_expert(m, &m->tensors[i])) && !df_dense_tensor_streamed(m, &m->tensors[i]))
             to_read += m->tensors[i].info->nbytes;
     for (int i = 0; i < m->n_bound; i++) {
         df_tensor *t = &m->tensors[i];
         bool ex = is_expert(m, t);
         if (ex && skip) continue;
+        if (df_dense_tensor_streamed(m, t)) continue;
         t->data = (char *)(ex ? m->expert_mem : m->dense_mem) + offs[i];
         int rc = df_gguf_read(m->gguf, t->info, 0, t->data, t->info->nbytes);
         if (rc < 0) { free(offs); return df_err_prefix(rc, "%s: reading tensor '%s'", m->path, t->info->name); }
@@ -517,7 +521,9 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         if (rc < 0) { deltafin_model_free(m); return rc; }
         if (stream) flags |= DF_LOAD_SKIP_EXPERTS;
     }
+    /* dense layers that do not fit the limit stream too (dense_stream.c) */
     if (!(flags & DF_LOAD_META_ONLY)) {
+        rc = df_dense_decide(m, stream);
         if (rc < 0) { deltafin_model_free(m); return rc; }
     }
     m->meta_only = flags & DF_LOAD_META_ONLY;
@@ -539,6 +545,7 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         if (rc < 0) { deltafin_model_free(m); return rc; }
     }
     if (!m->meta_only) {
+        rc = df_dense_open(m);
         if (rc < 0) { deltafin_model_free(m); return rc; }
     }
     if (!(flags & DF_LOAD_NO_TOKENIZER) &&
@@ -558,6 +565,7 @@ int deltafin_model_load(const char *path, const deltafin_model_params *p, deltaf
 
 void deltafin_model_free(deltafin_model *m) {
     if (!m) return;
+    df_dense_free(m);
     if (m->has_provider && m->provider.destroy) m->provider.destroy(m->provider.ud);
     if (m->tokenizer) df_tokenizer_free(m->tokenizer);
     if (m->dense_mem) munmap(m->dense_mem, (size_t)(m->dense_bytes ? m->dense_bytes : 1));

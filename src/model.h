@@ -159,6 +159,7 @@ struct deltafin_model {
     void *pack;                  /* df_pack * of a packed model (pack.h), else NULL */
     df_gguf_tensor *pack_tensors; /* expert tensor infos from the pack keys (memplan.c) */
     int n_pack_tensors;
+    void *dstream;               /* df_dense_stream * (dense_stream.h): streamed dense layers, or NULL */
     void *tokenizer;             /* df_tokenizer * (tokenizer.h) */
     deltafin_model_params params;
 };

@@ -7,6 +7,7 @@
  * Threading: a ctx is used by one thread at a time; its own pool parallelizes the work.
  * deltafin_ctx_cancel() may be called from any thread or a signal handler. */
 #include "session.h"
+#include "dense_stream.h"
 #include "kernels/kernels.h"
 #include "quant.h"
 #include <math.h>
@@ -380,7 +381,9 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
     for (int il = 0; il < hp->n_layer; il++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
         const df_arch *ar = m->arch;
-        int rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
+        int rc = df_dense_acquire(m, il); /* streamed dense layers: wait for its bytes */
+        if (rc < 0) return rc;
+        rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
         if (rc < 0) return rc;
         if (il == hp->n_layer - 1 && lo > 0) {
             /* like llama.cpp's inp_out_ids: the last layer's FFN only for rows whose logits
@@ -394,6 +397,7 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
             rc = ar->layer_ffn ? ar->layer_ffn(c, il, nt) : df_layer_ffn(c, il, nt);
         }
         if (rc < 0) return rc;
+        df_dense_release(m, il);
     }
     if (n_out <= 0) return DF_OK;
     if (m->arch->pre_output) {
@@ -431,7 +435,9 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
         float *dst;
         if (all_logits) { lo = 0; dst = c->logits + (int64_t)b * hp->n_vocab; }
         else { lo = b + nt == n ? nt - 1 : nt; dst = c->logits; }
+        df_dense_begin(c->m); /* serializes passes when dense layers stream */
         rc = forward_batch(c, ids + b, nt, lo, dst);
+        df_dense_end(c->m);
         if (rc < 0) break;
         c->n_past += nt;
     }

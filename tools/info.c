@@ -4,6 +4,8 @@
  * The model is bound and shape-checked but no weights are read (DF_LOAD_META_ONLY). */
 #include "cli_args.h"
 #include "deltafin.h"
+#include "dense_stream.h"
+#include "memplan.h"
 #include "model.h"
 #include "quant.h"
 #include "tokenizer.h"
@@ -19,6 +21,8 @@ static void usage(FILE *f) {
         "  -c, --ctx-size N      context for the KV line of the memory plan\n"
         "                        (default: min(training context, 4096))\n"
         "  -b, --batch-size N    batch for the scratch line (default 512)\n"
+        "  --mem-limit SIZE      also show which dense layers would stream at this limit\n"
+        "                        (as deltafin run --mem-limit SIZE plans them)\n"
         "  -h, --help            this help\n");
 }
 
@@ -45,12 +49,19 @@ static int role_of(const df_model *m, const df_tensor *t) {
 int cmd_info(int argc, char **argv) {
     const char *model = NULL;
     int n_ctx = 0, n_batch = 512;
+    uint64_t mem_limit = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model = argv[++i];
         else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && i + 1 < argc) n_ctx = df_cli_int(argv, &i);
         else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && i + 1 < argc) n_batch = df_cli_int(argv, &i);
+        else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
+            if (df_parse_size(argv[++i], &mem_limit) < 0 || !mem_limit) {
+                fprintf(stderr, "info: --mem-limit '%s': expected a size like 20G\n", argv[i]);
+                return 2;
+            }
+        }
         else if (a[0] != '-' && !model) model = a;
         else { fprintf(stderr, "info: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
@@ -132,6 +143,27 @@ int cmd_info(int argc, char **argv) {
            df_fmt_bytes(plan.scratch_bytes, b1, sizeof b1));
     printf("  all resident               %12s\n",
            df_fmt_bytes(plan.dense_bytes + plan.expert_bytes + plan.kv_bytes + plan.scratch_bytes, b1, sizeof b1));
+    if (mem_limit) {
+        /* the plan run would make (dense_stream.c, memplan.c) */
+        bool stream = false;
+        df_dense_plan dp;
+        char b3[512];
+        df_mem_plan rp;
+        df_memplan_model(m, &rp);
+        m->params.mem_limit = mem_limit;
+        int rc = df_stream_decide(m, &stream);
+        if (rc == DF_OK) rc = df_dense_plan_model(m, stream, &dp);
+        printf("\nat --mem-limit %s (KV and scratch at the run's planned context %d):\n",
+               df_fmt_bytes(mem_limit, b1, sizeof b1), rp.n_ctx);
+        if (rc < 0) {
+            printf("  refused: %s\n", deltafin_errmsg());
+        } else {
+            printf("  routed experts             %s\n", !hp->n_expert ? "(none)" : stream ? "streamed (expert cache)" : "resident");
+            printf("  %s\n", df_dense_plan_str(&dp, b3, sizeof b3));
+            if (dp.n_streamed)
+                printf("  dense resident + buffers   %12s\n", df_fmt_bytes(dp.resident_bytes, b1, sizeof b1));
+        }
+    }
     deltafin_model_free(m);
     return 0;
 }
