@@ -218,7 +218,7 @@ static void k3_usage(FILE *f) {
         "  --sparse           header only, data section a hole (zeros, no disk use): for `info`\n"
         "  --raw-experts      q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n"
         "  --vocab PATH|bytes llama2.c tokenizer (default fixtures models/tok512.bin)\n"
-        "  --seed S (1)  --out-scale F (2)  --router-scale F (3)  --mat-scale F (1)  --res-scale F (1)\n"
+        "  --seed S (1)  --out-scale F (2)  --router-scale F (1)  --mat-scale F (1)  --res-scale F (1)\n"
         "  --ctx N (4096)\n");
 }
 
@@ -275,7 +275,7 @@ int df_gen_random_kimi_k3(int argc, char **argv) {
                  .n_expert = 8, .n_used = 2, .n_ff_exp = 32, .n_shared = 2, .latent = 32, .n_dense = 1,
                  .block = 2, .n_ctx = 4096, .lb = -5.0f, .situ_beta = 4.0f, .situ_lbeta = 25.0f,
                  .scale = 2.0f, .eps = 1e-5f, .has_lb = true, .norm = true, .routed_norm = true,
-                 .attn_gate = true, .out_scale = 2.0f, .router_scale = 3.0f, .mat_scale = 1.0f,
+                 .attn_gate = true, .out_scale = 2.0f, .router_scale = 1.0f, .mat_scale = 1.0f,
                  .res_scale = 1.0f, .seed = 1, .layers = "KMKK"};
     bool preset = false, layers_given = false;
     for (int i = 1; i < argc; i++) {

@@ -291,6 +291,30 @@ static void k3_mix_rows(struct deltafin_ctx *c, k3_bufs *b, const df_tensor *w, 
 }
 
 /* ---- KDA ------------------------------------------------------------------------------------ */
+/* ggml_vec_dot_f32 as llama.cpp's AVX-512 build computes it (the reference these files are
+ * checked against): 4 × 16-lane FMA accumulators over blocks of 64, reduced x0+x2, x1+x3,
+ * then x0+x1, then gcc's _mm512_reduce_add_ps tree (8 + 8, 4 + 4, 2 + 2, 1 + 1); leftovers
+ * added one by one (not contracted: checked against llama.cpp on head size 16, where every
+ * term is a leftover). Scalar code with fmaf gives the same bits on any CPU. */
+static float kda_dot(int n, const float *x, const float *y) {
+    const int np = n & ~63;
+    float sumf = 0.0f;
+    if (np) {
+        float acc[4][16];
+        memset(acc, 0, sizeof acc);
+        for (int i = 0; i < np; i += 64)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+        float r[16], t8[8], t4[4];
+        for (int l = 0; l < 16; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+        for (int l = 0; l < 8; l++) t8[l] = r[8 + l] + r[l];
+        for (int l = 0; l < 4; l++) t4[l] = t8[4 + l] + t8[l];
+        sumf = (t4[0] + t4[2]) + (t4[1] + t4[3]);
+    }
+    for (int i = np; i < n; i++) sumf += x[i] * y[i];
+    return sumf;
+}
+
 typedef struct {
     const df_hparams *hp;
     float *st;                       /* delta state of the layer */
@@ -304,7 +328,6 @@ static void kda_head(void *ctx, int h, int thread) {
     const kda_job *j = ctx;
     const int S = j->hp->kda_head_dim, H = j->hp->n_head;
     const int64_t DI = (int64_t)H * S;
-    const df_vec_dot_fn dot = df_kernels()->vec_dot[DF_TYPE_F32];
     const float scale = 1.0f / sqrtf((float)S);
     float *M = j->st + (int64_t)h * S * S; /* row jv (value) holds St[:, jv] over keys i */
     float dec[4096], del[4096];
@@ -319,8 +342,7 @@ static void kda_head(void *ctx, int h, int thread) {
             for (int i = 0; i < S; i++) row[i] *= dec[i];
         }
         for (int jv = 0; jv < S; jv++) {
-            float s = 0.0f;
-            dot(S, &s, M + (int64_t)jv * S, k);
+            const float s = kda_dot(S, M + (int64_t)jv * S, k);
             del[jv] = (v[jv] - s) * b;
         }
         for (int jv = 0; jv < S; jv++) {
@@ -329,9 +351,7 @@ static void kda_head(void *ctx, int h, int thread) {
             for (int i = 0; i < S; i++) row[i] = fmaf(k[i], d, row[i]);
         }
         for (int jv = 0; jv < S; jv++) {
-            float s = 0.0f;
-            dot(S, &s, M + (int64_t)jv * S, q);
-            o[jv] = s * scale;
+            o[jv] = kda_dot(S, M + (int64_t)jv * S, q) * scale;
         }
     }
 }
