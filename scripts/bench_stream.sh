@@ -1,46 +1,60 @@
 #!/bin/sh
-# bench_stream.sh — issue 9's expert-streaming benchmark.
+# bench_stream.sh — issue 9's expert-streaming benchmark (docs/streaming.md "Measured").
 # A random qwen3moe model with Kimi-K2 expert geometry (hidden 7168, expert width 2048, top-8 of
-# 32 experts, Q4_K experts, Q8_0 dense) whose routed-expert bytes are >= 4x the memory limit
-# runs in a memory cgroup (v1) of that limit: deltafin with each I/O engine and llama.cpp
-# (--no-repack, mmap) in the same cgroup, page cache of the model dropped before every run,
-# disk bandwidth measured in the same run with 16 MiB O_DIRECT reads.
-# Prints a table and appends rows to docs/experiments.tsv (with --record).
+# N_EXPERT experts per layer, LAYERS layers, Q4_K experts, Q8_0 dense) whose routed-expert bytes
+# are >= 4x the memory limit runs in a memory cgroup (v1, page cache included) of that limit:
+# deltafin with --prefetch off / on / auto (router look-ahead) and llama.cpp (llama-completion
+# --no-repack, default mmap) in the same cgroup, same threads, caches dropped before every run,
+# disk bandwidth measured in the same repetition with 16 parallel streams of 16 MiB O_DIRECT
+# reads. REPEAT repetitions; medians are reported (the disk is shared and noisy).
+#   deltafin tok/s   = decode-only generation speed (N_GEN-1 single-token decodes / their time,
+#                      the same measure as llama.cpp's "eval time" line)
+#   bytes/token      = expert + dense bytes deltafin read during generation / decodes
+#   I/O floor frac   = (bytes/token / disk GB/s) / (1 / tok/s): 1.0 = the disk's speed
+# Prints a table; --record appends rows to docs/experiments.tsv.
 #
 # usage: scripts/bench_stream.sh [--record] [--quick]
-#   env: DIR (work dir, default /tmp/dfbench), LIMIT (default 1G), LAYERS (default 6: at Q4_K
-#        one layer's 32 experts are 756 MiB, so 5 layers are 3.69 GiB < 4 GiB), N_GEN (8),
-#        THREADS (default: all cores), LLAMA_BIN (/work/llama.cpp/build/bin),
-#        EXPERT_TYPE (q4_k default; q8_0 skips quantizing: 5 layers are then 7 GiB of experts),
-#        PACK=1 (run the `deltafin pack` copy: one checksummed read per expert)
-#   --quick: tiny geometry (n_embd 1024, width 512) and a 160M limit, to test the script itself.
+#   env: DIR (work dir, default /tmp/dfbench), LIMIT (1G), LAYERS (5), N_EXPERT (36: at Q4_K
+#        5 layers x 32 experts are 3.69 GiB < 4x 1 GiB, 36 give 4.15 GiB), N_GEN (8),
+#        THREADS (default: all cores), REPEAT (3), PREFETCH ("off on auto"), IO (auto),
+#        LLAMA_BIN (/work/llama.cpp/build/bin; LLAMA=0 skips it), EXPERT_TYPE (q4_k | q8_0),
+#        PACK=1 (run the `deltafin pack` copy), DROP_ALL (1: echo 3 > drop_caches when
+#        allowed, else posix_fadvise(DONTNEED) of the model), KEEP=1 keeps the model file
+#   --quick: tiny geometry (n_embd 1024, width 512, 4 layers), 160M limit, 1 repetition:
+#        tests the script itself.
 set -u
 RECORD=0; QUICK=0
 for a in "$@"; do
-    case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,16p "$0"; exit 0 ;; esac
+    case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,28p "$0"; exit 0 ;; esac
 done
 BIN=${DELTAFIN_BIN:-build/deltafin}
 DIR=${DIR:-/tmp/dfbench}
 LIMIT=${LIMIT:-1G}
-LAYERS=${LAYERS:-6}
+LAYERS=${LAYERS:-5}
+N_EXPERT=${N_EXPERT:-36}
 N_GEN=${N_GEN:-8}
 THREADS=${THREADS:-$(nproc)}
+REPEAT=${REPEAT:-3}
+PREFETCH=${PREFETCH:-off on auto}
+IO=${IO:-auto}
+LLAMA=${LLAMA:-1}
 LLAMA_BIN=${LLAMA_BIN:-/work/llama.cpp/build/bin}
 EMBD=7168; FF=2048; HEADS=8; KV=2; HD=128
-if [ $QUICK = 1 ]; then EMBD=1024; FF=512; LIMIT=160M; LAYERS=4; fi
+if [ $QUICK = 1 ]; then EMBD=1024; FF=512; LIMIT=160M; LAYERS=4; N_EXPERT=32; REPEAT=1; fi
 CTX=256   # the plan (DELTAFIN_PLAN_CTX) and the run use the same context and batch
 export DELTAFIN_PLAN_CTX=$CTX
+PY=/usr/bin/python3
 mkdir -p "$DIR"
 # private copy of the binary: a concurrent rebuild must not pull it away mid-benchmark
 cp "$BIN" "$DIR/deltafin.bench" || exit 1
 BIN="$DIR/deltafin.bench"
-EXPERT_TYPE=${EXPERT_TYPE:-q4_k}   # q8_0: skip the quantize step (44.6 MiB experts)
-SRC="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}-q8.gguf"
-MODEL="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}-q4k.gguf"
+EXPERT_TYPE=${EXPERT_TYPE:-q4_k}   # q8_0: skip the quantize step
+SRC="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q8.gguf"
+MODEL="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q4k.gguf"
 [ "$EXPERT_TYPE" = q8_0 ] && MODEL=$SRC
-PROMPT="Hello"   # byte vocabulary: 5 tokens
+PROMPT="Hello"   # byte vocabulary: 5 tokens + BOS
 
-need_gb=$(( (EMBD * FF * 3 / 256 * 144 * 32 * LAYERS * 3) / 1000000000 + 2 ))
+need_gb=$(( (EMBD * FF * 3 / 256 * 272 * N_EXPERT * LAYERS) / 1000000000 + 2 ))
 [ -f "$MODEL" ] && need_gb=1
 avail_gb=$(df -P --block-size=1G "$DIR" | awk 'NR==2 {print $4}')
 [ "$avail_gb" -gt "$need_gb" ] || { echo "bench_stream: need ~${need_gb} GB free in $DIR, have ${avail_gb}"; exit 1; }
@@ -48,7 +62,7 @@ avail_gb=$(df -P --block-size=1G "$DIR" | awk 'NR==2 {print $4}')
 if [ ! -f "$MODEL" ]; then
     echo "== generating $MODEL"
     [ -f "$SRC" ] || nice "$BIN" gen-random --arch qwen3moe --type q8_0 --n-embd $EMBD --n-layer $LAYERS \
-        --n-head $HEADS --n-head-kv $KV --head-dim $HD --n-expert 32 --n-expert-used 8 --n-ff-exp $FF \
+        --n-head $HEADS --n-head-kv $KV --head-dim $HD --n-expert $N_EXPERT --n-expert-used 8 --n-ff-exp $FF \
         --vocab bytes --seed 9 "$SRC" || exit 1
     if [ "$MODEL" != "$SRC" ]; then
         nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 || exit 1
@@ -66,13 +80,14 @@ if [ "$PACK" = 1 ]; then
     fi
     MODEL="$MODEL.packed"
     LABEL=packed
+    LLAMA=0
 fi
 
-# ---- memory cgroup (v1) -----------------------------------------------------------------------
+# ---- memory cgroup (v1), page cache included ---------------------------------------------------
 CG=/sys/fs/cgroup/memory/dfbench.$$
 if mkdir "$CG" 2>/dev/null && echo "$LIMIT" > "$CG/memory.limit_in_bytes" 2>/dev/null; then
     echo 0 > "$CG/memory.swappiness" 2>/dev/null
-    IN_CG() { sh -c 'echo $$ > "$0/cgroup.procs" && shift && exec "$@"' "$CG" x "$@"; }
+    IN_CG() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$@"; }
     CGNOTE="cgroup v1 $LIMIT"
 else
     rmdir "$CG" 2>/dev/null
@@ -80,67 +95,129 @@ else
     IN_CG() { "$@"; }
     CGNOTE="no cgroup (--mem-limit only)"
 fi
-trap 'rmdir "$CG" 2>/dev/null' EXIT
+RES="$DIR/results.$$"
+: > "$RES"
+trap 'rmdir "$CG" 2>/dev/null; rm -f "$RES" "$DIR"/stats.$$.jsonl' EXIT
 
-drop_cache() { # the model file's pages (the cache that matters; kinder to a shared machine than
-               # drop_caches); DROP_ALL=1: whole page cache when allowed
-    if [ "${DROP_ALL:-0}" = 1 ] && sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then DROP="drop_caches"; else
-        /usr/bin/python3 -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$MODEL"
+drop_cache() { # DROP_ALL=1 (default): the whole page cache when allowed; else the model's pages
+    if [ "${DROP_ALL:-1}" = 1 ] && sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then DROP="drop_caches"; else
+        $PY -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$MODEL"
         DROP="fadvise(DONTNEED) of the model"
     fi
 }
 
-# ---- disk bandwidth: 16 parallel streams of 16 MiB O_DIRECT reads (3 GiB)
-drop_cache
-SZ=$(stat -c %s "$MODEL"); CNT=12; NS=16; T0=$(date +%s.%N)
-k=0
-while [ $k -lt $NS ]; do
-    dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( (SZ / 16777216 / NS) * k )) iflag=direct 2>/dev/null &
-    k=$((k + 1))
-done
-wait
-T1=$(date +%s.%N)
-DISK=$(echo "$T0 $T1" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.2f", b / ($2 - $1) / 1e9}')
-echo "disk: ${DISK} GB/s ($NS streams x ${CNT} x 16 MiB O_DIRECT)"
-
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-DATE=$(date +%Y-%m-%d)
-BPB=144; [ "$EXPERT_TYPE" = q8_0 ] && BPB=272   # bytes per 256 weights
-EXP_BYTES=$(( EMBD * FF / 256 * BPB * 3 * 32 * LAYERS ))
-printf '%-10s %10s %10s %10s %10s %12s\n' run "gen tok/s" "read GB/s" "hit %" "peak RSS" "vs disk"
-ROWS=""
-for io in auto pread direct uring mmap; do
+disk_bw() { # 16 parallel streams of 16 MiB O_DIRECT reads (3 GiB at the default size)
     drop_cache
-    OUT=$(IN_CG "$BIN" run -m "$MODEL" -p "$PROMPT" -n $N_GEN --temp 0 -t $THREADS -c $CTX -b $CTX --mem-limit $LIMIT \
-          --io $io -v 2>&1 >/dev/null)
-    if ! echo "$OUT" | grep -q "generation:"; then echo "$io: failed: $(echo "$OUT" | tail -2)"; continue; fi
-    GEN=$(echo "$OUT" | sed -n 's/.*generation: [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p')
-    RD=$(echo "$OUT" | sed -n 's/.* at \([0-9.]*\) GB\/s.*/\1/p')
-    HIT=$(echo "$OUT" | sed -n 's/.*| hit \([0-9.]*\)%.*/\1/p')
-    PEAK=$(echo "$OUT" | sed -n 's/.*peak memory: \([0-9.]* [KMG]iB\).*/\1/p')
-    ENG=$(echo "$OUT" | sed -n 's/.*io \([a-z]*\), prefetch.*/\1/p')
-    R=$(echo "$RD $DISK" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2; else print "" }')
-    [ $io = auto ] && echo "(auto chose $ENG)"
-    printf '%-10s %10s %10s %10s %10s %12s\n' "$io" "$GEN" "$RD" "$HIT" "$PEAK" "$R"
-    ROWS="$ROWS$DATE	$COMMIT	streaming	run $LABEL $io ($ENG) K2 geometry ${LAYERS}L $EXPERT_TYPE experts $(($EXP_BYTES / 1048576)) MiB, $CGNOTE, $N_GEN tokens	expert read GB/s	$RD	$DISK	$R	yes	gen ${GEN} tok/s, hit ${HIT}%, peak RSS ${PEAK}, cache dropped by $DROP, disk = 16 parallel dd streams of 16 MiB O_DIRECT reads (3 GiB), same run, load avg $(cut -d' ' -f1 /proc/loadavg)
-"
-    eval "GEN_$io=\$GEN"
-done
+    SZ=$(stat -c %s "$MODEL"); CNT=12; NS=16
+    [ $QUICK = 1 ] && CNT=2
+    T0=$(date +%s.%N)
+    k=0
+    while [ $k -lt $NS ]; do
+        dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( (SZ / 16777216 / NS) * k )) iflag=direct 2>/dev/null &
+        k=$((k + 1))
+    done
+    wait
+    T1=$(date +%s.%N)
+    echo "$T0 $T1" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.3f", b / ($2 - $1) / 1e9}'
+}
 
-# ---- llama.cpp baseline, same cgroup -------------------------------------------------------------
-if [ -x "$LLAMA_BIN/llama-completion" ] && [ "$PACK" != 1 ]; then
+# deltafin run in the cgroup; appends "rep label tok/s bytes/token disk la_acc la_reads hit peak"
+run_deltafin() { # $1 = rep, $2 = disk GB/s, $3 = io, $4 = prefetch
+    drop_cache
+    ST="$DIR/stats.$$.jsonl"
+    rm -f "$ST"
+    OUT=$(IN_CG "$BIN" run -m "$MODEL" -p "$PROMPT" -n $N_GEN --temp 0 -t $THREADS -c $CTX -b $CTX \
+          --mem-limit $LIMIT --io $3 --prefetch $4 --json --stats-file "$ST" --stats-every 100000 2>"$DIR/err.$$")
+    if [ $? -ne 0 ] || [ ! -s "$ST" ]; then echo "deltafin io=$3 prefetch=$4: failed: $(tail -2 "$DIR/err.$$")"; return; fi
+    echo "$OUT" | $PY -c '
+import json, sys
+rep, disk, io, pf, st_path = sys.argv[1:6]
+o = json.loads(sys.stdin.read())
+lines = [json.loads(l) for l in open(st_path)]
+p = [l for l in lines if l["phase"] == "prompt"][0]; e = lines[-1]
+s = o["stats"]; st = s.get("stream", {}); la = st.get("lookahead", {})
+dec = max(1, s["n_gen"] - 1)
+bpt = (e["bytes_read"] - p["bytes_read"]) / dec
+tps = e["gen_tok_s_avg"]
+frac = (bpt / (float(disk) * 1e9)) * tps if float(disk) > 0 else 0
+print(rep, "deltafin-%s-%s" % (io, pf), "%.4f" % tps, "%.0f" % bpt, disk, "%.4f" % frac,
+      "%.4f" % la.get("accuracy", 0), la.get("reads", 0), la.get("depth", 0), "%.4f" % st.get("hit_rate", 0),
+      s["peak_rss"], st.get("io", "-"), "%.3f" % (la.get("boundary_gap_s", 0) * 1e3))
+' "$1" "$2" "$3" "$4" "$ST" >> "$RES"
+    tail -1 "$RES" | awk '{printf "  rep %s %-22s %7s tok/s  %6.1f MiB/token  floor %.2f  look-ahead acc %.2f reads %s depth %s  hit %.2f  gap %s ms  io %s\n", $1, $2, $3, $4/1048576, $6, $7, $8, $9, $10, $13, $12}'
+}
+
+run_llama() { # $1 = rep, $2 = disk
     drop_cache
     LOUT=$(IN_CG "$LLAMA_BIN/llama-completion" -m "$MODEL" -p "$PROMPT" -n $N_GEN --temp 0 -t $THREADS -c $CTX -b $CTX \
            --no-repack -no-cnv --no-warmup 2>&1 </dev/null)
     LGEN=$(echo "$LOUT" | grep "eval time" | grep -v prompt | sed -n 's/.*, *\([0-9.]*\) tokens per second.*/\1/p' | tail -1)
-    if [ -n "$LGEN" ]; then
-        printf '%-10s %10s\n' "llama.cpp" "$LGEN"
-        BEST=${GEN_auto:-}
-        R=$(echo "${BEST:-0} $LGEN" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2 }')
-        ROWS="$ROWS$DATE	$COMMIT	streaming	run --io auto vs llama-completion --no-repack (mmap), same cgroup, K2 geometry ${LAYERS}L $EXPERT_TYPE experts	gen tok/s	${BEST}	$LGEN	$R	yes	$CGNOTE, cache dropped by $DROP, $N_GEN tokens, $THREADS threads
-"
-    else
-        echo "llama.cpp: no timing line ($(echo "$LOUT" | tail -2))"
-    fi
-fi
-if [ $RECORD = 1 ] && [ -n "$ROWS" ]; then printf '%s' "$ROWS" >> docs/experiments.tsv; echo "recorded in docs/experiments.tsv"; fi
+    if [ -z "$LGEN" ]; then echo "llama.cpp: no timing line ($(echo "$LOUT" | tail -2))"; return; fi
+    echo "$1 llama.cpp $LGEN 0 $2 0 0 0 0 0 0 mmap 0" >> "$RES"
+    echo "  rep $1 llama.cpp              $LGEN tok/s"
+}
+
+HAVE_LLAMA=0
+[ "$LLAMA" = 1 ] && [ -x "$LLAMA_BIN/llama-completion" ] && HAVE_LLAMA=1
+echo "== $MODEL ($(du -h "$MODEL" | cut -f1)), $CGNOTE, $THREADS threads, $N_GEN tokens, $REPEAT repetitions, start $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
+r=1
+while [ $r -le $REPEAT ]; do
+    DISK=$(disk_bw)
+    echo "rep $r: disk $DISK GB/s (16 x 16 MiB O_DIRECT streams)"
+    for pf in $PREFETCH; do run_deltafin $r "$DISK" $IO $pf; done
+    [ $HAVE_LLAMA = 1 ] && run_llama $r "$DISK"
+    r=$((r + 1))
+done
+echo "== end $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BPB=144; [ "$EXPERT_TYPE" = q8_0 ] && BPB=272   # bytes per 256 weights
+EXP_MIB=$(( EMBD * FF / 256 * BPB * 3 * N_EXPERT * LAYERS / 1048576 ))
+$PY - "$RES" "$RECORD" "$(date +%Y-%m-%d)" "$COMMIT" "$LABEL" "$LAYERS" "$N_EXPERT" "$EXPERT_TYPE" "$EXP_MIB" \
+    "$CGNOTE" "$N_GEN" "$THREADS" "$DROP" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
+import sys, statistics as S
+res, record, date, commit, label, layers, nexp, etype, exp_mib, cg, ngen, threads, drop, load = sys.argv[1:]
+rows = [l.split() for l in open(res) if l.strip()]
+by = {}
+for r in rows: by.setdefault(r[1], []).append(r)
+med = lambda v: S.median(v) if v else 0
+disks = sorted({float(r[4]) for r in rows})
+print("\n%-24s %5s %12s %14s %10s %12s %12s %8s" % ("run", "n", "tok/s med", "MiB/token", "floor", "la acc", "la reads", "hit"))
+summary = {}
+for k, rs in by.items():
+    t = med([float(r[2]) for r in rs]); b = med([float(r[3]) for r in rs]); f = med([float(r[5]) for r in rs])
+    a = med([float(r[6]) for r in rs]); lr = med([float(r[7]) for r in rs]); h = med([float(r[9]) for r in rs])
+    summary[k] = (t, b, f, a, lr, h, [float(r[2]) for r in rs], rs)
+    print("%-24s %5d %12.3f %14.1f %10.2f %12.3f %12.0f %8.3f" % (k, len(rs), t, b / 1048576, f, a, lr, h))
+print("disk GB/s per repetition: %s (median %.2f)" % (", ".join("%.2f" % d for d in disks), med(disks)))
+ll = summary.get("llama.cpp")
+out = []
+geo = "K2 geometry %sL %se top-8 %s experts %s MiB, %s, %s tokens, %s threads, cache dropped by %s" % (
+    layers, nexp, etype, exp_mib, cg, ngen, threads, drop)
+for k, (t, b, f, a, lr, h, ts, rs) in summary.items():
+    if k == "llama.cpp": continue
+    samples = ",".join("%.3f" % x for x in ts)
+    note = "median of %d runs (%s tok/s); %.1f MiB read per token; look-ahead accuracy %.1f%%, %d reads/run; hit %.1f%%; disk %s GB/s (16 x 16 MiB O_DIRECT, same repetitions); load avg %s" % (
+        len(ts), samples, b / 1048576, 100 * a, lr, 100 * h, ",".join("%.2f" % float(r[4]) for r in rs), load)
+    out.append("\t".join([date, commit, "streaming", "%s run %s: I/O floor fraction (bytes/token / disk GB/s x tok/s), %s" % (label, k, geo),
+                          "fraction of I/O floor", "%.2f" % f, "0.85", "%.2f" % (f / 0.85), "yes", note]))
+    if ll:
+        lt = ll[0]
+        out.append("\t".join([date, commit, "streaming", "%s %s vs llama-completion --no-repack (mmap), same cgroup, %s" % (label, k, geo),
+                              "gen tok/s", "%.3f" % t, "%.3f" % lt, "%.2f" % (t / lt if lt else 0), "yes",
+                              "medians; deltafin %s, llama.cpp %s tok/s; target >= 2.5x" % (samples, ",".join("%.3f" % x for x in ll[6]))]))
+off, on, au = summary.get("deltafin-auto-off"), summary.get("deltafin-auto-on"), summary.get("deltafin-auto-auto")
+for name, s in (("on", on), ("auto", au)):
+    if off and s:
+        out.append("\t".join([date, commit, "streaming", "%s router look-ahead --prefetch %s vs off, %s" % (label, name, geo),
+                              "gen tok/s", "%.3f" % s[0], "%.3f" % off[0], "%.2f" % (s[0] / off[0] if off[0] else 0),
+                              "yes" if name == "auto" else "kept as an option",
+                              "medians; look-ahead accuracy %.1f%%, %d reads/run, hit %.1f%% vs %.1f%% off" % (100 * s[3], s[4], 100 * s[5], 100 * off[5])]))
+if record == "1" and out:
+    with open("docs/experiments.tsv", "a") as f:
+        for l in out: f.write(l + "\n")
+    print("recorded %d rows in docs/experiments.tsv" % len(out))
+else:
+    for l in out: print(l)
+EOF
+[ "${KEEP:-1}" = 1 ] || rm -f "$MODEL"

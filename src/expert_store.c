@@ -32,6 +32,7 @@ struct slot {
     bool la;                  /* read started by router look-ahead */
     unsigned need;            /* == store epoch: routed for the layer being computed, not yet acquired */
     int pending;              /* reads in flight */
+    int nreq;                 /* reads of the current load (rq[0..nreq-1]) */
     int status;
     char err[400];
     uint8_t *mem;
@@ -282,8 +283,8 @@ static void on_read_done(df_io_req *r) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* mu held. Start the reads of `key` into slot sl (state becomes LOADING). */
-static int start_load(df_store *s, slot *sl, int key) {
+/* mu held. Start the reads of `key` into slot sl (state becomes LOADING); prio: df_io_req.prio. */
+static int start_load(df_store *s, slot *sl, int key, int prio) {
     DF_ASSERT(sl->state == S_FREE);
     s->n_free--;
     sl->key = key;
@@ -320,9 +321,11 @@ static int start_load(df_store *s, slot *sl, int key) {
                       key / s->p.n_experts, key % s->p.n_experts);
     }
     sl->pending = nreq;
+    sl->nreq = nreq;
     for (int i = 0; i < nreq; i++) {
         sl->rq[i].req.done = on_read_done;
         sl->rq[i].req.ud = s;
+        sl->rq[i].req.prio = prio;
         int rc = df_io_submit(s->io, &sl->rq[i].req);
         if (rc) { /* not queued: no callback will come for this one */
             int l = key / s->p.n_experts, e = key % s->p.n_experts;
@@ -469,7 +472,7 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
         }
         if (!counted) { s->st.misses++; counted = true; }
         evict(s, v);
-        int rc = start_load(s, &s->slots[v], key);
+        int rc = start_load(s, &s->slots[v], key, 0);
         if (rc) { pthread_mutex_unlock(&s->mu); return rc; }
         s->slots[v].ref = 1;
         /* loop: the slot is LOADING now; the branch above waits for it (counted as this miss) */
@@ -505,7 +508,7 @@ static bool hint_load(df_store *s, int key, bool la) {
     int v = find_victim(s, true);
     if (v < 0) return false;
     evict(s, v);
-    if (start_load(s, &s->slots[v], key) != DF_OK) { df_err_clear(); return false; }
+    if (start_load(s, &s->slots[v], key, la ? DF_IO_PRIO_LOW : 0) != DF_OK) { df_err_clear(); return false; }
     slot *sl = &s->slots[v];
     sl->ref = 2;
     sl->prefetched = true;
@@ -527,15 +530,31 @@ static void lookahead_score(df_store *s, int layer, const int *experts, int n) {
     s->st.lookahead_predicted += (uint64_t)s->la_npred[layer];
     s->st.lookahead_correct += correct;
     for (int e = 0; e < E; e++) {
-        if (mark[e] == 1) { /* predicted, not routed */
-            int idx = s->map[layer * E + e];
-            if (idx >= 0) {
-                slot *sl = &s->slots[idx];
-                if (sl->la && sl->prefetched && !sl->used) {
-                    s->st.lookahead_wasted++;
-                    sl->prefetched = sl->la = false;
-                    sl->ref = 0;
-                }
+        int idx = mark[e] ? s->map[layer * E + e] : -1;
+        slot *sl = idx >= 0 ? &s->slots[idx] : NULL;
+        if (sl && sl->la && sl->prefetched && !sl->used) {
+            df_io_req *rq[DF_EXPERT_NPARTS];
+            for (int i = 0; i < sl->nreq; i++) rq[i] = &sl->rq[i].req;
+            if (mark[e] == 2) {
+                /* predicted and routed: its queued reads are demand reads now */
+                if (sl->state == S_LOADING) df_io_promote(s->io, rq, sl->nreq);
+            } else if (sl->state == S_LOADING && !sl->pins && sl->pending == sl->nreq &&
+                       df_io_cancel(s->io, rq, sl->nreq) == sl->nreq) {
+                /* predicted, not routed, none of its reads started: withdraw them */
+                s->st.lookahead_cancelled++;
+                s->map[sl->key] = -1;
+                sl->key = -1;
+                sl->state = S_FREE;
+                sl->pending = 0;
+                sl->ref = 0;
+                sl->need = 0;
+                sl->prefetched = sl->used = sl->la = false;
+                s->n_free++;
+            } else {
+                /* predicted, not routed: read (or reading) for nothing */
+                s->st.lookahead_wasted++;
+                sl->prefetched = sl->la = false;
+                sl->ref = 0;
             }
         }
         mark[e] = 0;
@@ -702,12 +721,12 @@ const char *df_store_stats_str(const df_store_stats *st, char *buf, size_t cap) 
              (unsigned long long)st->evictions);
     if (n > 0 && (size_t)n < cap && st->lookahead_predicted)
         snprintf(buf + n, cap - (size_t)n,
-                 " | look-ahead %s: accuracy %.1f%% (%llu/%llu), %llu reads, %llu used, %llu wasted, depth %d, gap %.1f ms",
+                 " | look-ahead %s: accuracy %.1f%% (%llu/%llu), %llu reads, %llu used, %llu wasted, %llu cancelled, depth %d, gap %.1f ms",
                  pf[st->lookahead_mode >= 0 && st->lookahead_mode <= 2 ? st->lookahead_mode : 0],
                  100.0 * st->lookahead_accuracy, (unsigned long long)st->lookahead_correct,
                  (unsigned long long)st->lookahead_predicted, (unsigned long long)st->lookahead_issued,
                  (unsigned long long)st->lookahead_used, (unsigned long long)st->lookahead_wasted,
-                 st->lookahead_depth, st->boundary_gap_ns / 1e6);
+                 (unsigned long long)st->lookahead_cancelled, st->lookahead_depth, st->boundary_gap_ns / 1e6);
     return buf;
 }
 
@@ -740,6 +759,7 @@ void df_store_stats_json(const df_store_stats *st, struct cJSON *o) {
     cJSON_AddNumberToObject(la, "reads", (double)st->lookahead_issued);
     cJSON_AddNumberToObject(la, "used", (double)st->lookahead_used);
     cJSON_AddNumberToObject(la, "wasted", (double)st->lookahead_wasted);
+    cJSON_AddNumberToObject(la, "cancelled", (double)st->lookahead_cancelled);
     cJSON_AddNumberToObject(la, "boundary_gap_s", st->boundary_gap_ns / 1e9);
 }
 

@@ -89,6 +89,7 @@ typedef struct {
      * which used before eviction / wasted (mispredicted or evicted unused) */
     uint64_t lookahead_predicted, lookahead_correct;
     uint64_t lookahead_issued, lookahead_used, lookahead_wasted;
+    uint64_t lookahead_cancelled;     /* mispredicted reads withdrawn before they started */
     int lookahead_depth;              /* reads per layer at the last call (0: not issuing) */
     bool lookahead_active;            /* issuing reads at the last call */
     int lookahead_mode;               /* DF_PREFETCH_* */

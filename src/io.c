@@ -34,6 +34,8 @@ struct df_io {
     pthread_cond_t cv;         /* work available / stop */
     pthread_cond_t idle;       /* inflight dropped to 0 */
     df_io_req *head, *tail;    /* FIFO of queued requests */
+    df_io_req *lhead, *ltail;  /* FIFO of queued low-priority requests */
+    int low_running;           /* low-priority requests started, not completed */
     int inflight;              /* accepted, not yet completed */
     bool stop;
     pthread_t *threads;
@@ -225,6 +227,10 @@ static void read_mmap(df_io *io, df_io_req *r) {
 static void complete(df_io *io, df_io_req *r) {
     uint64_t now = df_time_ns();
     pthread_mutex_lock(&io->mu);
+    if (r->prio == DF_IO_PRIO_LOW) {
+        io->low_running--;
+        pthread_cond_signal(&io->cv); /* a queued low request may start now */
+    }
     io->st_reads++;
     if (!r->status) io->st_bytes += r->len;
     io->st_read_ns += now - r->t_submit;
@@ -248,15 +254,29 @@ static void exec_sync(df_io *io, df_io_req *r) {
     apply_fault(io, r, fault);
 }
 
+/* mu held: the next request to start (normal first; low ones only under the cap), or NULL */
+static df_io_req *take_next(df_io *io) {
+    df_io_req *r = io->head;
+    if (r) {
+        io->head = r->next;
+        if (!io->head) io->tail = NULL;
+        return r;
+    }
+    r = io->lhead;
+    if (!r || io->low_running >= DF_IO_LOW_INFLIGHT) return NULL;
+    io->lhead = r->next;
+    if (!io->lhead) io->ltail = NULL;
+    io->low_running++;
+    return r;
+}
+
 static void *worker(void *arg) {
     df_io *io = arg;
     pthread_mutex_lock(&io->mu);
     for (;;) {
-        while (!io->head && !io->stop) pthread_cond_wait(&io->cv, &io->mu);
-        if (!io->head) break;
-        df_io_req *r = io->head;
-        io->head = r->next;
-        if (!io->head) io->tail = NULL;
+        df_io_req *r;
+        while (!(r = take_next(io)) && !io->stop) pthread_cond_wait(&io->cv, &io->mu);
+        if (!r) break;
         pthread_mutex_unlock(&io->mu);
         exec_sync(io, r);
         complete(io, r);
@@ -292,10 +312,8 @@ static void uring_prep(df_io *io, df_io_req *r) {
 /* Called with mu held: move queued requests into the ring while there is room. */
 static void uring_fill(df_io *io) {
     int n = 0;
-    while (io->head && io->ring_inflight < io->qd) {
-        df_io_req *r = io->head;
-        io->head = r->next;
-        if (!io->head) io->tail = NULL;
+    df_io_req *r;
+    while (io->ring_inflight < io->qd && (r = take_next(io))) {
         uring_prep(io, r);
         n++;
     }
@@ -575,6 +593,57 @@ void df_io_drop_cache(df_io *io) {
         if (io->f[i].fd >= 0) (void)posix_fadvise(io->f[i].fd, 0, 0, POSIX_FADV_DONTNEED);
 }
 
+/* mu held: unlink r from the queue (head/tail); true if it was there */
+static bool unlink_req(df_io_req **head, df_io_req **tail, df_io_req *r) {
+    df_io_req *prev = NULL;
+    for (df_io_req *q = *head; q; prev = q, q = q->next) {
+        if (q != r) continue;
+        if (prev) prev->next = q->next; else *head = q->next;
+        if (*tail == q) *tail = prev;
+        q->next = NULL;
+        return true;
+    }
+    return false;
+}
+
+static bool queued(df_io_req *q, df_io_req *r) {
+    for (; q; q = q->next) if (q == r) return true;
+    return false;
+}
+
+int df_io_cancel(df_io *io, df_io_req *const *reqs, int n) {
+    pthread_mutex_lock(&io->mu);
+    for (int i = 0; i < n; i++)
+        if (!queued(io->head, reqs[i]) && !queued(io->lhead, reqs[i])) { pthread_mutex_unlock(&io->mu); return 0; }
+    for (int i = 0; i < n; i++) {
+        if (!unlink_req(&io->head, &io->tail, reqs[i])) unlink_req(&io->lhead, &io->ltail, reqs[i]);
+        if (--io->inflight == 0) {
+            io->st_busy += df_time_ns() - io->busy_start;
+            pthread_cond_broadcast(&io->idle);
+        }
+    }
+    pthread_mutex_unlock(&io->mu);
+    return n;
+}
+
+void df_io_promote(df_io *io, df_io_req *const *reqs, int n) {
+    pthread_mutex_lock(&io->mu);
+    bool moved = false;
+    for (int i = 0; i < n; i++) {
+        if (reqs[i]->prio != DF_IO_PRIO_LOW || !unlink_req(&io->lhead, &io->ltail, reqs[i])) continue;
+        reqs[i]->prio = 0;
+        if (io->tail) io->tail->next = reqs[i]; else io->head = reqs[i];
+        io->tail = reqs[i];
+        moved = true;
+    }
+#ifdef DF_HAVE_URING
+    if (moved && io->engine == DF_IO_URING) uring_fill(io);
+    else
+#endif
+        if (moved) pthread_cond_broadcast(&io->cv);
+    pthread_mutex_unlock(&io->mu);
+}
+
 uint64_t df_io_file_size(const df_io *io, int file) {
     return (file >= 0 && file < io->n_files) ? io->f[file].size : 0;
 }
@@ -602,8 +671,13 @@ int df_io_submit(df_io *io, df_io_req *r) {
     r->t_submit = df_time_ns();
     pthread_mutex_lock(&io->mu);
     if (io->inflight++ == 0) io->busy_start = r->t_submit;
-    if (io->tail) io->tail->next = r; else io->head = r;
-    io->tail = r;
+    if (r->prio == DF_IO_PRIO_LOW) {
+        if (io->ltail) io->ltail->next = r; else io->lhead = r;
+        io->ltail = r;
+    } else {
+        if (io->tail) io->tail->next = r; else io->head = r;
+        io->tail = r;
+    }
 #ifdef DF_HAVE_URING
     if (io->engine == DF_IO_URING) uring_fill(io);
     else

@@ -46,6 +46,11 @@ typedef struct {
 
 df_io_params df_io_default_params(void);
 
+/* Low priority (speculative reads: router look-ahead): started only while no normal request
+ * waits, at most DF_IO_LOW_INFLIGHT at once, so they use idle disk time and delay demand
+ * reads by at most the reads already running. */
+enum { DF_IO_PRIO_LOW = 1, DF_IO_LOW_INFLIGHT = 4 };
+
 typedef struct df_io_req {
     /* in */
     int file;                 /* index into the paths given to df_io_open */
@@ -53,6 +58,7 @@ typedef struct df_io_req {
     uint8_t *buf;             /* DF_IO_ALIGN-aligned, capacity >= df_io_buf_need(offset, len) */
     void (*done)(struct df_io_req *r); /* called once on an I/O thread (may be NULL) */
     void *ud;
+    int prio;                 /* 0 (normal) or DF_IO_PRIO_LOW */
     /* out */
     uint8_t *data;            /* = buf + offset % 4096 */
     int status;               /* DF_OK or negative; err names file and offset */
@@ -70,6 +76,11 @@ uint64_t df_io_file_size(const df_io *io, int file);
 /* Drops every cached page of the open files (posix_fadvise DONTNEED): what the model loader
  * left in the page cache is not charged to the process (memory cgroup) while streaming. */
 void df_io_drop_cache(df_io *io);
+/* Withdraws the n requests if none of them has started (all-or-nothing): returns n, and
+ * no callback will come for them; else 0 and nothing changes. */
+int df_io_cancel(df_io *io, df_io_req *const *reqs, int n);
+/* Moves still-queued low-priority requests among these to the normal queue (in order). */
+void df_io_promote(df_io *io, df_io_req *const *reqs, int n);
 const char *df_io_file_path(const df_io *io, int file);
 
 /* Queue a read; returns at once (DF_OK), or an error for a request that can't be queued
