@@ -180,18 +180,48 @@ static void dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *xq) 
     *s = hsum256(acc);
 }
 
+/* E8M0 half scales 2^(e-128) as floats (filled by df_kernels_fill_avx2, before any use). */
+static float k_e8m0_half[256];
+
+/* MXFP4, two blocks per step as [lo0 | lo1] and [hi0 | hi1] nibble vectors against the
+ * matching activation halves; the lo and hi int16 pair sums are added before one madd
+ * (|sum| <= 4*12*127, no overflow). Scales of 4 blocks at a time, table-driven. */
+static inline __m256i mxfp4_isum2(const df_block_mxfp4 *x, const df_block_q8_0 *y, __m256i lut, __m256i m4, __m256i ones) {
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x[0].qs)),
+                                              _mm_loadu_si128((const __m128i *)x[1].qs), 1);
+    const __m256i ql = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, m4));
+    const __m256i qh = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    const __m256i yl = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)y[0].qs)),
+                                               _mm_loadu_si128((const __m128i *)y[1].qs), 1);
+    const __m256i yh = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(y[0].qs + 16))),
+                                               _mm_loadu_si128((const __m128i *)(y[1].qs + 16)), 1);
+    const __m256i pl = _mm256_maddubs_epi16(_mm256_sign_epi8(ql, ql), _mm256_sign_epi8(yl, ql));
+    const __m256i ph = _mm256_maddubs_epi16(_mm256_sign_epi8(qh, qh), _mm256_sign_epi8(yh, qh));
+    return _mm256_madd_epi16(_mm256_add_epi16(pl, ph), ones);
+}
+
 static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_mxfp4 *x = w;
     const df_block_q8_0 *y = xq;
     const int64_t nb = n / 32;
     const __m256i lut = lut16(df_kvalues_mxfp4);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t ib = 0; ib < nb; ib++) {
-        __m256i p = dot_s8(_mm256_shuffle_epi8(lut, nibbles(x[ib].qs)), _mm256_loadu_si256((const __m256i *)y[ib].qs));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                              _mm256_set1_ps(df_f16_to_f32(y[ib].d) * df_e8m0_half(x[ib].e)), acc);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i pi0 = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0), pi1 = _mm256_set_epi32(3, 3, 3, 3, 2, 2, 2, 2);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t ib = 0;
+    for (; ib + 4 <= nb; ib += 4) {
+        const __m256 s4 = _mm256_castps128_ps256(_mm_set_ps(
+            df_f16_to_f32(y[ib + 3].d) * k_e8m0_half[x[ib + 3].e], df_f16_to_f32(y[ib + 2].d) * k_e8m0_half[x[ib + 2].e],
+            df_f16_to_f32(y[ib + 1].d) * k_e8m0_half[x[ib + 1].e], df_f16_to_f32(y[ib].d) * k_e8m0_half[x[ib].e]));
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mxfp4_isum2(&x[ib], &y[ib], lut, m4, ones)), _mm256_permutevar8x32_ps(s4, pi0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mxfp4_isum2(&x[ib + 2], &y[ib + 2], lut, m4, ones)), _mm256_permutevar8x32_ps(s4, pi1), acc1);
     }
-    *s = hsum256(acc);
+    float sumf = hsum256(_mm256_add_ps(acc0, acc1));
+    for (; ib < nb; ib++) {
+        __m256i p = dot_s8(_mm256_shuffle_epi8(lut, nibbles(x[ib].qs)), _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        sumf += hsum_i32_8(p) * (df_f16_to_f32(y[ib].d) * k_e8m0_half[x[ib].e]);
+    }
+    *s = sumf;
 }
 
 /* ------------------------------------------------------------------ Q4_K x Q8_K */
@@ -507,6 +537,7 @@ static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8
 
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
+    for (int e = 0; e < 256; e++) k_e8m0_half[e] = df_e8m0_half((uint8_t)e);
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
