@@ -5,8 +5,8 @@
 # layer buffers while the previous layer computes. Reports, per engine, the dense read rate
 # (bytes / wall time with a read in flight), the bytes read per token, the time per token against
 # the I/O floor (bytes per token / disk bandwidth) and the time the forward pass waited for
-# reads; the disk bandwidth is measured in the same run (16 parallel dd streams of 16 MiB
-# O_DIRECT reads, as scripts/bench_stream.sh).
+# reads; the disk bandwidth is measured in the same run, before and after (4 parallel dd
+# streams of 16 MiB O_DIRECT reads over the whole model file).
 #
 # usage: scripts/bench_dense_stream.sh [--record] [--quick]
 #   env: DIR (default /tmp/dfbench), LIMIT (default 512M), N_GEN (8), THREADS (all cores),
@@ -50,17 +50,24 @@ drop_cache() {
 }
 
 "$BIN" info "$MODEL" --mem-limit $LIMIT | sed -n '/^at --mem-limit/,$p'
-drop_cache
-SZ=$(stat -c %s "$MODEL"); NS=16; CNT=$(( SZ / 16777216 / NS )); [ $CNT -gt 12 ] && CNT=12; [ $CNT -lt 1 ] && CNT=1
-T0=$(date +%s.%N); k=0
-while [ $k -lt $NS ]; do
-    dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( (SZ / 16777216 / NS) * k )) iflag=direct 2>/dev/null &
-    k=$((k + 1))
-done
-wait
-T1=$(date +%s.%N)
-DISK=$(echo "$T0 $T1" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.2f", b / ($2 - $1) / 1e9}')
-echo "disk: $DISK GB/s ($NS streams x $CNT x 16 MiB O_DIRECT), $CGNOTE, $THREADS threads, load avg $(cut -d' ' -f1 /proc/loadavg)"
+SZ=$(stat -c %s "$MODEL")
+# disk bandwidth: the whole model file once, NS parallel dd streams of 16 MiB O_DIRECT reads
+# (few streams: spawning 16 dd on a loaded 2-core machine cost more than their reads)
+disk_bw() {
+    drop_cache
+    NS=4; CNT=$(( SZ / 16777216 / NS )); [ $CNT -lt 1 ] && CNT=1
+    T0=$(date +%s.%N); k=0
+    while [ $k -lt $NS ]; do
+        dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( CNT * k )) iflag=direct 2>/dev/null &
+        k=$((k + 1))
+    done
+    wait
+    T1=$(date +%s.%N)
+    echo "$T0 $T1" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.2f", b / ($2 - $1) / 1e9}'
+}
+DISK1=$(disk_bw)
+echo "disk: $DISK1 GB/s (4 dd streams x 16 MiB O_DIRECT over the model file), $CGNOTE, $THREADS threads, load avg $(cut -d' ' -f1 /proc/loadavg)"
+DISK=$DISK1
 
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DATE=$(date +%Y-%m-%d)
@@ -83,7 +90,9 @@ for io in $ENGINES; do
     FLOOR=$(echo "$PERB $DISK" | awk '{ if ($2 > 0) printf "%.3f", $1 / $2 / 1e9 }')
     printf '%-8s %9s %10s %11s %12s %9s %9s %10s\n' "$io" "$GEN" "$RD" "$PER" "$SPT" "$FLOOR" "$WAIT" "$PEAK"
     R=$(echo "$RD $DISK" | awk '{ if ($2 > 0) printf "%.2f", $1 / $2 }')
-    ROWS="$ROWS$DATE	$COMMIT	dense-stream	run --io $io, llama ${LAYERS}L n_embd $EMBD Q8_0 ($(($SZ / 1048576)) MiB dense), $PLAN, $CGNOTE, $N_GEN tokens	dense read GB/s	$RD	$DISK	$R	yes	reads $PER/token; gen $GEN tok/s = $SPT s/token vs I/O floor $FLOOR s; forward waited $WAIT s in all; peak RSS $PEAK; disk = 16 dd streams of 16 MiB O_DIRECT, same run; $THREADS threads, load avg $(cut -d' ' -f1 /proc/loadavg)
+    ROWS="$ROWS$DATE	$COMMIT	dense-stream	run --io $io, llama ${LAYERS}L n_embd $EMBD Q8_0 ($(($SZ / 1048576)) MiB dense), $PLAN, $CGNOTE, $N_GEN tokens	dense read GB/s	$RD	$DISK	$R	yes	reads $PER/token; gen $GEN tok/s = $SPT s/token vs I/O floor $FLOOR s; forward waited $WAIT s in all; peak RSS $PEAK; disk = 4 dd streams of 16 MiB O_DIRECT over the file just before the runs ($DISK1 GB/s; after the runs @DISK2@ GB/s); $THREADS threads, load avg $(cut -d' ' -f1 /proc/loadavg)
 "
 done
-if [ $RECORD = 1 ] && [ -n "$ROWS" ]; then printf '%s' "$ROWS" >> docs/experiments.tsv; echo "recorded in docs/experiments.tsv"; fi
+DISK2=$(disk_bw)
+echo "disk after the runs: $DISK2 GB/s"
+if [ $RECORD = 1 ] && [ -n "$ROWS" ]; then printf "%s" "$ROWS" | sed "s/@DISK2@/$DISK2/g" >> docs/experiments.tsv; echo "recorded in docs/experiments.tsv"; fi

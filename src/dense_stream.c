@@ -18,6 +18,16 @@
 
 enum { DS_CHUNK = 8u << 20, DS_GAP = 64u << 10 };
 
+/* Request size: DS_CHUNK, or $DELTAFIN_DENSE_CHUNK (bytes, rounded to 4 KiB; experiments). */
+static uint64_t chunk_bytes(void) {
+    const char *e = getenv("DELTAFIN_DENSE_CHUNK");
+    uint64_t v = 0;
+    if (e && *e && df_parse_size(e, &v) == DF_OK && v >= DF_IO_ALIGN && v <= (1ull << 30))
+        return v & ~(uint64_t)(DF_IO_ALIGN - 1);
+    df_err_clear();
+    return DS_CHUNK;
+}
+
 typedef struct { int shard; uint64_t off, len, region; } ds_run;       /* region: offset in the buffer */
 typedef struct { df_tensor *t; uint64_t at; } ds_tensor;               /* at: data offset in the buffer */
 
@@ -52,6 +62,7 @@ typedef struct df_dense_stream {
     ds_tensor *tens;
     ds_run *runs;
     int max_chunks;
+    uint64_t chunk;              /* request bytes */
     df_io *io;
     ds_buf buf[2];
     pthread_mutex_t mu;
@@ -91,9 +102,9 @@ static int cmp_tensor(const void *a, const void *b) {
 
 static uint64_t align_down(uint64_t x) { return x & ~(uint64_t)(DF_IO_ALIGN - 1); }
 
-static int run_chunks(uint64_t off, uint64_t len) {
+static int run_chunks(uint64_t off, uint64_t len, uint64_t chunk) {
     int n = 0;
-    for (uint64_t c = off, end = off + len; c < end; n++) c = align_down(c) + DS_CHUNK;
+    for (uint64_t c = off, end = off + len; c < end; n++) c = align_down(c) + chunk;
     return n;
 }
 
@@ -108,7 +119,7 @@ static int layer_list(const df_model *m, const int *lay, int l, df_tensor **list
 
 /* Runs of a sorted list: optional outputs; returns buffer bytes, *read = bytes read. */
 static uint64_t layer_layout(df_tensor *const *list, int n, ds_run *runs, int *n_runs, ds_tensor *tens,
-                             uint64_t *read, int *chunks) {
+                             uint64_t *read, int *chunks, uint64_t chunk) {
     uint64_t need = 0;
     int nr = 0, nc = 0;
     *read = 0;
@@ -128,7 +139,7 @@ static uint64_t layer_layout(df_tensor *const *list, int n, ds_run *runs, int *n
                 tens[k] = (ds_tensor){list[k], need + off % DF_IO_ALIGN + (list[k]->info->offset - off)};
         need += df_io_buf_need(off, end - off);
         *read += end - off;
-        nc += run_chunks(off, end - off);
+        nc += run_chunks(off, end - off, chunk);
         nr++;
         i = j;
     }
@@ -164,7 +175,7 @@ int df_dense_plan_compute(const df_model *m, const df_dense_plan_in *in, df_dens
     }
     for (int l = 0; l < L; l++) {
         int n = layer_list(m, lay, l, list);
-        need[l] = layer_layout(list, n, NULL, NULL, NULL, &rd[l], NULL);
+        need[l] = layer_layout(list, n, NULL, NULL, NULL, &rd[l], NULL, DS_CHUNK);
     }
     for (int l = L - 1; l >= 0; l--) smax[l] = need[l] > smax[l + 1] ? need[l] : smax[l + 1];
     out->dense_total = dense;
@@ -292,7 +303,7 @@ static int ds_build(df_model *m, df_dense_stream *ds) {
         int n = layer_list(m, lay, l, list);
         uint64_t rd;
         int runs = 0, ch = 0;
-        uint64_t need = layer_layout(list, n, ds->runs + nr, &runs, ds->tens + nt, &rd, &ch);
+        uint64_t need = layer_layout(list, n, ds->runs + nr, &runs, ds->tens + nt, &rd, &ch, ds->chunk);
         DF_ASSERT(need <= ds->plan.buf_bytes);
         *dl = (ds_layer){nt, n, nr, runs, ch};
         if (ch > ds->max_chunks) ds->max_chunks = ch;
@@ -346,6 +357,7 @@ int df_dense_decide(df_model *m, bool experts_stream) {
     pthread_mutex_init(&ds->pass, NULL);
     ds->plan = plan;
     for (int b = 0; b < 2; b++) ds->buf[b].layer = -1;
+    ds->chunk = chunk_bytes();
     rc = ds_build(m, ds);
     if (rc) { ds_destroy(ds); return rc; }
     m->dstream = ds;
@@ -390,7 +402,7 @@ int df_dense_open(df_model *m) {
     if (!paths) return DF_ERR_NOMEM;
     for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
     df_io_params iop = df_io_default_params();
-    iop.probe_bytes = DS_CHUNK;
+    iop.probe_bytes = ds->chunk;
     df_store *s = df_stream_store(m);
     int rc = DF_OK;
     if (s) { /* the engine the expert store uses (measured once) */
@@ -479,7 +491,7 @@ static void issue(df_dense_stream *ds, ds_buf *b, int il) {
         const ds_run *run = &ds->runs[r];
         uint8_t *base = b->mem + run->region;
         for (uint64_t c = run->off, end = run->off + run->len; c < end;) {
-            uint64_t ce = align_down(c) + DS_CHUNK;
+            uint64_t ce = align_down(c) + ds->chunk;
             if (ce > end) ce = end;
             ds_req *dq = &b->reqs[q++];
             memset(dq, 0, sizeof *dq);
