@@ -2,13 +2,21 @@
 # make_expected.sh — record llama.cpp's outputs for the end-to-end tests (tests/test_e2e.sh).
 # Needs a llama.cpp build (LLAMA_CPP, default /work/llama.cpp, with build/bin/llama-perplexity
 # and build/lib or build/bin/libllama.so) and build/deltafin (for gen-random). Writes:
-#   tests/data/expected/random_models.tsv  name, gen-random arguments, sha256 of the file
+#   tests/data/expected/random_models.tsv  name, gen-random arguments, sha256 of the file,
+#                                          seeds rejected for a deltafin mismatch (quantized)
 #   tests/data/expected/random_greedy.tsv  name, prompt, prompt ids, greedy ids, min gap, gaps
-#   tests/data/expected/random_ppl.tsv     name, llama-perplexity PPL (-c 128)
+#   tests/data/expected/random_ppl.tsv     name, llama-perplexity PPL (-c 128), spread (%)
 #   tests/data/expected/tiny_random_greedy.tsv  the same for llama-2-tiny-random.gguf
 # For each arch x type it tries seeds 1, 2, ... and keeps the first whose greedy runs never
 # come within GAP_MIN logits of a tie (top-1 minus top-2), so that small numeric differences
 # between engines cannot flip a greedy choice. Documented in docs/testing.md.
+# Quantized entries (Q4_K, MXFP4 experts): "GEN-RANDOM ARGS | quantize TYPE [OPTIONS]" — the F32
+# model converted by `deltafin quantize`, whose tensor data must equal llama-quantize's (checked
+# here; the script stops otherwise). For them a seed is also rejected when deltafin's greedy ids
+# differ from llama.cpp's (counted in df_mismatch_seeds), and spread = max |PPL'/PPL - 1| of
+# llama.cpp's own PPL under `-fa off` and `-b 32` (other attention kernels) is recorded: the
+# test accepts max(0.5%, spread). Why: docs/testing.md "Quantized parity".
+# ONLY=regex records only the matching entries and merges them into the existing files.
 # Optional: LLAMA2C=path/to/llama2.c checkout also regenerates the stories260K run.c text.
 set -eu
 cd "$(dirname "$0")/.."
@@ -31,6 +39,9 @@ LIBDIR=$LLAMA_CPP/build/bin
 gcc -O2 -o "$TMP/oracle" scripts/llama_oracle.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" \
     -L"$LIBDIR" -lllama -lggml-base -Wl,-rpath,"$LIBDIR"
 PPL_BIN=$LLAMA_CPP/build/bin/llama-perplexity
+LQ_BIN=$LLAMA_CPP/build/bin/llama-quantize
+HASH=${DELTAFIN_BUILD:-build}/tests/test_quant
+cp "$HASH" "$TMP/test_quant" && HASH=$TMP/test_quant
 
 # The prompts (one per line; the tests read them back from random_greedy.tsv).
 cat > "$TMP/prompts" <<'EOF'
@@ -38,9 +49,9 @@ Once upon a time
 The little dog ran to the park and
 EOF
 
-printf 'name\tgen_random_args\tsha256\n' > "$TMP/models.tsv"
+printf 'name\tgen_random_args\tsha256\tdf_mismatch_seeds\n' > "$TMP/models.tsv"
 printf 'name\tprompt\tprompt_ids\tgen_ids\tmin_gap\tgaps\n' > "$TMP/greedy.tsv"
-printf 'name\tppl\n' > "$TMP/ppl.tsv"
+printf 'name\tppl\tspread\n' > "$TMP/ppl.tsv"
 
 # name <TAB> gen-random arguments (@FIX@ = the fixtures folder; the test substitutes it)
 {
@@ -52,14 +63,67 @@ printf 'name\tppl\n' > "$TMP/ppl.tsv"
     # byte-level BPE vocabularies (GPT-2, DeepSeek-LLM) exercise the BPE tokenizer end to end
     printf 'qwen3moe-f16-gpt2\t--arch qwen3moe --type f16 --vocab @FIX@/vocab/ggml-vocab-gpt-2.gguf\n'
     printf 'qwen2moe-f32-deepseek\t--arch qwen2moe --type f32 --vocab @FIX@/vocab/ggml-vocab-deepseek-llm.gguf\n'
-} > "$TMP/list"
+    # quantized by deltafin quantize: Q4_K needs rows of 256 (wider models), MXFP4 experts with
+    # Q8_0 elsewhere is llama-quantize's MXFP4_MOE
+    V="--vocab @FIX@/models/tok512.bin"
+    printf 'qwen3moe-q4_k\t--arch qwen3moe --n-embd 256 --n-ff-exp 256 --n-ff 256 %s | quantize Q4_K --pure\n' "$V"
+    printf 'llama-moe-q4_k\t--arch llama-moe --n-embd 256 --n-ff 256 %s | quantize Q4_K --pure\n' "$V"
+    printf 'qwen3moe-mxfp4\t--arch qwen3moe %s | quantize Q8_0 --type-experts MXFP4\n' "$V"
+    printf 'llama-moe-mxfp4\t--arch llama-moe %s | quantize Q8_0 --type-experts MXFP4\n' "$V"
+} | grep -E "^(${ONLY:-.*})	" > "$TMP/list"
+
+lq_args() { # deltafin quantize arguments -> llama-quantize's: options, then the type
+    case "$*" in
+        "Q4_K --pure") echo "--pure Q4_K" ;;
+        "Q8_0 --type-experts MXFP4") echo "MXFP4_MOE" ;;
+        *) echo "no llama-quantize equivalent for '$*'" >&2; exit 1 ;;
+    esac
+}
+build() { # name, args (@FIX@ substituted), out
+    case "$2" in
+    *" | quantize "*)
+        # shellcheck disable=SC2086
+        "$DF" gen-random ${2%% | quantize *} "$3.f32" 2>/dev/null </dev/null
+        q=${2#* | quantize }
+        # shellcheck disable=SC2086
+        "$DF" quantize "$3.f32" "$3" $q -t 2 >/dev/null 2>&1 </dev/null
+        lqa=$(lq_args $q)
+        lt=${lqa##* }
+        lo=${lqa% *}
+        [ "$lo" != "$lqa" ] || lo=
+        # shellcheck disable=SC2086
+        "$LQ_BIN" $lo "$3.f32" "$3.lq" "$lt" 2 >/dev/null 2>&1 </dev/null
+        if [ "$("$HASH" --hash-tensors "$3")" != "$("$HASH" --hash-tensors "$3.lq")" ]; then
+            echo "$1: deltafin quantize $q differs from llama-quantize $lo $lt" >&2; exit 1
+        fi
+        rm -f "$3.f32" "$3.lq" ;;
+    *)
+        # shellcheck disable=SC2086
+        "$DF" gen-random $2 "$3" 2>/dev/null </dev/null ;;
+    esac
+}
+ppl1() { # file, extra llama-perplexity options
+    f=$1; shift
+    # llama.cpp's asynchronous logger occasionally loses the last lines at exit: retry
+    for try in $(seq 1 20); do
+        p=$("$PPL_BIN" -m "$f" -f tests/data/ppl_story.txt -c 128 -t 2 "$@" 2>&1 </dev/null |
+            sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
+        if [ -n "$p" ]; then echo "$p"; return; fi
+    done
+    echo "llama-perplexity failed on $f" >&2; exit 1
+}
 
 while IFS='	' read -r name base; do
         seed=1
+        mism=0
+        quant=0
+        case "$base" in *" | quantize "*) quant=1 ;; esac
         while :; do
-            args="$base --seed $seed"
-            # shellcheck disable=SC2086
-            "$DF" gen-random $(printf '%s' "$args" | sed "s|@FIX@|$FIX|g") "$TMP/$name.gguf" 2>/dev/null </dev/null
+            case "$base" in
+                *" | quantize "*) args="${base%% | quantize *} --seed $seed | quantize ${base#* | quantize }" ;;
+                *) args="$base --seed $seed" ;;
+            esac
+            build "$name" "$(printf '%s' "$args" | sed "s|@FIX@|$FIX|g")" "$TMP/$name.gguf"
             : > "$TMP/rows"
             ok=1
             while IFS= read -r prompt; do
@@ -70,6 +134,12 @@ while IFS='	' read -r name base; do
                 if awk -v g="$gap" -v m="$GAP_MIN" 'BEGIN{exit !(g < m)}' || [ "$n" -lt $N_PREDICT ]; then
                     ok=0; break
                 fi
+                if [ $quant = 1 ]; then
+                    want=$(printf '%s' "$out" | cut -f2)
+                    got=$("$DF" run -m "$TMP/$name.gguf" -p "$prompt" -n $N_PREDICT --temp 0 -t 2 --json 2>/dev/null </dev/null |
+                          grep -o '"tokens":\[[0-9,]*\]' | sed 's/.*\[//; s/\]//')
+                    if [ "$got" != "$want" ]; then mism=$((mism + 1)); ok=0; break; fi
+                fi
                 printf '%s\t%s\t%s\n' "$name" "$prompt" "$out" | cut -f1-4,5,7 >> "$TMP/rows"
             done < "$TMP/prompts"
             if [ $ok = 1 ]; then break; fi
@@ -77,18 +147,20 @@ while IFS='	' read -r name base; do
             if [ $seed -gt "$MAX_SEED" ]; then echo "no seed for $name with gap >= $GAP_MIN" >&2; exit 1; fi
         done
         sha=$(sha256sum "$TMP/$name.gguf" | cut -d' ' -f1)
-        printf '%s\t%s\t%s\n' "$name" "$args" "$sha" >> "$TMP/models.tsv"
+        [ $quant = 1 ] || mism=
+        printf '%s\t%s\t%s\t%s\n' "$name" "$args" "$sha" "$mism" >> "$TMP/models.tsv"
         cat "$TMP/rows" >> "$TMP/greedy.tsv"
-        # llama.cpp's asynchronous logger occasionally loses the last lines at exit: retry
-        ppl=""
-        for try in $(seq 1 20); do
-            ppl=$("$PPL_BIN" -m "$TMP/$name.gguf" -f tests/data/ppl_story.txt -c 128 -t 2 2>&1 </dev/null |
-                  sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
-            if [ -n "$ppl" ]; then break; fi
-        done
-        [ -n "$ppl" ] || { echo "llama-perplexity failed on $name" >&2; exit 1; }
-        printf '%s\t%s\n' "$name" "$ppl" >> "$TMP/ppl.tsv"
-        echo "$name: seed $seed, ppl $ppl" >&2
+        ppl=$(ppl1 "$TMP/$name.gguf")
+        spread=
+        if [ $quant = 1 ]; then
+            a=$(ppl1 "$TMP/$name.gguf" -fa off)
+            b=$(ppl1 "$TMP/$name.gguf" -b 32)
+            spread=$(awk -v p="$ppl" -v a="$a" -v b="$b" 'function ab(x){return x<0?-x:x}
+                BEGIN{x=ab(a/p-1); y=ab(b/p-1); printf "%.3f", 100*(x>y?x:y)}')
+        fi
+        printf '%s\t%s\t%s\n' "$name" "$ppl" "$spread" >> "$TMP/ppl.tsv"
+        rm -f "$TMP/$name.gguf"
+        echo "$name: seed $seed, ppl $ppl, spread ${spread:-n/a}%, ${mism:-0} deltafin mismatches" >&2
 done < "$TMP/list"
 
 # llama-2-tiny-random (32000-token SPM vocab, random weights): near-ties are common, the test
@@ -99,10 +171,27 @@ while IFS= read -r prompt; do
     printf '%s\t%s\t%s\n' "llama-2-tiny-random" "$prompt" "$out" | cut -f1-4,5,7 >> "$TMP/tiny.tsv"
 done < "$TMP/prompts"
 
-cp "$TMP/models.tsv" "$EXP/random_models.tsv"
-cp "$TMP/greedy.tsv" "$EXP/random_greedy.tsv"
-cp "$TMP/ppl.tsv" "$EXP/random_ppl.tsv"
-cp "$TMP/tiny.tsv" "$EXP/tiny_random_greedy.tsv"
+if [ -n "${ONLY:-}" ]; then
+    # merge: keep the other entries' rows, replace (or append) the recorded ones, in list order
+    /usr/bin/python3 - "$EXP" "$TMP" <<'PY'
+import sys
+exp, tmp = sys.argv[1], sys.argv[2]
+for new, old in (("models.tsv", "random_models.tsv"), ("greedy.tsv", "random_greedy.tsv"), ("ppl.tsv", "random_ppl.tsv")):
+    nrows = [l.rstrip("\n").split("\t") for l in open(f"{tmp}/{new}") if l.strip()]
+    orows = [l.rstrip("\n").split("\t") for l in open(f"{exp}/{old}") if l.strip()]
+    head, ncols = nrows[0], len(nrows[0])
+    names = {r[0] for r in nrows[1:]}
+    keep = [r + [""] * (ncols - len(r)) for r in orows[1:] if r[0] not in names]
+    with open(f"{exp}/{old}", "w") as f:
+        for r in [head] + keep + nrows[1:]:
+            f.write("\t".join(r) + "\n")
+PY
+else
+    cp "$TMP/models.tsv" "$EXP/random_models.tsv"
+    cp "$TMP/greedy.tsv" "$EXP/random_greedy.tsv"
+    cp "$TMP/ppl.tsv" "$EXP/random_ppl.tsv"
+    cp "$TMP/tiny.tsv" "$EXP/tiny_random_greedy.tsv"
+fi
 
 # stories260K: the reference is llama2.c's run.c itself (greedy, 256 steps, no prompt).
 if [ -n "${LLAMA2C:-}" ]; then
