@@ -11,7 +11,8 @@
 # and slab memory) and the model's dense bytes that the loader reads buffered; the plan's
 # 64 MiB overhead term already covers code, libraries, thread stacks and allocator slack.
 # Under ASan (DELTAFIN_BUILD=build-asan) RSS is inflated by shadow memory and the quarantine,
-# so the RSS and cgroup peak bounds are skipped (said so); the page cache check still runs.
+# so the RSS and cgroup peak bounds are doubled (said so); the page cache check is unchanged.
+# Without a writable cgroup v1 only the peak RSS is checked (said so).
 # Nothing here depends on timing.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
@@ -47,67 +48,52 @@ drop() { dd if="$T/m.gguf" iflag=nocache count=0 status=none 2>/dev/null; }
 
 # runs with the plan's context (DELTAFIN_PLAN_CTX = -c) so the KV term is what the run uses
 export DELTAFIN_PLAN_CTX=256
-runit() { # $1 = engine; extra args after; prints peak RSS bytes (from --json)
-    io=$1; shift
-    "$BIN" run -m "$T/m.gguf" -p "The quick brown fox jumps" -n 12 --temp 0 -t 2 -c 256 -b 64 \
-        --mem-limit ${LIMIT_MIB}M --io "$io" --json -v "$@" 2>"$T/err" >"$T/out" || return 1
-    grep -q "memory plan" "$T/err" && grep -q '"streaming"\|"stream":{' "$T/out" || return 1
-    sed -n 's/.*"peak_rss":\([0-9.e+]*\).*/\1/p' "$T/out"
-}
+BOUND_MIB=$((LIMIT_MIB + SLACK_MIB))
+# under ASan: shadow memory and the quarantine inflate RSS; the bound is doubled (said so)
+[ $ASAN = 1 ] && BOUND_MIB=$((2 * BOUND_MIB)) && echo "  note: ASan build: RSS bounds doubled to $BOUND_MIB MiB"
 
-# ---- peak RSS of the process ----------------------------------------------------------------
-for io in pread direct mmap; do
-    drop
-    PEAK=$(runit $io) || { bad "$io: run failed: $(tail -2 "$T/err")"; continue; }
-    PEAK_MIB=$(awk -v p="$PEAK" -v m=$MiB 'BEGIN { printf "%.1f", p / m }')
-    if [ $ASAN = 1 ]; then
-        skip "$io: peak RSS $PEAK_MIB MiB not bounded under ASan (shadow memory, quarantine)"
-    elif awk -v p="$PEAK" -v l=$(( (LIMIT_MIB + SLACK_MIB) * MiB )) 'BEGIN { exit !(p <= l) }'; then
-        ok "$io: peak RSS $PEAK_MIB MiB <= --mem-limit ${LIMIT_MIB}M + ${SLACK_MIB} MiB"
-    else
-        bad "$io: peak RSS $PEAK_MIB MiB > --mem-limit ${LIMIT_MIB}M + ${SLACK_MIB} MiB"
-    fi
-    # the run streamed more expert bytes than the limit holds (the check is not vacuous)
-    READ=$(sed -n 's/.*"bytes_read":\([0-9.e+]*\),"read_gbps".*/\1/p' "$T/out")
-    awk -v r="${READ:-0}" -v l=$(( LIMIT_MIB * MiB / 2 )) 'BEGIN { exit !(r > l) }' ||
-        bad "$io: read only ${READ:-0} bytes of experts: the model is too small for this test"
-done
-
-# ---- memory cgroup (v1): peak charge incl. page cache, and page cache left behind -----------
 CGROOT=/sys/fs/cgroup/memory
 if [ -w "$CGROOT" ] && mkdir "$CGROOT/df_test_memlimit.$$" 2>/dev/null; then
     CG="$CGROOT/df_test_memlimit.$$"
-    # no limit on the cgroup: it measures what the run charges, the run enforces --mem-limit
-    for io in pread direct uring mmap; do
-        drop
+else
+    skip "memory cgroup v1 not writable ($CGROOT): peak RSS only, no page cache checks"
+fi
+IN_CG() { if [ -n "$CG" ]; then sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$@"; else "$@"; fi; }
+mib() { awk -v p="$1" -v m=$MiB 'BEGIN { printf "%.1f", p / m }'; }
+
+for io in pread direct uring mmap; do
+    drop
+    if [ -n "$CG" ]; then
+        # no limit on the cgroup: it measures what the run charges; the run enforces --mem-limit
         echo 0 > "$CG/memory.force_empty" 2>/dev/null
         echo 0 > "$CG/memory.max_usage_in_bytes" 2>/dev/null
-        sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG" "$BIN" run -m "$T/m.gguf" \
-            -p "The quick brown fox jumps" -n 12 --temp 0 -t 2 -c 256 -b 64 --mem-limit ${LIMIT_MIB}M \
-            --io $io >/dev/null 2>"$T/err"
-        rc=$?
-        if [ $rc -ne 0 ]; then
-            if [ $io = uring ] && grep -q "not available" "$T/err"; then skip "uring: not available"; continue; fi
-            bad "$io in cgroup: rc=$rc $(tail -2 "$T/err")"; continue
-        fi
-        MAX=$(cat "$CG/memory.max_usage_in_bytes")
-        CACHE=$(awk '$1 == "cache" { print $2 }' "$CG/memory.stat")
-        MAX_MIB=$(awk -v p="$MAX" -v m=$MiB 'BEGIN { printf "%.1f", p / m }')
-        CACHE_MIB=$(awk -v p="$CACHE" -v m=$MiB 'BEGIN { printf "%.1f", p / m }')
-        if [ $ASAN = 1 ]; then
-            skip "$io: cgroup peak $MAX_MIB MiB not bounded under ASan"
-        elif [ "$MAX" -le $(( (LIMIT_MIB + SLACK_MIB) * MiB )) ]; then
-            ok "$io: cgroup peak (RSS + page cache) $MAX_MIB MiB <= ${LIMIT_MIB}M + ${SLACK_MIB} MiB"
-        else
-            bad "$io: cgroup peak (RSS + page cache) $MAX_MIB MiB > ${LIMIT_MIB}M + ${SLACK_MIB} MiB"
-        fi
-        [ "$CACHE" -le $(( CACHE_MAX_MIB * MiB )) ] &&
-            ok "$io: page cache left charged after the run: $CACHE_MIB MiB <= $CACHE_MAX_MIB MiB" ||
-            bad "$io: page cache left charged after the run: $CACHE_MIB MiB > $CACHE_MAX_MIB MiB"
-    done
-else
-    skip "memory cgroup v1 not writable ($CGROOT): cgroup checks skipped"
-fi
+    fi
+    IN_CG "$BIN" run -m "$T/m.gguf" -p "The quick brown fox jumps" -n 12 --temp 0 -t 2 -c 256 -b 64 \
+        --mem-limit ${LIMIT_MIB}M --io $io --json -v >"$T/out" 2>"$T/err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        if [ $io = uring ] && grep -q "not available" "$T/err"; then skip "uring: not available"; continue; fi
+        bad "$io: rc=$rc $(tail -2 "$T/err")"; continue
+    fi
+    grep -q "memory plan" "$T/err" && grep -q '"stream":{' "$T/out" || { bad "$io: did not stream: $(tail -2 "$T/err")"; continue; }
+    # the run streamed more expert bytes than half the limit (the checks are not vacuous)
+    READ=$(sed -n 's/.*"bytes_read":\([0-9.e+]*\),"read_gbps".*/\1/p' "$T/out")
+    awk -v r="${READ:-0}" -v l=$(( LIMIT_MIB * MiB / 2 )) 'BEGIN { exit !(r > l) }' ||
+        bad "$io: read only ${READ:-0} bytes of experts: the model is too small for this test"
+    PEAK=$(sed -n 's/.*"peak_rss":\([0-9.e+]*\).*/\1/p' "$T/out")
+    awk -v p="$PEAK" -v l=$((BOUND_MIB * MiB)) 'BEGIN { exit !(p <= l) }' &&
+        ok "$io: peak RSS $(mib "$PEAK") MiB <= $BOUND_MIB MiB (--mem-limit ${LIMIT_MIB}M + ${SLACK_MIB} MiB)" ||
+        bad "$io: peak RSS $(mib "$PEAK") MiB > $BOUND_MIB MiB"
+    [ -n "$CG" ] || continue
+    MAX=$(cat "$CG/memory.max_usage_in_bytes")
+    CACHE=$(awk '$1 == "cache" { print $2 }' "$CG/memory.stat")
+    [ "$MAX" -le $((BOUND_MIB * MiB)) ] &&
+        ok "$io: cgroup peak (RSS + page cache) $(mib "$MAX") MiB <= $BOUND_MIB MiB" ||
+        bad "$io: cgroup peak (RSS + page cache) $(mib "$MAX") MiB > $BOUND_MIB MiB"
+    [ "$CACHE" -le $((CACHE_MAX_MIB * MiB)) ] &&
+        ok "$io: page cache left charged after the run: $(mib "$CACHE") MiB <= $CACHE_MAX_MIB MiB" ||
+        bad "$io: page cache left charged after the run: $(mib "$CACHE") MiB > $CACHE_MAX_MIB MiB"
+done
 
 [ $fail = 0 ] && echo "test_memlimit: all passed" || echo "test_memlimit: FAILED"
 exit $fail
