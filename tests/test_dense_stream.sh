@@ -99,6 +99,19 @@ if [ $rc -ne 0 ] && [ -n "$need" ] && grep -q "one streamed layer buffer" "$T/er
 else
     bad "--mem-limit 20M: rc $rc: $(cat "$T/err")"
 fi
+# a MoE model just above its minimum: experts and dense layers both streamed by the plan
+QREF=$(DELTAFIN_DENSE_STREAM=0 DELTAFIN_STREAM=0 run "$T/q.gguf")
+"$BIN" run -m "$T/q.gguf" -p x -n 1 --mem-limit 20M >/dev/null 2>"$T/err"
+qneed=$(sed -n 's/.*too small: need at least \([0-9.]*\) MiB.*expert slots.*/\1/p' "$T/err")
+if [ -n "$qneed" ]; then
+    lim=$(awk -v n="$qneed" 'BEGIN { printf "%d", (n + 1.3) * 1048576 }')
+    OUT=$(run "$T/q.gguf" --mem-limit $lim)
+    [ "$OUT" = "$QREF" ] && grep -q "experts: [0-9]* slots" "$T/err" && grep -q "streamed through 2 buffers" "$T/err" &&
+        ok "qwen3moe --mem-limit $lim (minimum $qneed MiB + 1.3): $(plan_line), experts streamed, same tokens" ||
+        bad "qwen3moe --mem-limit $lim: $OUT vs $QREF | $(grep dense: "$T/err") | $(tail -n 1 "$T/err")"
+else
+    bad "qwen3moe --mem-limit 20M: no 'need at least' with expert slots: $(cat "$T/err")"
+fi
 # a limit that holds everything: nothing streams
 OUT=$(run "$T/l.gguf" --mem-limit 1G)
 [ "$OUT" = "$REF" ] && ! grep -q "dense stream" "$T/err" && ok "--mem-limit 1G: all dense resident" ||
