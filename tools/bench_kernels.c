@@ -135,7 +135,7 @@ static int measure_matvec(df_pool *pool, bw_job *bj, int type, int64_t n_in, siz
     for (int r = 0; r < nseed; r++) {
         for (int64_t i = 0; i < n_in; i++) row[i] = rnd();
         if (ti->can_quantize) df_quantize_row(type, row, W + r * rb, n_in);
-        else if (type == DF_TYPE_IQ2_XXS || type == DF_TYPE_IQ2_XS || type == DF_TYPE_IQ2_S ||
+        else if (type == DF_TYPE_IQ2_XXS || type == DF_TYPE_IQ2_XS || type == DF_TYPE_IQ2_S || type == DF_TYPE_IQ1_M || type == DF_TYPE_TQ1_0 || type == DF_TYPE_TQ2_0 ||
                  type == DF_TYPE_IQ3_XXS || type == DF_TYPE_IQ3_S || type == DF_TYPE_IQ1_S) {
             /* no quantizer for these: random codes, scale (F16 at block offset 0) set sanely */
             uint8_t *b = (uint8_t *)W + r * rb;

@@ -441,6 +441,142 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* ------------------------------------------------------------------ i-quants x Q8_K
+ * Grid entries (8 or 4 unsigned levels) gathered with 64/32-bit loads, signs applied to the
+ * activations with sign_epi8 through a table of 0x01/0xFF bytes per 7-bit sign index (ksigns
+ * parity included), maddubs + madd by the integer sub-block scale. The integer sum of a
+ * super-block is exact and scaled by the same float expression as ref.c, so results are
+ * bit-identical to the reference. */
+static uint64_t k_signs64[128]; /* byte j: 0xFF if bit j of ksigns_iq2xs[i], else 0x01 */
+
+static inline __m256i signs4(uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+    return _mm256_set_epi64x((long long)k_signs64[i3], (long long)k_signs64[i2], (long long)k_signs64[i1], (long long)k_signs64[i0]);
+}
+
+static void dot_iq2_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_xxs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t a[2];
+            memcpy(a, x[i].qs + 4 * ib, 8);
+            const uint8_t *a8 = (const uint8_t *)a;
+            const __m256i g = _mm256_set_epi64x((long long)df_iq2xxs_grid[a8[3]], (long long)df_iq2xxs_grid[a8[2]],
+                                                (long long)df_iq2xxs_grid[a8[1]], (long long)df_iq2xxs_grid[a8[0]]);
+            const __m256i sv = signs4(a[1] & 127, (a[1] >> 7) & 127, (a[1] >> 14) & 127, (a[1] >> 21) & 127);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(yv, sv)), _mm256_set1_epi16((short)(2 * (a[1] >> 28) + 1)));
+            isum = _mm256_add_epi32(isum, p);
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(isum) * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq2_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_xs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            const uint16_t *v = x[i].qs + 4 * ib;
+            const __m256i g = _mm256_set_epi64x((long long)df_iq2xs_grid[v[3] & 511], (long long)df_iq2xs_grid[v[2] & 511],
+                                                (long long)df_iq2xs_grid[v[1] & 511], (long long)df_iq2xs_grid[v[0] & 511]);
+            const __m256i sv = signs4(v[0] >> 9, v[1] >> 9, v[2] >> 9, v[3] >> 9);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)(2 * (x[i].scales[ib] >> 4) + 1)),
+                                                _mm_set1_epi16((short)(2 * (x[i].scales[ib] & 0xf) + 1)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(yv, sv)), sc));
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(isum) * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq3_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq3_xxs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *q = x[i].qs;
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++, q += 8) {
+            uint32_t a;
+            memcpy(&a, x[i].qs + 64 + 4 * ib, 4);
+            const __m256i g = _mm256_set_epi32((int)df_iq3xxs_grid[q[7]], (int)df_iq3xxs_grid[q[6]], (int)df_iq3xxs_grid[q[5]],
+                                               (int)df_iq3xxs_grid[q[4]], (int)df_iq3xxs_grid[q[3]], (int)df_iq3xxs_grid[q[2]],
+                                               (int)df_iq3xxs_grid[q[1]], (int)df_iq3xxs_grid[q[0]]);
+            const __m256i sv = signs4(a & 127, (a >> 7) & 127, (a >> 14) & 127, (a >> 21) & 127);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(yv, sv)), _mm256_set1_epi16((short)(2 * (a >> 28) + 1)));
+            isum = _mm256_add_epi32(isum, p);
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(isum) * 0.25f;
+    }
+    *s = sumf;
+}
+
+/* IQ1_S / IQ1_M: grid bytes are -1/0/1, so sign_epi8(y, g) is y*g exactly; the delta term
+ * uses sums of the activations (bsums per 16 for IQ1_S, sign_epi8 by +-1 per 8 for IQ1_M). */
+static void dot_iq1_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq1_s *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *qs = x[i].qs;
+        __m256i isum = _mm256_setzero_si256();
+        int sumi1 = 0;
+        for (int ib = 0; ib < 8; ib++, qs += 4) {
+            const uint16_t h = x[i].qh[ib];
+            const int ls = 2 * ((h >> 12) & 7) + 1;
+            const __m256i g = _mm256_set_epi64x((long long)df_iq1s_grid[qs[3] | (((h >> 9) & 7) << 8)],
+                                                (long long)df_iq1s_grid[qs[2] | (((h >> 6) & 7) << 8)],
+                                                (long long)df_iq1s_grid[qs[1] | (((h >> 3) & 7) << 8)],
+                                                (long long)df_iq1s_grid[qs[0] | ((h & 7) << 8)]);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, g)), _mm256_set1_epi16((short)ls)));
+            sumi1 += ls * (h & 0x8000 ? -1 : 1) * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
+        }
+        sumf += df_f16_to_f32(x[i].d) * y[i].d * (hsum_i32_8(isum) + DF_IQ1S_DELTA * sumi1);
+    }
+    *s = sumf;
+}
+
+static void dot_iq1_m_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq1_m *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const long long pos = 0x0101010101010101ll, neg = -1ll;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint16_t sc[4];
+        memcpy(sc, x[i].scales, 8);
+        const uint16_t du = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh;
+        __m256i s1 = _mm256_setzero_si256(), s2 = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2) {
+            const int ls1 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1;
+            const int ls2 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1;
+            const __m256i g = _mm256_set_epi64x((long long)df_iq1s_grid[qs[3] | ((qh[1] << 4) & 0x700)],
+                                                (long long)df_iq1s_grid[qs[2] | ((qh[1] << 8) & 0x700)],
+                                                (long long)df_iq1s_grid[qs[1] | ((qh[0] << 4) & 0x700)],
+                                                (long long)df_iq1s_grid[qs[0] | ((qh[0] << 8) & 0x700)]);
+            const __m256i dl = _mm256_set_epi64x(qh[1] & 0x80 ? neg : pos, qh[1] & 0x08 ? neg : pos,
+                                                 qh[0] & 0x80 ? neg : pos, qh[0] & 0x08 ? neg : pos);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)ls2), _mm_set1_epi16((short)ls1));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, g)), scv));
+            s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_sign_epi8(yv, dl)), scv));
+        }
+        sumf += df_f16_to_f32(du) * y[i].d * (hsum_i32_8(s1) + DF_IQ1S_DELTA * hsum_i32_8(s2));
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q8_K activations */
 
 /* Bit-identical to df_quantize_row_q8_K_ref (see x86_avx512.c). */
@@ -538,6 +674,11 @@ static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
     for (int e = 0; e < 256; e++) k_e8m0_half[e] = df_e8m0_half((uint8_t)e);
+    for (int i = 0; i < 128; i++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++) v |= (uint64_t)((df_ksigns_iq2xs[i] >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+        k_signs64[i] = v;
+    }
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
@@ -551,6 +692,11 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
     t->vec_dot[DF_TYPE_Q2_K] = dot_q2_K_q8_K;
     t->vec_dot[DF_TYPE_Q3_K] = dot_q3_K_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_XS] = dot_iq2_xs_q8_K;
+    t->vec_dot[DF_TYPE_IQ3_XXS] = dot_iq3_xxs_q8_K;
+    t->vec_dot[DF_TYPE_IQ1_S] = dot_iq1_s_q8_K;
+    t->vec_dot[DF_TYPE_IQ1_M] = dot_iq1_m_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
