@@ -187,6 +187,207 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* ------------------------------------------------------------------ Q2_K / Q3_K x Q8_K
+ * 16-element sub-blocks: one sdot per 16 codes, the integer scale applied to its sum; the
+ * super-block integer is exact, so the result equals ref.c bit for bit. */
+
+static void dot_q2_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q2_K *x = w;
+    const df_block_q8_K *y = xq;
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8x16_t sc = vld1q_u8(x[i].scales);
+        const int16x8_t mn0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(vshrq_n_u8(sc, 4))));
+        const int16x8_t mn1 = vreinterpretq_s16_u16(vmovl_high_u8(vshrq_n_u8(sc, 4)));
+        const int16x8_t b0 = vld1q_s16(y[i].bsums), b1 = vld1q_s16(y[i].bsums + 8);
+        const int32_t summs = vaddvq_s32(vaddq_s32(vaddq_s32(vmull_s16(vget_low_s16(b0), vget_low_s16(mn0)), vmull_high_s16(b0, mn0)),
+                                                   vaddq_s32(vmull_s16(vget_low_s16(b1), vget_low_s16(mn1)), vmull_high_s16(b1, mn1))));
+        int32_t isum = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * h), q1 = vld1q_u8(x[i].qs + 32 * h + 16);
+            const int8_t *q8 = y[i].qs + 128 * h;
+            const uint8_t *scl = x[i].scales + 8 * h;
+            for (int j = 0; j < 4; j++, q8 += 32) {
+                const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
+                const int8x16_t qa = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q0, shift), m3));
+                const int8x16_t qb = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q1, shift), m3));
+                isum += (scl[2 * j] & 0xF) * vaddvq_s32(vdotq_s32(vdupq_n_s32(0), qa, vld1q_s8(q8))) +
+                        (scl[2 * j + 1] & 0xF) * vaddvq_s32(vdotq_s32(vdupq_n_s32(0), qb, vld1q_s8(q8 + 16)));
+            }
+        }
+        const float dall = y[i].d * df_f16_to_f32(x[i].d);
+        const float dmin = y[i].d * df_f16_to_f32(x[i].dmin);
+        sumf += dall * isum - dmin * summs;
+    }
+    *s = sumf;
+}
+
+static void dot_q3_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q3_K *x = w;
+    const df_block_q8_K *y = xq;
+    const uint8x16_t m3 = vdupq_n_u8(3), four = vdupq_n_u8(4);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int8_t sc[16];
+        for (int k = 0; k < 16; k++) {
+            int lo = k < 8 ? x[i].scales[k] & 0xF : x[i].scales[k - 8] >> 4;
+            int hi = (x[i].scales[8 + k % 4] >> (2 * (k / 4))) & 3;
+            sc[k] = (int8_t)((lo | (hi << 4)) - 32);
+        }
+        const uint8x16_t hm0 = vld1q_u8(x[i].hmask), hm1 = vld1q_u8(x[i].hmask + 16);
+        int32_t isum = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * h), q1 = vld1q_u8(x[i].qs + 32 * h + 16);
+            const int8_t *q8 = y[i].qs + 128 * h;
+            for (int j = 0; j < 4; j++, q8 += 32) {
+                const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * j));
+                const uint8x16_t bit = vdupq_n_u8((uint8_t)(1u << (4 * h + j)));
+                /* q - 4 where the high bit is clear */
+                const int8x16_t qa = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(vshlq_u8(q0, shift), m3), vbicq_u8(four, vtstq_u8(hm0, bit))));
+                const int8x16_t qb = vreinterpretq_s8_u8(vsubq_u8(vandq_u8(vshlq_u8(q1, shift), m3), vbicq_u8(four, vtstq_u8(hm1, bit))));
+                isum += sc[8 * h + 2 * j] * vaddvq_s32(vdotq_s32(vdupq_n_s32(0), qa, vld1q_s8(q8))) +
+                        sc[8 * h + 2 * j + 1] * vaddvq_s32(vdotq_s32(vdupq_n_s32(0), qb, vld1q_s8(q8 + 16)));
+            }
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * isum;
+    }
+    *s = sumf;
+}
+
+/* ------------------------------------------------------------------ i-quants x Q8_K
+ * Grid entries loaded as 64-bit lanes, signs applied to them by multiplying with +-1 bytes
+ * from a table per 7-bit sign index (ksigns parity included), sdot against the activations,
+ * integer sub-block scales on exact sums: bit-identical to ref.c. */
+static uint64_t k_signs64[128]; /* byte j: 0xFF (-1) if bit j of ksigns_iq2xs[i], else 0x01 */
+
+static inline int8x16_t u64x2(uint64_t lo, uint64_t hi) {
+    return vreinterpretq_s8_u64(vcombine_u64(vcreate_u64(lo), vcreate_u64(hi)));
+}
+
+static void dot_iq2_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_xxs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < 8; ib++, q8 += 32) {
+            uint32_t a[2];
+            memcpy(a, x[i].qs + 4 * ib, 8);
+            const uint8_t *a8 = (const uint8_t *)a;
+            const int8x16_t g0 = vmulq_s8(u64x2(df_iq2xxs_grid[a8[0]], df_iq2xxs_grid[a8[1]]),
+                                          u64x2(k_signs64[a[1] & 127], k_signs64[(a[1] >> 7) & 127]));
+            const int8x16_t g1 = vmulq_s8(u64x2(df_iq2xxs_grid[a8[2]], df_iq2xxs_grid[a8[3]]),
+                                          u64x2(k_signs64[(a[1] >> 14) & 127], k_signs64[(a[1] >> 21) & 127]));
+            const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), g0, vld1q_s8(q8)), g1, vld1q_s8(q8 + 16));
+            bsum += vaddvq_s32(p) * (int32_t)(2 * (a[1] >> 28) + 1);
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq2_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_xs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < 8; ib++, q8 += 32) {
+            const uint16_t *v = x[i].qs + 4 * ib;
+            const int8x16_t g0 = vmulq_s8(u64x2(df_iq2xs_grid[v[0] & 511], df_iq2xs_grid[v[1] & 511]),
+                                          u64x2(k_signs64[v[0] >> 9], k_signs64[v[1] >> 9]));
+            const int8x16_t g1 = vmulq_s8(u64x2(df_iq2xs_grid[v[2] & 511], df_iq2xs_grid[v[3] & 511]),
+                                          u64x2(k_signs64[v[2] >> 9], k_signs64[v[3] >> 9]));
+            const int32_t s1 = vaddvq_s32(vdotq_s32(vdupq_n_s32(0), g0, vld1q_s8(q8)));
+            const int32_t s2 = vaddvq_s32(vdotq_s32(vdupq_n_s32(0), g1, vld1q_s8(q8 + 16)));
+            bsum += s1 * (2 * (x[i].scales[ib] & 0xf) + 1) + s2 * (2 * (x[i].scales[ib] >> 4) + 1);
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq3_xxs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq3_xxs *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *q = x[i].qs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < 8; ib++, q += 8, q8 += 32) {
+            uint32_t a;
+            memcpy(&a, x[i].qs + 64 + 4 * ib, 4);
+            const uint64_t e0 = df_iq3xxs_grid[q[0]] | (uint64_t)df_iq3xxs_grid[q[1]] << 32;
+            const uint64_t e1 = df_iq3xxs_grid[q[2]] | (uint64_t)df_iq3xxs_grid[q[3]] << 32;
+            const uint64_t e2 = df_iq3xxs_grid[q[4]] | (uint64_t)df_iq3xxs_grid[q[5]] << 32;
+            const uint64_t e3 = df_iq3xxs_grid[q[6]] | (uint64_t)df_iq3xxs_grid[q[7]] << 32;
+            const int8x16_t g0 = vmulq_s8(u64x2(e0, e1), u64x2(k_signs64[a & 127], k_signs64[(a >> 7) & 127]));
+            const int8x16_t g1 = vmulq_s8(u64x2(e2, e3), u64x2(k_signs64[(a >> 14) & 127], k_signs64[(a >> 21) & 127]));
+            const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), g0, vld1q_s8(q8)), g1, vld1q_s8(q8 + 16));
+            bsum += vaddvq_s32(p) * (int32_t)(2 * (a >> 28) + 1);
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.25f;
+    }
+    *s = sumf;
+}
+
+/* IQ1_S / IQ1_M: grid bytes are -1/0/1 (signed already); the delta term needs sums of the
+ * activations: bsums per 16 (IQ1_S) or an sdot with +-1 bytes per group of 8 (IQ1_M). */
+static void dot_iq1_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq1_s *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs;
+        int sumi = 0, sumi1 = 0;
+        for (int ib = 0; ib < 8; ib++, qs += 4, q8 += 32) {
+            const uint16_t h = x[i].qh[ib];
+            const int ls = 2 * ((h >> 12) & 7) + 1;
+            const int8x16_t g0 = u64x2(df_iq1s_grid[qs[0] | ((h & 7) << 8)], df_iq1s_grid[qs[1] | (((h >> 3) & 7) << 8)]);
+            const int8x16_t g1 = u64x2(df_iq1s_grid[qs[2] | (((h >> 6) & 7) << 8)], df_iq1s_grid[qs[3] | (((h >> 9) & 7) << 8)]);
+            const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), g0, vld1q_s8(q8)), g1, vld1q_s8(q8 + 16));
+            sumi += ls * vaddvq_s32(p);
+            sumi1 += ls * (h & 0x8000 ? -1 : 1) * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
+        }
+        sumf += df_f16_to_f32(x[i].d) * y[i].d * (sumi + DF_IQ1S_DELTA * sumi1);
+    }
+    *s = sumf;
+}
+
+static void dot_iq1_m_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq1_m *x = w;
+    const df_block_q8_K *y = xq;
+    const uint64_t pos = 0x0101010101010101ull, neg = ~0ull;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint16_t sc[4];
+        memcpy(sc, x[i].scales, 8);
+        const uint16_t du = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh;
+        int sumi1 = 0, sumi2 = 0;
+        for (int ib = 0; ib < 8; ib++, qs += 4, qh += 2, q8 += 32) {
+            const int ls1 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 0)) & 0x7) + 1;
+            const int ls2 = 2 * ((sc[ib / 2] >> (6 * (ib % 2) + 3)) & 0x7) + 1;
+            const int8x16_t g0 = u64x2(df_iq1s_grid[qs[0] | ((qh[0] << 8) & 0x700)], df_iq1s_grid[qs[1] | ((qh[0] << 4) & 0x700)]);
+            const int8x16_t g1 = u64x2(df_iq1s_grid[qs[2] | ((qh[1] << 8) & 0x700)], df_iq1s_grid[qs[3] | ((qh[1] << 4) & 0x700)]);
+            const int8x16_t d0 = u64x2(qh[0] & 0x08 ? neg : pos, qh[0] & 0x80 ? neg : pos);
+            const int8x16_t d1 = u64x2(qh[1] & 0x08 ? neg : pos, qh[1] & 0x80 ? neg : pos);
+            const int8x16_t y0 = vld1q_s8(q8), y1 = vld1q_s8(q8 + 16);
+            const int32x4_t z = vdupq_n_s32(0);
+            sumi1 += ls1 * vaddvq_s32(vdotq_s32(z, g0, y0)) + ls2 * vaddvq_s32(vdotq_s32(z, g1, y1));
+            sumi2 += ls1 * vaddvq_s32(vdotq_s32(z, d0, y0)) + ls2 * vaddvq_s32(vdotq_s32(z, d1, y1));
+        }
+        sumf += df_f16_to_f32(du) * y[i].d * (sumi1 + DF_IQ1S_DELTA * sumi2);
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q8_0 / Q8_1 activations */
 
 /* As llama.cpp's NEON path (DF_Q8_ARM): id = 1/d, round half to even. */
@@ -221,6 +422,11 @@ static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8
 
 void df_kernels_fill_neon(df_kernel_table *t) {
     t->name = "neon";
+    for (int i = 0; i < 128; i++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++) v |= (uint64_t)((df_ksigns_iq2xs[i] >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+        k_signs64[i] = v;
+    }
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0;
@@ -229,6 +435,13 @@ void df_kernels_fill_neon(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
+    t->vec_dot[DF_TYPE_Q2_K] = dot_q2_K_q8_K;
+    t->vec_dot[DF_TYPE_Q3_K] = dot_q3_K_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_XS] = dot_iq2_xs_q8_K;
+    t->vec_dot[DF_TYPE_IQ3_XXS] = dot_iq3_xxs_q8_K;
+    t->vec_dot[DF_TYPE_IQ1_S] = dot_iq1_s_q8_K;
+    t->vec_dot[DF_TYPE_IQ1_M] = dot_iq1_m_q8_K;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_1] = from_q8_1;
