@@ -349,7 +349,7 @@ int df_dense_decide(df_model *m, bool experts_stream) {
     df_dense_plan plan;
     int rc = df_dense_plan_model(m, experts_stream, &plan);
     if (rc) return rc;
-    if (!plan.n_streamed) return DF_OK;
+    if (!plan.n_streamed || !plan.buf_bytes) return DF_OK; /* nothing streamable: all resident */
     df_dense_stream *ds = df_calloc(1, sizeof *ds);
     if (!ds) return DF_ERR_NOMEM;
     pthread_mutex_init(&ds->mu, NULL);
