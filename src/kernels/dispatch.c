@@ -40,7 +40,9 @@ static void init_tables(void) {
     if (g_have_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vnni")) {
-        g_avx512 = g_ref;
+        /* starts from the AVX2 table: slots without an AVX-512 kernel keep the AVX2 one
+         * (an AVX-512 CPU has AVX2/FMA/F16C) instead of falling back to scalar */
+        g_avx512 = g_avx2;
         df_kernels_fill_avx512(&g_avx512);
         g_have_avx512 = true;
     }

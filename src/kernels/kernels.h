@@ -1,7 +1,8 @@
 /* kernels.h — compute kernels over quantized weights, chosen once at start by CPU detection
  * (env DELTAFIN_ISA=ref|avx2|avx512|neon overrides, for tests).
  * Every slot has a scalar reference (kernels/ref.c, the oracle); SIMD tables (x86_avx2.c,
- * x86_avx512.c, arm_neon.c) fill the slots they accelerate and fall back to ref otherwise.
+ * x86_avx512.c, arm_neon.c) fill the slots they accelerate; the others fall back to ref (AVX-512:
+ * to the AVX2 kernel).
  * Numerics follow llama.cpp (formats.md §2.6): activations are converted to the weight type's
  * vec_dot_type (Q8_0 / Q8_1 / Q8_K / F16 / BF16 / F32) and dotted with exact integer sums.
  * Threading: tables are immutable after df_kernels_init(); kernels are reentrant. */

@@ -1,6 +1,6 @@
 /* kernels_impl.h — private glue between the kernel tables (ref.c, x86_*.c, arm_neon.c) and
  * dispatch.c. Each SIMD file overwrites the slots it accelerates in a table that starts as a
- * copy of the reference table. */
+ * copy of the reference table (AVX-512: of the AVX2 table). */
 #ifndef DF_KERNELS_IMPL_H
 #define DF_KERNELS_IMPL_H
 #include "kernels.h"
