@@ -296,7 +296,7 @@ static void k3_mix_rows(struct deltafin_ctx *c, k3_bufs *b, const df_tensor *w, 
  * then x0+x1, then gcc's _mm512_reduce_add_ps tree (8 + 8, 4 + 4, 2 + 2, 1 + 1); leftovers
  * added one by one (not contracted: checked against llama.cpp on head size 16, where every
  * term is a leftover). Scalar code with fmaf gives the same bits on any CPU. */
-static float kda_dot(int n, const float *x, const float *y) {
+static inline __attribute__((always_inline)) float kda_dot(int n, const float *x, const float *y) {
     const int np = n & ~63;
     float sumf = 0.0f;
     if (np) {
@@ -323,9 +323,7 @@ typedef struct {
     int nt;
 } kda_job;
 
-static void kda_head(void *ctx, int h, int thread) {
-    (void)thread;
-    const kda_job *j = ctx;
+static inline __attribute__((always_inline)) void kda_head_body(const kda_job *j, int h) {
     const int S = j->hp->kda_head_dim, H = j->hp->n_head;
     const int64_t DI = (int64_t)H * S;
     const float scale = 1.0f / sqrtf((float)S);
@@ -355,6 +353,27 @@ static void kda_head(void *ctx, int h, int thread) {
         }
     }
 }
+
+/* The same code compiled with hardware FMA where the CPU has it (fmaf inlines to vfmadd; the
+ * results are bit-identical: fmaf is exact either way and nothing else is contracted under
+ * -std=c11). */
+static void kda_head_generic(void *ctx, int h, int thread) {
+    (void)thread;
+    kda_head_body(ctx, h);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void kda_head_fma(void *ctx, int h, int thread) {
+    (void)thread;
+    kda_head_body(ctx, h);
+}
+static df_task_fn kda_head_fn(void) {
+    static int have = -1;
+    if (have < 0) have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return have ? kda_head_fma : kda_head_generic;
+}
+#else
+static df_task_fn kda_head_fn(void) { return kda_head_generic; }
+#endif
 
 /* causal depthwise conv of one stream over nt tokens, in place, then silu; state updated */
 static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const float *taps, float *win) {
@@ -425,7 +444,7 @@ static int kda_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
     /* 6. gated delta rule, sequential over tokens, heads in parallel */
     kda_job j = {.hp = hp, .st = delta_st, .q = b->q, .k = b->k, .v = b->v, .g = b->g, .beta = b->beta,
                  .o = b->o, .nt = nt};
-    df_pool_run(c->pool, H, kda_head, &j);
+    df_pool_run(c->pool, H, kda_head_fn(), &j);
     /* 7. per-head RMS norm (shared weight) and sigmoid gate */
     mmw(c, L->ssm_g, x, E, nt, b->g2, DI);
     for (int64_t r = 0; r < (int64_t)nt * H; r++)
