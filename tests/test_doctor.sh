@@ -50,6 +50,14 @@ if grep -q "expert cache .* = [1-9][0-9]*% of the experts (memory plan at --mem-
    ! grep -q "= 100% of the experts" "$T/out"; then ok "estimate with --mem-limit: partial cache, I/O floor"
 else bad "mem-limit estimate: $(sed -n '/expected speed/,$p' "$T/out")"; fi
 
+# a fully written model gets no sparse warning; a sparse one (holes read at memory speed) does,
+# and a K3-shaped sparse file whose dense part exceeds the limit shows the dense streaming plan
+grep -q "is sparse" "$T/out" && bad "sparse warning on a fully written file" || ok "no sparse warning on a real file"
+"$BIN" gen-random --arch kimi-k3 --preset k3 --type q4_k --expert-type mxfp4 --sparse --vocab bytes "$T/k3.gguf" >/dev/null 2>&1 &&
+DELTAFIN_IO_PROFILE="$T/prof" "$BIN" doctor --seconds 0.3 --no-save --mem-limit 22G "$T/k3.gguf" >"$T/k3out" 2>&1 &&
+    grep -q "is sparse" "$T/k3out" && grep -q "dense: .* streamed through" "$T/k3out" &&
+    ok "sparse K3-shaped file: warning + dense streaming plan" || bad "K3 doctor: $(tail -n 12 "$T/k3out")"
+rm -f "$T/k3.gguf"
 # --no-save leaves the profile alone; doctor without a model measures memory/CPU only
 cp "$T/prof" "$T/prof.before"
 DELTAFIN_IO_PROFILE="$T/prof" "$BIN" doctor --seconds 0.5 --no-save "$T/m.gguf" >/dev/null 2>&1

@@ -7,6 +7,7 @@
 #include "expert_store.h"
 #include "io.h"
 #include "kernels/kernels.h"
+#include "dense_stream.h"
 #include "memplan.h"
 #include "model.h"
 #include "pack.h"
@@ -341,6 +342,13 @@ int cmd_doctor(int argc, char **argv) {
         if (!probe) probe = 8u << 20; /* no routed experts: io auto's default probe */
         printf("\ndisk (%s, device %u:%u, %s random reads, cache dropped before each):\n", path, major(st.st_dev),
                minor(st.st_dev), df_fmt_bytes(probe, b1, sizeof b1));
+        /* A sparse file (gen-random --sparse, an interrupted download) reads its holes at
+         * memory speed: the numbers below would not be the disk's. */
+        if ((uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size / 10 * 9)
+            printf("  warning             %s is sparse (%s of %s allocated): holes read at memory speed, so the\n"
+                   "                      numbers below overstate the disk; measure a fully written file\n",
+                   path, df_fmt_bytes((uint64_t)st.st_blocks * 512, b1, sizeof b1),
+                   df_fmt_bytes((uint64_t)st.st_size, b2, sizeof b2));
         static const int engines[] = {DF_IO_PREAD, DF_IO_DIRECT, DF_IO_URING};
         static const int qds[] = {1, 4, 16};
         const double cell = secs * 0.7 / 9;
@@ -412,6 +420,12 @@ int cmd_doctor(int argc, char **argv) {
         const double active = exp_avg * n_moe * hp->n_expert_used; /* routed bytes one token touches */
         df_memplan_in in = {0};
         in.dense_bytes = mp.dense_bytes;
+        /* dense layers that do not fit stream too (dense_stream.c): the plan counts the
+         * resident part + the layer buffers, and the streamed layers are read every token */
+        df_dense_plan dp = {0};
+        m->params.mem_limit = user_limit ? user_limit : limit;
+        if (df_dense_plan_model(m, n_tot > 0, &dp) == DF_OK && dp.n_streamed) in.dense_bytes = dp.resident_bytes;
+        df_err_clear();
         in.kv_bytes = mp.kv_bytes;
         in.scratch_bytes = mp.scratch_bytes;
         in.expert_total_bytes = mp.expert_bytes;
@@ -427,12 +441,16 @@ int cmd_doctor(int argc, char **argv) {
             const double hit = n_tot ? (plan.all_resident ? 1.0 : plan.frac_resident) : 1.0;
             const double disk = best_gbps > 0 ? (qd16_best > best_gbps ? qd16_best : best_gbps) * 1e9 : 0;
             const double compute_s = memn > 0 ? (mp.dense_bytes + active) / (memn * 1e9) : 0;
-            const double io_s = disk > 0 ? (1 - hit) * active / disk : 0;
+            const double io_s = disk > 0 ? ((1 - hit) * active + (double)dp.read_per_pass) / disk : 0;
             printf("  weights read per token   %s dense + %s routed experts (%d of %d per layer)\n",
                    df_fmt_bytes(mp.dense_bytes, b1, sizeof b1), df_fmt_bytes((uint64_t)active, b2, sizeof b2),
                    hp->n_expert_used, hp->n_expert);
             printf("  expert cache             %s = %.0f%% of the experts (memory plan at --mem-limit %s)\n",
                    df_fmt_bytes(plan.cache_bytes, b1, sizeof b1), 100.0 * hit, df_fmt_bytes(in.mem_limit, b2, sizeof b2));
+            if (dp.n_streamed) {
+                char b3[512];
+                printf("  %s\n", df_dense_plan_str(&dp, b3, sizeof b3));
+            }
             printf("  compute floor            %.2f ms/token (weights at %.1f GB/s memory read)\n", compute_s * 1e3, memn);
             if (disk > 0) {
                 printf("  I/O floor                %.2f ms/token (%.0f%% misses, uniform routing, at %.2f GB/s)\n",
