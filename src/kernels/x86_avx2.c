@@ -577,6 +577,135 @@ static void dot_iq1_m_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* 0xFF in byte e where bit e of x is set, 0x00 elsewhere. */
+static inline __m256i bits_to_bytes(uint32_t x) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bm = _mm256_set1_epi64x(0x8040201008040201ll);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bm), bm);
+}
+
+static void dot_iq2_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_s *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i one = _mm256_set1_epi8(1);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = qs + 32;
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++, qs += 4, signs += 4) {
+            const __m256i g = _mm256_set_epi64x((long long)df_iq2s_grid[qs[3] | ((qh[ib] << 2) & 0x300)],
+                                                (long long)df_iq2s_grid[qs[2] | ((qh[ib] << 4) & 0x300)],
+                                                (long long)df_iq2s_grid[qs[1] | ((qh[ib] << 6) & 0x300)],
+                                                (long long)df_iq2s_grid[qs[0] | ((qh[ib] << 8) & 0x300)]);
+            uint32_t sb;
+            memcpy(&sb, signs, 4);
+            const __m256i sv = _mm256_or_si256(bits_to_bytes(sb), one);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)(2 * (x[i].scales[ib] >> 4) + 1)),
+                                                _mm_set1_epi16((short)(2 * (x[i].scales[ib] & 0xf) + 1)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(yv, sv)), sc));
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(isum) * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq3_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq3_s *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i one = _mm256_set1_epi8(1);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *signs = x[i].signs;
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++, qs += 8, signs += 4) {
+            const int h = qh[ib];
+            const __m256i g = _mm256_set_epi32((int)df_iq3s_grid[qs[7] | ((h << 1) & 256)], (int)df_iq3s_grid[qs[6] | ((h << 2) & 256)],
+                                               (int)df_iq3s_grid[qs[5] | ((h << 3) & 256)], (int)df_iq3s_grid[qs[4] | ((h << 4) & 256)],
+                                               (int)df_iq3s_grid[qs[3] | ((h << 5) & 256)], (int)df_iq3s_grid[qs[2] | ((h << 6) & 256)],
+                                               (int)df_iq3s_grid[qs[1] | ((h << 7) & 256)], (int)df_iq3s_grid[qs[0] | ((h << 8) & 256)]);
+            uint32_t sb;
+            memcpy(&sb, signs, 4);
+            const __m256i sv = _mm256_or_si256(bits_to_bytes(sb), one);
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            const int ls = 2 * ((x[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf) + 1;
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(yv, sv)), _mm256_set1_epi16((short)ls)));
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(isum);
+    }
+    *s = sumf;
+}
+
+/* TQ2_0: codes 0..2 (value code-1): Σ code*y by maddubs, minus Σ y from the bsums. */
+static void dot_tq2_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_tq2_0 *x = w;
+    const df_block_q8_K *y = xq;
+    const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i Q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int l = 0; l < 4; l++) {
+                const __m256i q = _mm256_and_si256(_mm256_srl_epi16(Q, _mm_cvtsi32_si128(2 * l)), m3);
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * l));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q, yv), ones));
+            }
+        }
+        const __m256i b = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), ones);
+        const int sumi = (int)hsum_i32_8(_mm256_sub_epi32(isum, b));
+        sumf += (float)sumi * (df_f16_to_f32(x[i].d) * y[i].d);
+    }
+    *s = sumf;
+}
+
+/* ------------------------------------------------------------------ Q4_1 / Q5_0 / Q5_1
+ * One exact integer per block, then ref.c's float expression: bit-identical to it. */
+static void dot_q4_1_q8_1(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_1 *x = w;
+    const df_block_q8_1 *y = xq;
+    const __m256i ones = _mm256_set1_epi16(1);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(x[ib].qs), _mm256_loadu_si256((const __m256i *)y[ib].qs)), ones);
+        const int sumi = (int)hsum_i32_8(p);
+        sumf += (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)) * sumi + df_f16_to_f32(x[ib].m) * df_f16_to_f32(y[ib].s);
+    }
+    *s = sumf;
+}
+
+static void dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_0 *x = w;
+    const df_block_q8_0 *y = xq;
+    const __m256i h16 = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8(16);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        uint32_t qh;
+        memcpy(&qh, x[ib].qh, 4);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles(x[ib].qs), _mm256_and_si256(bits_to_bytes(qh), h16)), off);
+        const int sumi = (int)hsum_i32_8(dot_s8(q, _mm256_loadu_si256((const __m256i *)y[ib].qs)));
+        sumf += sumi * (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+    }
+    *s = sumf;
+}
+
+static void dot_q5_1_q8_1(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_1 *x = w;
+    const df_block_q8_1 *y = xq;
+    const __m256i h16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        uint32_t qh;
+        memcpy(&qh, x[ib].qh, 4);
+        const __m256i q = _mm256_or_si256(nibbles(x[ib].qs), _mm256_and_si256(bits_to_bytes(qh), h16));
+        const int sumi = (int)hsum_i32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y[ib].qs)), ones));
+        sumf += (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)) * sumi + df_f16_to_f32(x[ib].m) * df_f16_to_f32(y[ib].s);
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q8_K activations */
 
 /* Bit-identical to df_quantize_row_q8_K_ref (see x86_avx512.c). */
@@ -697,6 +826,12 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ3_XXS] = dot_iq3_xxs_q8_K;
     t->vec_dot[DF_TYPE_IQ1_S] = dot_iq1_s_q8_K;
     t->vec_dot[DF_TYPE_IQ1_M] = dot_iq1_m_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_S] = dot_iq2_s_q8_K;
+    t->vec_dot[DF_TYPE_IQ3_S] = dot_iq3_s_q8_K;
+    t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
+    t->vec_dot[DF_TYPE_Q4_1] = dot_q4_1_q8_1;
+    t->vec_dot[DF_TYPE_Q5_0] = dot_q5_0_q8_0;
+    t->vec_dot[DF_TYPE_Q5_1] = dot_q5_1_q8_1;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;

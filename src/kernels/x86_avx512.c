@@ -885,14 +885,6 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot4[DF_TYPE_Q4_K] = dot4_q4_K_q8_K;
     t->vec_dot4[DF_TYPE_Q6_K] = dot4_q6_K_q8_K;
     t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0;
-    if (__builtin_cpu_supports("avx512vbmi")) {
-        t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_vbmi;
-        t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_vbmi;
-    }
-    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg")) {
-        iq2xxs_tables_init();
-        t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K_vbmi;
-    }
     t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
@@ -902,4 +894,13 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_1] = from_q8_1;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
+    /* last: these replace the plain AVX-512 forms where the CPU has the extensions */
+    if (__builtin_cpu_supports("avx512vbmi")) {
+        t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_vbmi;
+        t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_vbmi;
+    }
+    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg")) {
+        iq2xxs_tables_init();
+        t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K_vbmi;
+    }
 }
