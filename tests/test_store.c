@@ -1,7 +1,7 @@
 /* test_store.c — expert store: random acquire/release/prefetch sequences for budgets from the
  * minimum working set to all-resident and every engine never hand out wrong bytes (a pinned
  * slot that got evicted and reused would show up as wrong bytes), never exceed the budget;
- * hit/miss accounting; hot set; records with checksums; injected EIO / short read /
+ * hit/miss accounting; router look-ahead (scoring, reads, promotion/withdrawal, auto gate); hot set; records with checksums; injected EIO / short read /
  * corruption and a truncated file each give an error naming layer, expert, file and offset. */
 #include "expert_store.h"
 #include "memplan.h"
@@ -87,7 +87,9 @@ static void *worker(void *arg) {
         } else {
             int ex[4];
             for (int i = 0; i < 4; i++) ex[i] = (int)((r >> (8 * i + 8)) % NE);
-            df_store_prefetch(a->s, (int)((r >> 40) % NL), ex, 4);
+            /* router look-ahead (low-priority reads, cancelled when mispredicted) or prefetch */
+            if ((r >> 48) & 1) df_store_lookahead(a->s, (int)((r >> 40) % NL), ex, 4);
+            else df_store_prefetch(a->s, (int)((r >> 40) % NL), ex, 4);
         }
         for (int i = 0; i < nh; i++)
             if (!check_w(a->locs, held_l[i], held_e[i], &held_w[i])) a->bad++;
@@ -201,6 +203,77 @@ int main(void) {
         CHECK_EQ_INT(st.hits, 3);
         char buf[512];
         CHECK(strstr(df_store_stats_str(&st, buf, sizeof buf), "hit 50.0% (3/6)") != NULL);
+        df_store_free(s);
+    }
+
+    /* router look-ahead: predictions scored against the real routing, reads started for the
+     * predicted experts, mispredicted ones withdrawn (not started) or wasted, right bytes */
+    for (int e = DF_IO_PREAD; e < DF_IO_NENGINES; e++) {
+        if (!df_io_engine_available(e)) continue;
+        df_store *s = mk(path, locs, NULL, 16 * sb, e, DF_PREFETCH_ON, 2);
+        if (!s) continue;
+        df_expert_w w;
+        df_store_stats st;
+        int pred[3] = {1, 2, 3}, real[3] = {1, 2, 5};
+        df_store_lookahead(s, 2, pred, 3);
+        df_store_get_stats(s, &st);
+        CHECK_EQ_INT(st.lookahead_issued, 3);
+        CHECK_EQ_INT(st.lookahead_predicted, 0); /* scored when layer 2 routes */
+        df_store_prefetch(s, 2, real, 3);
+        for (int i = 0; i < 3; i++) {
+            CHECK_EQ_INT(df_store_acquire(s, 2, real[i], &w), DF_OK);
+            CHECK(check_w(locs, 2, real[i], &w));
+            df_store_release(s, 2, real[i]);
+        }
+        df_store_get_stats(s, &st);
+        CHECK_EQ_INT(st.lookahead_predicted, 3);
+        CHECK_EQ_INT(st.lookahead_correct, 2);
+        CHECK_EQ_INT(st.lookahead_used, 2);
+        CHECK_EQ_INT(st.lookahead_wasted + st.lookahead_cancelled, 1);
+        CHECK_EQ_INT(st.prefetch_issued, 1);     /* expert 5: the layer's own prefetch */
+        CHECK_EQ_INT(st.misses, 3);
+        char buf[640];
+        CHECK(strstr(df_store_stats_str(&st, buf, sizeof buf), "look-ahead on: accuracy 66.7% (2/3)") != NULL);
+        /* expert 3 (mispredicted) is still correct if acquired later */
+        CHECK_EQ_INT(df_store_acquire(s, 2, 3, &w), DF_OK);
+        CHECK(check_w(locs, 2, 3, &w));
+        df_store_release(s, 2, 3);
+        df_store_free(s);
+    }
+    {
+        /* off: no prediction, no reads; auto: scores >= 32 predictions before reading ahead */
+        df_store *s = mk(path, locs, NULL, 16 * sb, DF_IO_PREAD, DF_PREFETCH_OFF, 2);
+        int ex[4] = {0, 1, 2, 3};
+        CHECK(!df_store_lookahead_wanted(s));
+        df_store_lookahead(s, 2, ex, 4);
+        df_store_prefetch(s, 2, ex, 4);
+        df_store_stats st;
+        df_store_get_stats(s, &st);
+        CHECK_EQ_INT(st.lookahead_predicted, 0);
+        CHECK_EQ_INT(st.lookahead_issued + st.prefetch_issued, 0);
+        df_store_set_prefetch(s, DF_PREFETCH_AUTO);
+        CHECK(df_store_lookahead_wanted(s));
+        for (int k = 0; k < 8; k++) { /* 8 x 4 = 32 scored predictions, all correct */
+            int l = k % 2 ? 3 : 2;
+            for (int i = 0; i < 4; i++) ex[i] = (k + i) % NE;
+            df_store_lookahead(s, l, ex, 4);
+            df_store_get_stats(s, &st);
+            CHECK_EQ_INT(st.lookahead_issued, 0); /* not before the measurement */
+            df_store_prefetch(s, l, ex, 4);
+            for (int i = 0; i < 4; i++) { /* as the forward pass: acquire what was routed */
+                df_expert_w w;
+                CHECK_EQ_INT(df_store_acquire(s, l, ex[i], &w), DF_OK);
+                df_store_release(s, l, ex[i]);
+            }
+        }
+        df_store_get_stats(s, &st);
+        CHECK_EQ_INT(st.lookahead_predicted, 32);
+        CHECK_EQ_INT(st.lookahead_correct, 32);
+        for (int i = 0; i < 4; i++) ex[i] = (i + 5) % NE;
+        df_store_lookahead(s, 0, ex, 4); /* accuracy 100 %, hit rate 0: reads ahead now */
+        df_store_get_stats(s, &st);
+        CHECK(st.lookahead_active && st.lookahead_depth >= 1);
+        CHECK(st.lookahead_issued >= 1);
         df_store_free(s);
     }
 
