@@ -109,6 +109,12 @@ if [ -n "$qneed" ]; then
     [ "$OUT" = "$QREF" ] && grep -q "experts: [0-9]* slots" "$T/err" && grep -q "streamed through 2 buffers" "$T/err" &&
         ok "qwen3moe --mem-limit $lim (minimum $qneed MiB + 1.3): $(plan_line), experts streamed, same tokens" ||
         bad "qwen3moe --mem-limit $lim: $OUT vs $QREF | $(grep dense: "$T/err") | $(tail -n 1 "$T/err")"
+    # info --mem-limit prints the expert cache run plans (same slot count)
+    rs=$(sed -n 's/.*experts: \([0-9]*\) slots.*/\1/p' "$T/err" | head -n 1)
+    "$BIN" info "$T/q.gguf" --mem-limit $lim >"$T/info" 2>&1
+    is=$(sed -n 's/.*expert cache .*(\([0-9]*\) slots of.*/\1/p' "$T/info")
+    [ -n "$rs" ] && [ "$rs" = "$is" ] && ok "info --mem-limit $lim: expert cache of $is slots, as run" ||
+        bad "info expert cache slots '$is' vs run '$rs': $(grep -i 'expert cache' "$T/info")"
 else
     bad "qwen3moe --mem-limit 20M: no 'need at least' with expert slots: $(cat "$T/err")"
 fi

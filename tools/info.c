@@ -162,6 +162,28 @@ int cmd_info(int argc, char **argv) {
             printf("  %s\n", df_dense_plan_str(&dp, b3, sizeof b3));
             if (dp.n_streamed)
                 printf("  dense resident + buffers   %12s\n", df_fmt_bytes(dp.resident_bytes, b1, sizeof b1));
+            if (stream) { /* the expert cache what is left buys (memplan.c, as run computes it) */
+                uint64_t slot = 0;
+                int pairs = 0;
+                df_memplan_in in = {0};
+                df_memplan ep;
+                in.dense_bytes = dp.n_streamed ? dp.resident_bytes : rp.dense_bytes;
+                in.kv_bytes = rp.kv_bytes;
+                in.scratch_bytes = rp.scratch_bytes;
+                in.expert_total_bytes = rp.expert_bytes;
+                in.mem_limit = mem_limit;
+                if (df_stream_slot_info(m, &slot, &pairs) == DF_OK && slot && pairs) {
+                    in.slot_bytes = slot;
+                    in.n_experts_total = pairs;
+                    if (df_memplan_compute(&in, &ep) == DF_OK)
+                        printf("  expert cache               %12s  (%d slots of %s, %.2f%% of the %d experts)\n",
+                               df_fmt_bytes(ep.cache_bytes, b1, sizeof b1), ep.n_slots,
+                               df_fmt_bytes(slot, b2, sizeof b2), 100.0 * ep.frac_resident, pairs);
+                    else
+                        printf("  expert cache               refused: %s\n", deltafin_errmsg());
+                }
+                df_err_clear();
+            }
         }
     }
     deltafin_model_free(m);
