@@ -388,6 +388,190 @@ static void dot_iq1_m_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* 0xFF in byte j where bit j%8 of b0 (j < 8) / b1 (j >= 8) is set. */
+static inline uint8x16_t bits2_to_bytes(uint8_t b0, uint8_t b1) {
+    static const uint8_t bm[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    return vtstq_u8(vcombine_u8(vdup_n_u8(b0), vdup_n_u8(b1)), vld1q_u8(bm));
+}
+/* +-1 bytes from two explicit sign bytes */
+static inline int8x16_t signs2(uint8_t b0, uint8_t b1) {
+    return vreinterpretq_s8_u8(vorrq_u8(bits2_to_bytes(b0, b1), vdupq_n_u8(1)));
+}
+
+static void dot_iq2_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq2_s *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *qh = x[i].qh, *sg = qs + 32;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < 8; ib++, qs += 4, sg += 4, q8 += 32) {
+            const int8x16_t g0 = vmulq_s8(u64x2(df_iq2s_grid[qs[0] | ((qh[ib] << 8) & 0x300)], df_iq2s_grid[qs[1] | ((qh[ib] << 6) & 0x300)]),
+                                          signs2(sg[0], sg[1]));
+            const int8x16_t g1 = vmulq_s8(u64x2(df_iq2s_grid[qs[2] | ((qh[ib] << 4) & 0x300)], df_iq2s_grid[qs[3] | ((qh[ib] << 2) & 0x300)]),
+                                          signs2(sg[2], sg[3]));
+            const int32_t s1 = vaddvq_s32(vdotq_s32(vdupq_n_s32(0), g0, vld1q_s8(q8)));
+            const int32_t s2 = vaddvq_s32(vdotq_s32(vdupq_n_s32(0), g1, vld1q_s8(q8 + 16)));
+            bsum += s1 * (2 * (x[i].scales[ib] & 0xf) + 1) + s2 * (2 * (x[i].scales[ib] >> 4) + 1);
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum * 0.125f;
+    }
+    *s = sumf;
+}
+
+static void dot_iq3_s_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq3_s *x = w;
+    const df_block_q8_K *y = xq;
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8_t *qs = x[i].qs, *sg = x[i].signs;
+        int32_t bsum = 0;
+        for (int ib = 0; ib < 8; ib++, qs += 8, sg += 4, q8 += 32) {
+            const int h = x[i].qh[ib];
+            const uint64_t e0 = df_iq3s_grid[qs[0] | ((h << 8) & 256)] | (uint64_t)df_iq3s_grid[qs[1] | ((h << 7) & 256)] << 32;
+            const uint64_t e1 = df_iq3s_grid[qs[2] | ((h << 6) & 256)] | (uint64_t)df_iq3s_grid[qs[3] | ((h << 5) & 256)] << 32;
+            const uint64_t e2 = df_iq3s_grid[qs[4] | ((h << 4) & 256)] | (uint64_t)df_iq3s_grid[qs[5] | ((h << 3) & 256)] << 32;
+            const uint64_t e3 = df_iq3s_grid[qs[6] | ((h << 2) & 256)] | (uint64_t)df_iq3s_grid[qs[7] | ((h << 1) & 256)] << 32;
+            const int8x16_t g0 = vmulq_s8(u64x2(e0, e1), signs2(sg[0], sg[1]));
+            const int8x16_t g1 = vmulq_s8(u64x2(e2, e3), signs2(sg[2], sg[3]));
+            const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), g0, vld1q_s8(q8)), g1, vld1q_s8(q8 + 16));
+            bsum += vaddvq_s32(p) * (2 * ((x[i].scales[ib / 2] >> 4 * (ib % 2)) & 0xf) + 1);
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * bsum;
+    }
+    *s = sumf;
+}
+
+/* TQ2_0: codes 0..2 (value code-1): sdot of the codes minus the bsums. */
+static void dot_tq2_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_tq2_0 *x = w;
+    const df_block_q8_K *y = xq;
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32x4_t acc = vdupq_n_s32(0);
+        for (int h = 0; h < 2; h++) {
+            const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * h), q1 = vld1q_u8(x[i].qs + 32 * h + 16);
+            const int8_t *q8 = y[i].qs + 128 * h;
+            for (int l = 0; l < 4; l++, q8 += 32) {
+                const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * l));
+                acc = vdotq_s32(acc, vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q0, sh), m3)), vld1q_s8(q8));
+                acc = vdotq_s32(acc, vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q1, sh), m3)), vld1q_s8(q8 + 16));
+            }
+        }
+        const int16x8_t b0 = vld1q_s16(y[i].bsums), b1 = vld1q_s16(y[i].bsums + 8);
+        const int sumi = vaddvq_s32(acc) - (vaddlvq_s16(b0) + vaddlvq_s16(b1));
+        sumf += (float)sumi * (df_f16_to_f32(x[i].d) * y[i].d);
+    }
+    *s = sumf;
+}
+
+/* ------------------------------------------------------------------ Q5_K / IQ4_XS x Q8_K */
+
+static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_K *x = w;
+    const df_block_q8_K *y = xq;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m1 = vdupq_n_u8(1);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        uint32_t u[3];
+        memcpy(u, x[i].scales, 12);
+        const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+        uint32_t sc32[2] = {u[0] & k1, (u[2] & k2) | (((u[0] >> 6) & k3) << 4)};
+        uint32_t mn32[2] = {u[1] & k1, ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4)};
+        const uint8_t *sc = (const uint8_t *)sc32, *mn = (const uint8_t *)mn32;
+        const int16x8_t bp = vpaddq_s16(vld1q_s16(y[i].bsums), vld1q_s16(y[i].bsums + 8));
+        const int16x8_t m16 = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+        const int32_t summs = vaddvq_s32(vmull_s16(vget_low_s16(bp), vget_low_s16(m16))) + vaddvq_s32(vmull_high_s16(bp, m16));
+        const uint8x16_t h0 = vld1q_u8(x[i].qh), h1 = vld1q_u8(x[i].qh + 16);
+        int32_t isum = 0;
+        const uint8_t *q = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        for (int c = 0; c < 4; c++, q += 32, q8 += 64) {
+            const uint8x16_t v0 = vld1q_u8(q), v1 = vld1q_u8(q + 16);
+            const int8x16_t sa = vdupq_n_s8((int8_t)(-2 * c)), sb = vdupq_n_s8((int8_t)(-2 * c - 1));
+            const int8x16_t lo0 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v0, m4), vshlq_n_u8(vandq_u8(vshlq_u8(h0, sa), m1), 4)));
+            const int8x16_t lo1 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v1, m4), vshlq_n_u8(vandq_u8(vshlq_u8(h1, sa), m1), 4)));
+            const int8x16_t hi0 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v0, 4), vshlq_n_u8(vandq_u8(vshlq_u8(h0, sb), m1), 4)));
+            const int8x16_t hi1 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v1, 4), vshlq_n_u8(vandq_u8(vshlq_u8(h1, sb), m1), 4)));
+            const int32x4_t plo = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo0, vld1q_s8(q8)), lo1, vld1q_s8(q8 + 16));
+            const int32x4_t phi = vdotq_s32(vdotq_s32(vdupq_n_s32(0), hi0, vld1q_s8(q8 + 32)), hi1, vld1q_s8(q8 + 48));
+            isum += vaddvq_s32(plo) * sc[2 * c] + vaddvq_s32(phi) * sc[2 * c + 1];
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * isum - (df_f16_to_f32(x[i].dmin) * y[i].d) * summs;
+    }
+    *s = sumf;
+}
+
+static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_iq4_xs *x = w;
+    const df_block_q8_K *y = xq;
+    const int8x16_t lut = vld1q_s8(df_kvalues_iq4nl);
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        int32_t isum = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = ((x[i].scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((x[i].scales_h >> 2 * ib) & 3) << 4);
+            isum += (ls - 32) * vaddvq_s32(dot_nib(vld1q_u8(x[i].qs + 16 * ib), lut, y[i].qs + 32 * ib));
+        }
+        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * isum;
+    }
+    *s = sumf;
+}
+
+/* ------------------------------------------------------------------ Q4_1 / Q5_0 / Q5_1
+ * One exact integer per block, then ref.c's float expression: bit-identical to it. */
+static void dot_q4_1_q8_1(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_1 *x = w;
+    const df_block_q8_1 *y = xq;
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        const uint8x16_t q = vld1q_u8(x[ib].qs);
+        const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))), vld1q_s8(y[ib].qs)),
+                                      vreinterpretq_s8_u8(vshrq_n_u8(q, 4)), vld1q_s8(y[ib].qs + 16));
+        const int sumi = vaddvq_s32(p);
+        sumf += (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)) * sumi + df_f16_to_f32(x[ib].m) * df_f16_to_f32(y[ib].s);
+    }
+    *s = sumf;
+}
+
+/* the 32 five-bit codes of a Q5 block as [lo | hi] (bit e of qh -> 0x10 on element e) */
+static inline void q5_codes(const uint8_t *qs, const uint8_t qh[4], int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t q = vld1q_u8(qs), h16 = vdupq_n_u8(0x10);
+    *lo = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(q, vdupq_n_u8(0x0F)), vandq_u8(bits2_to_bytes(qh[0], qh[1]), h16)));
+    *hi = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(q, 4), vandq_u8(bits2_to_bytes(qh[2], qh[3]), h16)));
+}
+
+static void dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_0 *x = w;
+    const df_block_q8_0 *y = xq;
+    const int8x16_t off = vdupq_n_s8(16);
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        int8x16_t lo, hi;
+        q5_codes(x[ib].qs, x[ib].qh, &lo, &hi);
+        const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), vsubq_s8(lo, off), vld1q_s8(y[ib].qs)), vsubq_s8(hi, off), vld1q_s8(y[ib].qs + 16));
+        sumf += vaddvq_s32(p) * (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
+    }
+    *s = sumf;
+}
+
+static void dot_q5_1_q8_1(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_1 *x = w;
+    const df_block_q8_1 *y = xq;
+    float sumf = 0;
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        int8x16_t lo, hi;
+        q5_codes(x[ib].qs, x[ib].qh, &lo, &hi);
+        const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(y[ib].qs)), hi, vld1q_s8(y[ib].qs + 16));
+        const int sumi = vaddvq_s32(p);
+        sumf += (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)) * sumi + df_f16_to_f32(x[ib].m) * df_f16_to_f32(y[ib].s);
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q8_0 / Q8_1 activations */
 
 /* As llama.cpp's NEON path (DF_Q8_ARM): id = 1/d, round half to even. */
@@ -442,6 +626,14 @@ void df_kernels_fill_neon(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ3_XXS] = dot_iq3_xxs_q8_K;
     t->vec_dot[DF_TYPE_IQ1_S] = dot_iq1_s_q8_K;
     t->vec_dot[DF_TYPE_IQ1_M] = dot_iq1_m_q8_K;
+    t->vec_dot[DF_TYPE_IQ2_S] = dot_iq2_s_q8_K;
+    t->vec_dot[DF_TYPE_IQ3_S] = dot_iq3_s_q8_K;
+    t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
+    t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
+    t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
+    t->vec_dot[DF_TYPE_Q4_1] = dot_q4_1_q8_1;
+    t->vec_dot[DF_TYPE_Q5_0] = dot_q5_0_q8_0;
+    t->vec_dot[DF_TYPE_Q5_1] = dot_q5_1_q8_1;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_1] = from_q8_1;
