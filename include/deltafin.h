@@ -106,8 +106,11 @@ void deltafin_ctx_cancel(deltafin_ctx *c);
 typedef struct {
     uint64_t n_prompt_tokens, n_gen_tokens;
     uint64_t prompt_ns, gen_ns;
-    uint64_t expert_hits, expert_misses, bytes_read;
-    uint64_t io_wait_ns, compute_ns;
+    uint64_t expert_hits, expert_misses;
+    uint64_t bytes_read;         /* from disk: routed experts + streamed dense layers */
+    uint64_t io_wait_ns, compute_ns; /* io_wait_ns includes dense_wait_ns */
+    /* streamed dense layers (--mem-limit below the dense weights; model-wide, all contexts) */
+    uint64_t dense_bytes_read, dense_wait_ns;
 } deltafin_stats;
 void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out);
 /* Routing statistics (MoE models; `deltafin profile`). deltafin_ctx_count_routes turns them on

@@ -244,6 +244,13 @@ void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out) {
     if (m->has_provider && m->provider.stats)
         m->provider.stats(m->provider.ud, &out->expert_hits, &out->expert_misses, &out->bytes_read,
                           &out->io_wait_ns);
+    df_dense_stats ds;
+    if (m->dstream && df_dense_get_stats((df_model *)m, &ds) == DF_OK) {
+        out->dense_bytes_read = ds.bytes_read;
+        out->dense_wait_ns = ds.wait_ns;
+        out->bytes_read += ds.bytes_read;
+        out->io_wait_ns += ds.wait_ns;
+    }
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */

@@ -123,6 +123,12 @@ OUT=$(run "$T/l.gguf" --mem-limit 1G)
 [ "$OUT" = "$REF" ] && ! grep -q "dense stream" "$T/err" && ok "--mem-limit 1G: all dense resident" ||
     bad "--mem-limit 1G: $OUT ($(grep dense "$T/err"))"
 
+# dense reads are counted in the run's statistics (bytes_read = experts + dense)
+DELTAFIN_DENSE_RESIDENT=0 "$BIN" run -m "$T/l.gguf" -p "The quick brown fox" -n 4 --temp 0 -t 2 --json 2>/dev/null >"$T/js"
+db=$(sed -n 's/.*"dense_bytes_read":\([0-9.e+]*\).*/\1/p' "$T/js"); br=$(sed -n 's/.*"stats":{.*"bytes_read":\([0-9.e+]*\),"dense.*/\1/p' "$T/js")
+[ -n "$db" ] && [ -n "$br" ] && awk -v d="$db" -v b="$br" 'BEGIN { exit !(d > 0 && b >= d) }' &&
+    ok "run --json: dense_bytes_read $db of bytes_read $br" || bad "dense stats: $(tail -c 400 "$T/js")"
+
 # ---- faults: named, clean exit ------------------------------------------------------------------
 for fault in eio:3 short:5; do
     DELTAFIN_FAULT=$fault DELTAFIN_DENSE_RESIDENT=0 "$BIN" run -m "$T/l.gguf" -p "The quick brown fox" -n 8 \

@@ -101,6 +101,7 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     const uint64_t acc = st.expert_hits + st.expert_misses;
     cJSON_AddNumberToObject(o, "expert_hit_rate", acc ? (double)st.expert_hits / (double)acc : 0);
     cJSON_AddNumberToObject(o, "bytes_read", (double)st.bytes_read);
+    cJSON_AddNumberToObject(o, "dense_bytes_read", (double)st.dense_bytes_read);
     cJSON_AddNumberToObject(o, "ssd_mb_s", dt > 0 ? dbytes / dt / 1e6 : 0);
     cJSON_AddNumberToObject(o, "compute_s", dcomp / 1e9);
     cJSON_AddNumberToObject(o, "io_wait_s", dio / 1e9);
@@ -403,6 +404,7 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "expert_hits", (double)st.expert_hits);
         cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
+        cJSON_AddNumberToObject(so, "dense_bytes_read", (double)st.dense_bytes_read);
         if (df_stream_store(m)) { /* expert streaming: cache, I/O, prefetch and look-ahead */
             df_store_stats ss;
             df_store_get_stats(df_stream_store(m), &ss);
