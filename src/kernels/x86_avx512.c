@@ -742,18 +742,20 @@ __attribute__((target("bmi2"))) static void dot_iq2_xxs_q8_K(int64_t n, float *s
 
 /* VBMI + BITALG form (Ice Lake, Zen 4 and later; chosen at fill time). The 64 bytes of qs
  * hold one qword per 32-element sub-block: 4 grid indices, 4 x 7-bit sign fields, the scale.
+ * A 64-weight chunk k (sub-blocks 2k, 2k+1) is 8 groups g of 8 weights.
  * - grid: each entry is 8 levels from {8, 25, 43}, stored as a 16-bit code (2 bits a level);
  *   the 32 codes of a super-block come from 4 two-table word permutes (64 entries each)
- *   blended on index bits 6-7; per 64 weights a word permute puts code g in qword g,
- *   vpmultishiftqb moves level j to the low bits of byte j, vpermb maps it to its value;
- * - signs: vpmultishiftqb cuts the 7-bit fields, vpermi2b maps them through ksigns_iq2xs (the
- *   parity bit), vpshufbitqmb turns 8 sign bytes into the 64-bit mask moved onto y;
+ *   blended on index bits 6-7, placed so that qword g holds the codes of group g of all four
+ *   chunks (word k = chunk k); vpmultishiftqb then moves level j of chunk k to the low bits of
+ *   byte j of qword g, and vpermb maps it to its value (junk upper bits ignored);
+ * - signs: vpmultishiftqb cuts the 7-bit fields, vpermi2b maps them through ksigns_iq2xs
+ *   (parity bit), vpermb places group g's sign bytes of all chunks in qword g, and
+ *   vpshufbitqmb turns them into the 64-bit mask of a chunk, moved onto y;
  * - scales: dpbusd sums (|s| <= 4*43*127 fits int16) times 2s+1 by vpdpwssd, exact in int32.
  * Same integer sums as ref.c; one float scale per super-block. */
 static _Alignas(64) uint16_t k_iq2xxs_code[256];
-static _Alignas(64) uint8_t k_iq2xxs_cix[64], k_iq2xxs_csg[64], k_iq2xxs_cms[64], k_iq2xxs_lvl[64], k_iq2xxs_cbs[64];
-static _Alignas(64) uint16_t k_iq2xxs_pw[4][32];
-static _Alignas(64) uint64_t k_iq2xxs_pq[4][8];
+static _Alignas(64) uint8_t k_iq2xxs_cix[64], k_iq2xxs_csg[64], k_iq2xxs_psg[64], k_iq2xxs_lvl[64];
+static _Alignas(64) uint8_t k_iq2xxs_cms[4][64], k_iq2xxs_cbs[4][64];
 static _Alignas(64) uint32_t k_iq2xxs_pd[4][16];
 
 static void iq2xxs_tables_init(void) {
@@ -765,22 +767,25 @@ static void iq2xxs_tables_init(void) {
         }
         k_iq2xxs_code[i] = (uint16_t)c;
     }
-    for (int i = 0; i < 32; i++) { /* index byte (ib, l) -> word 4ib+l, high byte zeroed by mask */
-        k_iq2xxs_cix[2 * i] = (uint8_t)(8 * (i / 4) + i % 4);
-        k_iq2xxs_cix[2 * i + 1] = 0;
-    }
+    /* group (chunk k, g): sub-block ib = 2k + g/4, l = g%4; its index byte is Q byte 8ib+l */
+    for (int g = 0; g < 8; g++)
+        for (int k = 0; k < 4; k++) {
+            k_iq2xxs_cix[2 * (4 * g + k)] = (uint8_t)(8 * (2 * k + g / 4) + g % 4);
+            k_iq2xxs_cix[2 * (4 * g + k) + 1] = 0; /* high byte zeroed by the mask */
+            k_iq2xxs_psg[8 * g + k] = (uint8_t)(8 * (2 * k + g / 4) + g % 4); /* sign byte (ib, l) */
+            k_iq2xxs_psg[8 * g + 4 + k] = 0;
+        }
     for (int q = 0; q < 8; q++)
         for (int j = 0; j < 8; j++) {
             k_iq2xxs_csg[8 * q + j] = (uint8_t)(j < 4 ? 32 + 7 * j : 0); /* sign field j at bit 32+7j */
-            k_iq2xxs_cms[8 * q + j] = (uint8_t)(2 * j);                  /* level j at bit 2j */
-            k_iq2xxs_cbs[8 * q + j] = (uint8_t)(8 * (q % 4) + j);        /* sign bit j of byte q%4 */
+            for (int k = 0; k < 4; k++) {
+                k_iq2xxs_cms[k][8 * q + j] = (uint8_t)(16 * k + 2 * j); /* level j of chunk k */
+                k_iq2xxs_cbs[k][8 * q + j] = (uint8_t)(8 * k + j);      /* sign bit j of chunk k */
+            }
         }
     for (int i = 0; i < 64; i++) k_iq2xxs_lvl[i] = (uint8_t)((i & 3) == 0 ? 0x08 : (i & 3) == 1 ? 0x19 : 0x2b);
-    for (int k = 0; k < 4; k++) {
-        for (int g = 0; g < 32; g++) k_iq2xxs_pw[k][g] = (uint16_t)(g % 4 == 0 ? 8 * k + g / 4 : 0);
-        for (int g = 0; g < 8; g++) k_iq2xxs_pq[k][g] = (uint64_t)(2 * k + g / 4);
+    for (int k = 0; k < 4; k++)
         for (int g = 0; g < 16; g++) k_iq2xxs_pd[k][g] = (uint32_t)(4 * k + 2 * (g / 8));
-    }
 }
 
 #define DF_VBMI_BITALG __attribute__((target("avx512vbmi,avx512bitalg")))
@@ -795,8 +800,7 @@ DF_VBMI_BITALG static void dot_iq2_xxs_q8_K_vbmi(int64_t n, float *s, const void
     const __m512i T6 = _mm512_load_si512(k_iq2xxs_code + 192), T7 = _mm512_load_si512(k_iq2xxs_code + 224);
     const __m512i KS0 = _mm512_loadu_si512(df_ksigns_iq2xs), KS1 = _mm512_loadu_si512(df_ksigns_iq2xs + 64);
     const __m512i CIX = _mm512_load_si512(k_iq2xxs_cix), CSG = _mm512_load_si512(k_iq2xxs_csg);
-    const __m512i CMS = _mm512_load_si512(k_iq2xxs_cms), LVL = _mm512_load_si512(k_iq2xxs_lvl);
-    const __m512i CBS = _mm512_load_si512(k_iq2xxs_cbs);
+    const __m512i PSG = _mm512_load_si512(k_iq2xxs_psg), LVL = _mm512_load_si512(k_iq2xxs_lvl);
     const __m512i w64 = _mm512_set1_epi16(64), w128 = _mm512_set1_epi16(128);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
@@ -806,14 +810,13 @@ DF_VBMI_BITALG static void dot_iq2_xxs_q8_K_vbmi(int64_t n, float *s, const void
         const __m512i r01 = _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(T0, idx, T1), _mm512_permutex2var_epi16(T2, idx, T3));
         const __m512i r23 = _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(T4, idx, T5), _mm512_permutex2var_epi16(T6, idx, T7));
         const __m512i codes = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(idx, w128), r01, r23);
-        const __m512i SB = _mm512_permutex2var_epi8(KS0, _mm512_multishift_epi64_epi8(CSG, Q), KS1);
+        const __m512i SB = _mm512_permutexvar_epi8(PSG, _mm512_permutex2var_epi8(KS0, _mm512_multishift_epi64_epi8(CSG, Q), KS1));
         const __m512i LS = _mm512_or_si512(_mm512_slli_epi64(_mm512_srli_epi64(Q, 60), 1), _mm512_set1_epi64(1));
         __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
-            const __m512i g = _mm512_permutexvar_epi8(
-                _mm512_multishift_epi64_epi8(CMS, _mm512_permutexvar_epi16(_mm512_load_si512(k_iq2xxs_pw[k]), codes)), LVL);
-            const __mmask64 sg = _mm512_bitshuffle_epi64_mask(_mm512_permutexvar_epi64(_mm512_load_si512(k_iq2xxs_pq[k]), SB), CBS);
+            const __m512i g = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_load_si512(k_iq2xxs_cms[k]), codes), LVL);
+            const __mmask64 sg = _mm512_bitshuffle_epi64_mask(SB, _mm512_load_si512(k_iq2xxs_cbs[k]));
             const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * k));
             const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g, _mm512_mask_sub_epi8(yv, sg, _mm512_setzero_si512(), yv));
             isum = _mm512_dpwssd_epi32(isum, p, _mm512_permutexvar_epi32(_mm512_load_si512(k_iq2xxs_pd[k]), LS));
