@@ -88,6 +88,11 @@ df_io_params df_io_default_params(void) {
     p.n_threads = 8;
     p.queue_depth = 64;
     p.probe_bytes = 8u << 20;
+    /* experiments: DELTAFIN_IO_THREADS / DELTAFIN_IO_QD (reads in flight per engine) */
+    const char *v = getenv("DELTAFIN_IO_THREADS");
+    if (v && atoi(v) > 0 && atoi(v) <= 256) p.n_threads = atoi(v);
+    v = getenv("DELTAFIN_IO_QD");
+    if (v && atoi(v) > 0 && atoi(v) <= 4096) p.queue_depth = atoi(v);
     return p;
 }
 
