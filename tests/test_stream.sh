@@ -2,7 +2,7 @@
 # test_stream.sh — end to end: a random qwen3moe model gives the same greedy tokens with routed
 # experts resident and streamed from disk, for every I/O engine, expert-cache sizes from 2 slots
 # to all resident, prefetch on/off (on = with router look-ahead reads) and a pinned hot set;
-# look-ahead starts reads and reports its accuracy (-v, --json), also for deepseek2; a too-small --mem-limit is refused with
+# look-ahead starts reads and reports its accuracy (-v, --json), also for deepseek2 and kimi-k3; a too-small --mem-limit is refused with
 # the bytes needed; an injected read error fails cleanly naming layer, expert, file and offset;
 # `deltafin pack` writes a file whose checksums verify and detects a corrupted record.
 set -u
@@ -82,6 +82,24 @@ for cache in 300K 1M; do
     done
 done
 [ $dfail = 0 ] && ok "deepseek2: same tokens streamed with prefetch on/off/auto, look-ahead reads"
+
+# kimi-k3 (latent MoE through df_moe_routed, AttnRes): the same look-ahead without arch code
+if "$BIN" gen-random --arch kimi-k3 --type q8_0 --n-embd 128 --n-layer 5 --n-expert 16 --n-expert-used 4 \
+    --n-ff-exp 64 --vocab bytes --seed 3 "$T/k.gguf" >/dev/null 2>&1; then
+    KREF=$(DELTAFIN_STREAM=0 runm "$T/k.gguf")
+    kfail=0
+    for pf in on off; do
+        OUT=$(DELTAFIN_EXPERT_CACHE=300K runm "$T/k.gguf" --io pread --prefetch $pf -v)
+        [ -n "$KREF" ] && [ "$OUT" = "$KREF" ] || { kfail=1; bad "kimi-k3 prefetch=$pf: $OUT vs $KREF ($(tail -1 "$T/err"))"; }
+        if [ $pf = on ]; then
+            N=$(la_reads)
+            [ "${N:-0}" -gt 0 ] || { kfail=1; bad "kimi-k3 look-ahead started no reads: $(tail -1 "$T/err")"; }
+        fi
+    done
+    [ $kfail = 0 ] && ok "kimi-k3: same tokens streamed with prefetch on/off, look-ahead reads"
+else
+    echo "  skip: gen-random --arch kimi-k3 not available"
+fi
 
 # streaming because the experts do not fit the memory limit (auto engine)
 # (fixed part ~80 MiB incl. 64 MiB overhead; experts 10 MiB)
