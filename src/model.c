@@ -622,7 +622,7 @@ void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *o
     }
     out->kv_bytes = out->kv_bytes_per_token * (uint64_t)n_ctx;
     out->state_bytes = m->arch->state_bytes ? m->arch->state_bytes(m) : 0;
-    out->kv_bytes += out->state_bytes;
+    out->kv_bytes += 2 * out->state_bytes; /* the state and its prompt snapshot (session.c) */
     /* mirrors the buffers deltafin_ctx_create allocates (session.c) */
     extern uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
     out->scratch_bytes = df_session_scratch_bytes(m, n_ctx, n_batch, 1);

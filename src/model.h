@@ -205,7 +205,7 @@ typedef struct df_mem_plan {
     uint64_t expert_bytes;       /* routed expert weights (all layers) */
     uint64_t expert_bytes_one;   /* largest single expert (gate+up+down) */
     uint64_t kv_bytes_per_token; /* all layers, K+V, F16 */
-    uint64_t kv_bytes;           /* at n_ctx, plus state_bytes */
+    uint64_t kv_bytes;           /* at n_ctx, plus 2 x state_bytes (state + prompt snapshot) */
     uint64_t state_bytes;        /* per-sequence recurrent state (kimi-k3 KDA), 0 if none */
     uint64_t scratch_bytes;      /* activations for n_batch tokens */
     int n_ctx, n_batch;

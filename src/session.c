@@ -167,8 +167,10 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     if (m->arch->state_bytes) {
         c->rs_bytes = m->arch->state_bytes(m);
         c->rs = anon(c->rs_bytes);
+        c->rs_snap = anon(c->rs_bytes);
+        c->rs_snap_pos = -1;
         c->hist = df_malloc(sizeof(int32_t) * (size_t)c->n_ctx);
-        if (!c->rs || !c->hist) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the recurrent state (%llu bytes)", (unsigned long long)c->rs_bytes); }
+        if (!c->rs || !c->rs_snap || !c->hist) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the recurrent state (%llu bytes)", (unsigned long long)c->rs_bytes); }
     }
     c->attn_stride = df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     c->logits_cap = 1;
@@ -186,6 +188,7 @@ void deltafin_ctx_free(deltafin_ctx *c) {
     if (c->logits_cap > 1 && c->logits) free(c->logits);
     if (c->mem) munmap(c->mem, (size_t)c->mem_bytes);
     if (c->rs) munmap(c->rs, (size_t)(c->rs_bytes ? c->rs_bytes : 1));
+    if (c->rs_snap) munmap(c->rs_snap, (size_t)(c->rs_bytes ? c->rs_bytes : 1));
     free(c->hist);
     free(c->route_counts);
     free(c);
@@ -213,19 +216,28 @@ int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, in
 
 int deltafin_ctx_n_ctx(const deltafin_ctx *c) { return c->n_ctx; }
 int deltafin_ctx_pos(const deltafin_ctx *c) { return c->n_past; }
-/* Recurrent state: back to a fresh sequence, then (pos > 0) re-decode hist[0..pos) — the state
- * is a function of the whole prefix and cannot be cut back, so this is the exact way to keep a
- * prefix (costs a prefill of pos tokens). On failure the cache is left empty (pos 0). */
+/* Recurrent state: the state is a function of the whole prefix and cannot be cut back, so to
+ * keep hist[0..pos) it restarts from the last prompt snapshot when that is at or before pos
+ * (chat / server: the previous prompt), else from a fresh sequence, and re-decodes the rest
+ * of the prefix (exact). On failure the cache is left empty (pos 0). */
 static int rs_rebuild(deltafin_ctx *c, int pos) {
-    memset(c->rs, 0, (size_t)c->rs_bytes);
-    c->n_past = 0;
+    int from = 0;
+    if (pos > 0 && c->rs_snap_pos > 0 && c->rs_snap_pos <= pos) {
+        memcpy(c->rs, c->rs_snap, (size_t)c->rs_bytes);
+        from = c->rs_snap_pos;
+    } else {
+        memset(c->rs, 0, (size_t)c->rs_bytes);
+        if (pos < c->rs_snap_pos || pos <= 0) c->rs_snap_pos = -1; /* the snapshot is past the kept prefix */
+    }
+    c->n_past = from;
     c->n_logits = 0;
-    if (pos <= 0) return DF_OK;
-    int rc = deltafin_decode(c, c->hist, pos, false);
+    if (pos <= from) return DF_OK;
+    int rc = deltafin_decode(c, c->hist + from, pos - from, false);
     if (rc < 0) {
         memset(c->rs, 0, (size_t)c->rs_bytes);
         c->n_past = 0;
-        return df_err_prefix(rc, "re-decoding the %d kept tokens of a recurrent model", pos);
+        c->rs_snap_pos = -1;
+        return df_err_prefix(rc, "re-decoding the %d kept tokens of a recurrent model", pos - from);
     }
     return DF_OK;
 }
@@ -458,6 +470,10 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
     }
     c->n_logits = all_logits ? n : 1;
     c->logits_all = all_logits;
+    if (c->rs && n > 1) { /* a prompt: keep its state for prefix reuse (rs_rebuild) */
+        memcpy(c->rs_snap, c->rs, (size_t)c->rs_bytes);
+        c->rs_snap_pos = c->n_past;
+    }
     const uint64_t dt = df_time_ns() - t0;
     if (n == 1) { c->st.n_gen_tokens++; c->st.gen_ns += dt; }
     else { c->st.n_prompt_tokens += (uint64_t)n; c->st.prompt_ns += dt; }

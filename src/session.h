@@ -46,6 +46,9 @@ struct deltafin_ctx {
      * (hist[0..n_past), kept only when there is state: truncation re-decodes the prefix) */
     void *rs; uint64_t rs_bytes;
     int32_t *hist;
+    /* copy of rs after the last multi-token decode (a prompt) and its position, -1 if none:
+     * truncating to pos >= rs_snap_pos restores it and re-decodes only hist[rs_snap_pos..pos) */
+    void *rs_snap; int rs_snap_pos;
     /* attention per-thread scratch */
     char *attn_scr; size_t attn_stride;
     /* logits */

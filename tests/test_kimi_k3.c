@@ -6,6 +6,7 @@
 #include "testlib.h"
 #include "deltafin.h"
 #include "model.h"
+#include "session.h"
 #include <libgen.h>
 #include <math.h>
 #include <unistd.h>
@@ -66,7 +67,7 @@ int main(int argc, char **argv) {
     df_model_mem_plan(m, 128, 16, &plan);
     CHECK_EQ_INT((long long)plan.state_bytes, 3LL * (3 * 3 * 64 + 4 * 16 * 16) * 4);
     CHECK_EQ_INT((long long)plan.kv_bytes_per_token, 48LL * 2);
-    CHECK_EQ_INT((long long)plan.kv_bytes, 48LL * 2 * 128 + (long long)plan.state_bytes);
+    CHECK_EQ_INT((long long)plan.kv_bytes, 48LL * 2 * 128 + 2 * (long long)plan.state_bytes);
 
     float *la = malloc(sizeof(float) * (size_t)NTOK * V), *lb = malloc(sizeof(float) * (size_t)NTOK * V);
     float *last = malloc(sizeof(float) * (size_t)V);
@@ -104,6 +105,27 @@ int main(int argc, char **argv) {
     CHECK_EQ_INT(deltafin_decode(cb, alt, NTOK, false), 0);
     d = maxdiff(last, deltafin_logits(cb, -1), V);
     CHECK_MSG(d < 1e-4f, "truncate(30) + other tokens vs fresh run: max |dlogit| %g", d);
+    /* prefix reuse from the prompt snapshot: prompt of 20, 8 tokens one by one, truncate(24)
+     * restores the state at 20 and re-decodes 4; then the rest continues like an uncut run */
+    deltafin_ctx *cs = mkctx(m, 16);
+    CHECK(cs != NULL);
+    if (cs) {
+        CHECK_EQ_INT(deltafin_decode(cs, ids, 20, false), 0);
+        for (int i = 20; i < 28; i++) CHECK_EQ_INT(deltafin_decode(cs, ids + i, 1, false), 0);
+        CHECK_EQ_INT(cs->rs_snap_pos, 20);
+        CHECK_EQ_INT(deltafin_ctx_truncate(cs, 24), 0);
+        CHECK_EQ_INT(deltafin_ctx_pos(cs), 24);
+        CHECK_EQ_INT(deltafin_decode(cs, ids + 24, NTOK - 24, false), 0);
+        d = maxdiff(deltafin_logits(cs, -1), la + (int64_t)(NTOK - 1) * V, V);
+        CHECK_MSG(d < 1e-4f, "snapshot(20) + re-decode to 24 + rest vs uncut: max |dlogit| %g", d);
+        /* truncating before the snapshot falls back to a full re-decode */
+        CHECK_EQ_INT(deltafin_ctx_truncate(cs, 10), 0);
+        CHECK_EQ_INT(deltafin_decode(cs, ids + 10, NTOK - 10, false), 0);
+        d = maxdiff(deltafin_logits(cs, -1), la + (int64_t)(NTOK - 1) * V, V);
+        CHECK_MSG(d < 1e-4f, "truncate(10) below the snapshot + rest vs uncut: max |dlogit| %g", d);
+        deltafin_ctx_free(cs);
+    }
+
     /* truncate(0) starts a fresh sequence: the same batches give bit-identical logits */
     CHECK_EQ_INT(deltafin_ctx_truncate(ca, 0), 0);
     CHECK_EQ_INT(deltafin_decode(ca, ids, NTOK, true), 0);

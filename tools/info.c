@@ -138,7 +138,7 @@ int cmd_info(int argc, char **argv) {
     if (plan.state_bytes) /* kimi-k3 KDA layers: conv + delta-rule state, per sequence */
         printf("  recurrent state per seq    %12s\n", df_fmt_bytes(plan.state_bytes, b1, sizeof b1));
     printf("  KV cache at n_ctx %-7d  %12s%s\n", ctx, df_fmt_bytes(plan.kv_bytes, b1, sizeof b1),
-           plan.state_bytes ? " (incl. recurrent state)" : "");
+           plan.state_bytes ? " (incl. recurrent state + prompt snapshot)" : "");
     printf("  scratch (n_batch %d)%*s%12s\n", n_batch, n_batch >= 1000 ? 4 : n_batch >= 100 ? 5 : 6, "",
            df_fmt_bytes(plan.scratch_bytes, b1, sizeof b1));
     printf("  all resident               %12s\n",
