@@ -1,6 +1,7 @@
 /* test_io.c — every read engine returns identical bytes for unaligned ranges; injected EIO,
  * short read and corruption, a file truncated after open and a range past EOF each give an
- * error naming the file and offset; O_DIRECT falls back on tmpfs; auto caches its choice. */
+ * error naming the file and offset; O_DIRECT falls back on tmpfs; auto caches its choice;
+ * low-priority requests wait for normal ones, df_io_cancel is all-or-nothing, df_io_promote. */
 #include "io.h"
 #include "testlib.h"
 
@@ -108,6 +109,81 @@ static void fault_cases(const char *path, const uint8_t *data, int engine) {
     }
 }
 
+/* Priorities: one pread worker held inside the first request's callback (a gate), so the
+ * queue order of what is submitted meanwhile is deterministic. */
+typedef struct { pthread_mutex_t mu; pthread_cond_t cv; bool open, blocked; int order[16], n; } prio_state;
+static prio_state g_ps = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, {0}, 0};
+static void prio_done(df_io_req *r) {
+    pthread_mutex_lock(&g_ps.mu);
+    g_ps.order[g_ps.n++] = (int)(intptr_t)r->ud;
+    if ((intptr_t)r->ud == 0) { /* the gate request */
+        g_ps.blocked = true;
+        pthread_cond_broadcast(&g_ps.cv);
+        while (!g_ps.open) pthread_cond_wait(&g_ps.cv, &g_ps.mu);
+    }
+    pthread_cond_broadcast(&g_ps.cv);
+    pthread_mutex_unlock(&g_ps.mu);
+}
+
+static void priority_cases(const char *path, const uint8_t *data) {
+    df_io_params p = df_io_default_params();
+    p.engine = DF_IO_PREAD;
+    p.n_threads = 1;
+    df_io *io = NULL;
+    const char *paths[1] = {path};
+    CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+    if (!io) return;
+    enum { NR = 7 };
+    static df_io_req r[NR];
+    uint8_t *buf = df_aligned_alloc(DF_IO_ALIGN, NR * 2 * DF_IO_ALIGN);
+    for (int phase = 0; phase < 2; phase++) {
+        memset(r, 0, sizeof r);
+        pthread_mutex_lock(&g_ps.mu);
+        g_ps.open = g_ps.blocked = false;
+        g_ps.n = 0;
+        pthread_mutex_unlock(&g_ps.mu);
+        for (int i = 0; i < NR; i++) {
+            r[i].file = 0; r[i].offset = 1000 + 333 * (uint64_t)i; r[i].len = 100;
+            r[i].buf = buf + (size_t)i * 2 * DF_IO_ALIGN;
+            r[i].done = prio_done; r[i].ud = (void *)(intptr_t)i;
+        }
+        CHECK_EQ_INT(df_io_submit(io, &r[0]), DF_OK); /* the gate: holds the only worker */
+        pthread_mutex_lock(&g_ps.mu);
+        while (!g_ps.blocked) pthread_cond_wait(&g_ps.cv, &g_ps.mu);
+        pthread_mutex_unlock(&g_ps.mu);
+        r[1].prio = DF_IO_PRIO_LOW; r[3].prio = DF_IO_PRIO_LOW; r[4].prio = DF_IO_PRIO_LOW;
+        for (int i = 1; i <= 4; i++) CHECK_EQ_INT(df_io_submit(io, &r[i]), DF_OK);
+        df_io_req *c1[1] = {&r[3]}, *c2[2] = {&r[4], &r[0]};
+        if (phase == 0) {
+            CHECK_EQ_INT(df_io_cancel(io, c1, 1), 1); /* queued: withdrawn, no callback */
+            CHECK_EQ_INT(df_io_cancel(io, c2, 2), 0); /* r[0] is running: all or nothing */
+        } else {
+            df_io_req *pr[1] = {&r[4]};
+            df_io_promote(io, pr, 1); /* r[4] joins the normal queue after r[2] */
+        }
+        pthread_mutex_lock(&g_ps.mu);
+        g_ps.open = true;
+        pthread_cond_broadcast(&g_ps.cv);
+        int want = phase == 0 ? 4 : 5;
+        while (g_ps.n < want) pthread_cond_wait(&g_ps.cv, &g_ps.mu);
+        pthread_mutex_unlock(&g_ps.mu);
+        df_io_close(io); /* waits for everything accepted and not withdrawn */
+        io = NULL;
+        CHECK_EQ_INT(g_ps.n, want);
+        /* normal before low; low in submission order; promoted = normal */
+        static const int exp0[4] = {0, 2, 1, 4}, exp1[5] = {0, 2, 4, 1, 3};
+        for (int i = 0; i < want; i++) CHECK_EQ_INT(g_ps.order[i], phase == 0 ? exp0[i] : exp1[i]);
+        for (int i = 0; i < NR; i++)
+            if (i <= 4 && !(phase == 0 && i == 3)) {
+                CHECK_EQ_INT(r[i].status, DF_OK);
+                CHECK(memcmp(r[i].data, data + r[i].offset, r[i].len) == 0);
+            }
+        if (phase == 0) CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+        if (!io && phase == 0) break;
+    }
+    free(buf);
+}
+
 int main(void) {
     df_init();
     df_log_set_level(DF_LOG_ERROR);
@@ -124,6 +200,7 @@ int main(void) {
         engine_matches(disk, data, n, e);
         fault_cases(disk, data, e);
     }
+    priority_cases(disk, data);
     /* tmpfs refuses O_DIRECT: direct and uring must fall back and still be right */
     FILE *probe = fopen("/dev/shm/.df_probe", "w");
     if (probe) {
