@@ -38,6 +38,8 @@ patch('src/attn_mla.c',[
 ('#include "quant.h"\n','#include "quant.h"\n#include "dbgdump.h"\n'),
 ("""    /* queries */""","""    dbg_dump("attn_norm", il, x, (long)nt * D);
     /* queries */"""),
+("""        mmw(c, L->wq_b, b.qa, rq, nt, b.q, nq);""","""        dbg_dump("qa_norm", il, b.qa, (long)nt * rq);
+        mmw(c, L->wq_b, b.qa, rq, nt, b.q, nq);"""),
 ("""    df_attn_args a = {""","""    dbg_dump("q", il, b.q, (long)nt * nq);
     dbg_dump("kvn", il, b.kv, (long)nt * nkv);
     df_attn_args a = {"""),

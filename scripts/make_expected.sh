@@ -15,7 +15,7 @@
 # here; the script stops otherwise). For them a seed is also rejected when deltafin's greedy ids
 # differ from llama.cpp's (counted in df_mismatch_seeds), and spread = max |PPL'/PPL - 1| of
 # llama.cpp's own PPL under `-fa off` and `-b 32` (other attention kernels) is recorded: the
-# test accepts max(0.5%, spread). Why: docs/testing.md "Quantized parity".
+# test accepts max(0.5%, 2 x spread). Why: docs/testing.md "Quantized parity".
 # ONLY=regex records only the matching entries and merges them into the existing files.
 # Optional: LLAMA2C=path/to/llama2.c checkout also regenerates the stories260K run.c text.
 set -eu
