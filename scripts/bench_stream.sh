@@ -19,13 +19,13 @@
 #        THREADS (default: all cores), REPEAT (3), PREFETCH ("off on auto"), IO (auto),
 #        LLAMA_BIN (/work/llama.cpp/build/bin; LLAMA=0 skips it), EXPERT_TYPE (q4_k | q8_0),
 #        PACK=1 (run the `deltafin pack` copy), DROP_ALL (1: echo 3 > drop_caches when
-#        allowed, else posix_fadvise(DONTNEED) of the model), KEEP=1 keeps the model file
+#        allowed, else posix_fadvise(DONTNEED) of the model), KEEP=0 deletes the model at the end
 #   --quick: tiny geometry (n_embd 1024, width 512, 4 layers), 160M limit, 1 repetition:
 #        tests the script itself.
 set -u
 RECORD=0; QUICK=0
 for a in "$@"; do
-    case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,28p "$0"; exit 0 ;; esac
+    case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,23p "$0"; exit 0 ;; esac
 done
 BIN=${DELTAFIN_BIN:-build/deltafin}
 DIR=${DIR:-/tmp/dfbench}
