@@ -25,7 +25,7 @@
 set -u
 RECORD=0; QUICK=0
 for a in "$@"; do
-    case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,23p "$0"; exit 0 ;; esac
+    case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,24p "$0"; exit 0 ;; esac
 done
 BIN=${DELTAFIN_BIN:-build/deltafin}
 DIR=${DIR:-/tmp/dfbench}
