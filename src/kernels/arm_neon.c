@@ -50,6 +50,26 @@ static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     *s = (float)sum;
 }
 
+static inline float32x4_t bf16_lo(uint16x8_t v) { return vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(v), 16)); }
+static inline float32x4_t bf16_hi(uint16x8_t v) { return vreinterpretq_f32_u32(vshll_high_n_u16(v, 16)); }
+
+static void dot_bf16(int64_t n, float *s, const void *w, const void *xq) {
+    const uint16_t *a = w, *b = xq;
+    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0), acc2 = vdupq_n_f32(0), acc3 = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const uint16x8_t a0 = vld1q_u16(a + i), a1 = vld1q_u16(a + i + 8);
+        const uint16x8_t b0 = vld1q_u16(b + i), b1 = vld1q_u16(b + i + 8);
+        acc0 = vfmaq_f32(acc0, bf16_lo(a0), bf16_lo(b0));
+        acc1 = vfmaq_f32(acc1, bf16_hi(a0), bf16_hi(b0));
+        acc2 = vfmaq_f32(acc2, bf16_lo(a1), bf16_lo(b1));
+        acc3 = vfmaq_f32(acc3, bf16_hi(a1), bf16_hi(b1));
+    }
+    double sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc0, acc1), vaddq_f32(acc2, acc3)));
+    for (; i < n; i++) sum += (double)(df_bf16_to_f32(a[i]) * df_bf16_to_f32(b[i]));
+    *s = (float)sum;
+}
+
 /* ------------------------------------------------------------------ Q8_0 */
 
 static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
@@ -613,6 +633,7 @@ void df_kernels_fill_neon(df_kernel_table *t) {
     }
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
+    t->vec_dot[DF_TYPE_BF16] = dot_bf16;
     t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0;
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
