@@ -66,6 +66,9 @@ printf 'name\tppl\tspread\n' > "$TMP/ppl.tsv"
     printf '%s\t%s\n' "v3w-q4_k" "$W | quantize Q4_K --pure"
     printf '%s\t%s\n' "v3-mxfp4" "--arch deepseek2 --variant v3 --vocab @FIX@/models/tok512.bin | quantize Q8_0 --type-experts MXFP4"
     printf '%s\t%s\n' "v3w-mxfp4" "$W | quantize Q8_0 --type-experts MXFP4"
+    # Q4_K experts, Q8_0 elsewhere (--type-experts also takes the 3-D attn_k_b / attn_v_b, as
+    # llama-quantize's MXFP4_MOE does: its equivalent here needs --tensor-type for all three)
+    printf '%s\t%s\n' "v3w-q4_k-exps" "$W | quantize Q8_0 --type-experts Q4_K"
 } | grep -E "^(${ONLY:-.*})	" > "$TMP/list"
 
 check_seed() { # $1 name, $2 file -> appends rows, returns 1 on a near tie
@@ -103,6 +106,7 @@ lq_args() { # deltafin quantize arguments -> llama-quantize's equivalent
     case "$*" in
         "Q4_K --pure") echo "--pure Q4_K" ;;
         "Q8_0 --type-experts MXFP4") echo "MXFP4_MOE" ;;
+        "Q8_0 --type-experts Q4_K") echo "--tensor-type _exps=q4_k --tensor-type attn_k_b=q4_k --tensor-type attn_v_b=q4_k Q8_0" ;;
         *) echo "no llama-quantize equivalent for '$*'" >&2; exit 1 ;;
     esac
 }
