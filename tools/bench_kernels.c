@@ -1,7 +1,8 @@
 /* bench_kernels.c — `deltafin bench kernels`: how close the matrix-vector kernels come to the
  * machine's memory bandwidth. Measures (1) multi-threaded streaming read bandwidth over a buffer
  * far larger than the last-level cache, (2) df_matmul_q throughput in bytes of weights per second
- * for several weight types on matrices of the same size, with all threads, and prints the ratio.
+ * for several weight types on matrices of the same size, with all threads, and prints the ratio
+ * against bandwidth passes alternated with that type's passes (so both see the same load).
  * Entry point bench_kernels_main() is called by tools/bench.c for `deltafin bench kernels`. */
 #include <math.h>
 
@@ -16,7 +17,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: deltafin bench kernels [options]\n"
             "  Memory read bandwidth, then matrix-vector throughput per weight type (bytes of\n"
-            "  weights read per second) on matrices much larger than the CPU caches.\n"
+            "  weights read per second) on matrices much larger than the CPU caches. Each\n"
+            "  type's passes alternate with bandwidth passes; its ratio is taken against\n"
+            "  the best of those (same load on a shared machine).\n"
             "options:\n"
             "  --size SIZE     bytes per buffer/matrix (default 1G; use ≥ 4x the L3 size)\n"
             "  -t, --threads N threads (default: all cores)\n"
