@@ -488,6 +488,41 @@ static void dot_tq2_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* TQ1_0: base-3 digit k of a byte = ((uint8)(q * 3^k) * 3) >> 8 (value digit-1); sdot of the
+ * digits minus the bsums, exact as ref.c. */
+static inline int8x16_t tq1_digits(uint8x16_t q, uint8x16_t mul) {
+    const uint8x16_t t = vmulq_u8(q, mul);
+    const uint8x8_t three = vdup_n_u8(3);
+    return vreinterpretq_s8_u8(vcombine_u8(vshrn_n_u16(vmull_u8(vget_low_u8(t), three), 8),
+                                           vshrn_n_u16(vmull_high_u8(t, vdupq_n_u8(3)), 8)));
+}
+
+static void dot_tq1_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_tq1_0 *x = w;
+    const df_block_q8_K *y = xq;
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    static const uint8_t mh[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const uint8x16_t q0 = vld1q_u8(x[i].qs), q1 = vld1q_u8(x[i].qs + 16), q2 = vld1q_u8(x[i].qs + 32);
+        int32x4_t acc = vdupq_n_s32(0);
+        for (int k = 0; k < 5; k++) {
+            const uint8x16_t m = vdupq_n_u8(pow3[k]);
+            acc = vdotq_s32(acc, tq1_digits(q0, m), vld1q_s8(q8 + 32 * k));
+            acc = vdotq_s32(acc, tq1_digits(q1, m), vld1q_s8(q8 + 32 * k + 16));
+            acc = vdotq_s32(acc, tq1_digits(q2, m), vld1q_s8(q8 + 160 + 16 * k));
+        }
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        acc = vdotq_s32(acc, tq1_digits(vreinterpretq_u8_u32(vdupq_n_u32(qh)), vld1q_u8(mh)), vld1q_s8(q8 + 240));
+        const int16x8_t b0 = vld1q_s16(y[i].bsums), b1 = vld1q_s16(y[i].bsums + 8);
+        const int sumi = vaddvq_s32(acc) - (vaddlvq_s16(b0) + vaddlvq_s16(b1));
+        sumf += (float)sumi * (df_f16_to_f32(x[i].d) * y[i].d);
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q5_K / IQ4_XS x Q8_K */
 
 static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
@@ -650,6 +685,7 @@ void df_kernels_fill_neon(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ2_S] = dot_iq2_s_q8_K;
     t->vec_dot[DF_TYPE_IQ3_S] = dot_iq3_s_q8_K;
     t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
+    t->vec_dot[DF_TYPE_TQ1_0] = dot_tq1_0_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
     t->vec_dot[DF_TYPE_Q4_1] = dot_q4_1_q8_1;

@@ -661,6 +661,54 @@ static void dot_tq2_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* TQ1_0: five (four) base-3 digits per byte, digit k = ((uint8)(q * 3^k) * 3) >> 8, value
+ * digit-1. Digits by 16-bit multiplies on the even and odd bytes (per-lane multipliers),
+ * maddubs with the activations, Σ y from the bsums removed in integers (exact, as ref.c). */
+static inline __m256i tq1_digits(__m256i q, __m256i pe, __m256i po) {
+    const __m256i ff = _mm256_set1_epi16(0xFF), three = _mm256_set1_epi16(3);
+    const __m256i e = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_and_si256(_mm256_mullo_epi16(_mm256_and_si256(q, ff), pe), ff), three), 8);
+    const __m256i o = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_and_si256(_mm256_mullo_epi16(_mm256_srli_epi16(q, 8), po), ff), three), 8);
+    return _mm256_or_si256(e, _mm256_slli_epi16(o, 8));
+}
+
+static void dot_tq1_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_tq1_0 *x = w;
+    const df_block_q8_K *y = xq;
+    static const int16_t pow3[6] = {1, 3, 9, 27, 81, 243};
+    const __m256i ones = _mm256_set1_epi16(1);
+    /* last 32 elements: digit 4 of qs[32..47] (16), then digit k of qh[j] at 4k+j (16) */
+    const __m256i pl = _mm256_set_epi16(27, 27, 9, 9, 3, 3, 1, 1, 81, 81, 81, 81, 81, 81, 81, 81); /* per byte pair */
+    float sumf = 0;
+    for (int64_t i = 0; i < n / 256; i++) {
+        const int8_t *q8 = y[i].qs;
+        const __m256i Q = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m128i Q2 = _mm_loadu_si128((const __m128i *)(x[i].qs + 32));
+        const __m256i Q22 = _mm256_set_m128i(Q2, Q2);
+        __m256i isum = _mm256_setzero_si256();
+        for (int k = 0; k < 5; k++) {
+            const __m256i p = _mm256_set1_epi16(pow3[k]);
+            const __m256i v = tq1_digits(Q, p, p);
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(q8 + 32 * k))), ones));
+        }
+        for (int k = 0; k < 4; k += 2) {
+            const __m256i p = _mm256_set_m128i(_mm_set1_epi16(pow3[k + 1]), _mm_set1_epi16(pow3[k]));
+            const __m256i v = tq1_digits(Q22, p, p);
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(q8 + 160 + 16 * k))), ones));
+        }
+        {
+            uint32_t qh;
+            memcpy(&qh, x[i].qh, 4);
+            const __m256i QL = _mm256_set_m128i(_mm_set1_epi32((int)qh), Q2);
+            const __m256i v = tq1_digits(QL, pl, pl);
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_loadu_si256((const __m256i *)(q8 + 224))), ones));
+        }
+        const __m256i b = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), ones);
+        const int sumi = (int)hsum_i32_8(_mm256_sub_epi32(isum, b));
+        sumf += (float)sumi * (df_f16_to_f32(x[i].d) * y[i].d);
+    }
+    *s = sumf;
+}
+
 /* ------------------------------------------------------------------ Q4_1 / Q5_0 / Q5_1
  * One exact integer per block, then ref.c's float expression: bit-identical to it. */
 static void dot_q4_1_q8_1(int64_t n, float *s, const void *w, const void *xq) {
@@ -829,6 +877,7 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ2_S] = dot_iq2_s_q8_K;
     t->vec_dot[DF_TYPE_IQ3_S] = dot_iq3_s_q8_K;
     t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
+    t->vec_dot[DF_TYPE_TQ1_0] = dot_tq1_0_q8_K;
     t->vec_dot[DF_TYPE_Q4_1] = dot_q4_1_q8_1;
     t->vec_dot[DF_TYPE_Q5_0] = dot_q5_0_q8_0;
     t->vec_dot[DF_TYPE_Q5_1] = dot_q5_1_q8_1;
