@@ -208,7 +208,11 @@ void df_pool_run(df_pool *p, int n_tasks, df_task_fn fn, void *ctx) {
     run_tasks(p, 0);
     if (!spin_wait_zero(p, &p->active)) {
         pthread_mutex_lock(&p->mu);
-        atomic_store(&p->caller_waiting, 1);
+        /* Dekker-style handshake with the worker's fetch_sub(active) + load(caller_waiting):
+         * an RMW, not a plain seq_cst store, so the following load of `active` cannot pass it
+         * even where seq_cst store->load ordering is emulated weakly (qemu-user translating
+         * AArch64 stlr/ldar onto x86 puts no fence between them; RMWs become locked ops). */
+        (void)atomic_exchange(&p->caller_waiting, 1);
         while (atomic_load(&p->active) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
         atomic_store(&p->caller_waiting, 0);
         pthread_mutex_unlock(&p->mu);
