@@ -15,6 +15,7 @@
 #include "util.h"
 #include "gguf.h"
 #include "quant.h"
+#include "gen_random.h"
 #include "llama2c.h"
 
 #include <errno.h>
@@ -251,7 +252,7 @@ static bool ends_with(const char *s, const char *suf) {
 }
 
 /* Adds the tokenizer KVs; returns the vocabulary size in *n_vocab. */
-static int write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
+int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
     int rc;
     if (ends_with(spec, ".gguf")) {
         df_gguf *g = NULL;
@@ -329,10 +330,8 @@ int cmd_gen_random(int argc, char **argv) {
                  .n_ff_exp = -1, .n_ff_shexp = -1, .n_ctx = -1, .out_scale = 4.0f,
                  .router_scale = 3.0f, .seed = 1};
     const gr_preset *preset = NULL;
-    extern int df_gen_random_deepseek2(int argc, char **argv); /* tools/gen_random_deepseek2.c */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "deepseek2")) return df_gen_random_deepseek2(argc, argv);
-    extern int df_gen_random_kimi_k3(int argc, char **argv); /* tools/gen_random_kimi_k3.c */
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "kimi-k3")) return df_gen_random_kimi_k3(argc, argv);
     for (int i = 1; i < argc; i++) {
@@ -477,7 +476,7 @@ int cmd_gen_random(int argc, char **argv) {
             goto done;
     }
     int64_t n_vocab = 0;
-    if ((rc = write_vocab(w, o.vocab, &n_vocab))) goto done;
+    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
     if ((rc = KU32("vocab_size", n_vocab))) goto done;
 #undef KU32
 #undef KF32

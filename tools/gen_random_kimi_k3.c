@@ -12,6 +12,7 @@
 #include "util.h"
 #include "gguf.h"
 #include "quant.h"
+#include "gen_random.h"
 #include "llama2c.h"
 #include "deltafin.h"
 
@@ -223,35 +224,6 @@ static void k3_usage(FILE *f) {
         "  --ctx N (4096)\n");
 }
 
-static int k3_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
-    l2c_vocab v;
-    int rc;
-    if (!strcmp(spec, "bytes")) {
-        int n = 3 + 256 + 1 + 94;
-        memset(&v, 0, sizeof v);
-        v.n = n;
-        v.text = df_calloc((size_t)n, sizeof *v.text);
-        v.score = df_calloc((size_t)n, sizeof *v.score);
-        v.type = df_calloc((size_t)n, sizeof *v.type);
-        if (!v.text || !v.score || !v.type) { l2c_vocab_free(&v); return DF_ERR_NOMEM; }
-        char buf[16];
-        for (int i = 0; i < n; i++) {
-            if (i < 3) { snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>"); v.type[i] = i ? 3 : 2; }
-            else if (i < 259) { snprintf(buf, sizeof buf, "<0x%02X>", i - 3); v.type[i] = 6; }
-            else if (i == 259) { snprintf(buf, sizeof buf, "\xe2\x96\x81"); v.type[i] = 1; }
-            else { buf[0] = (char)('!' + (i - 260)); buf[1] = 0; v.type[i] = 1; }
-            v.text[i] = df_strdup(buf);
-            if (!v.text[i]) { l2c_vocab_free(&v); return DF_ERR_NOMEM; }
-        }
-    } else if ((rc = l2c_vocab_load(spec, 0, &v))) {
-        return rc;
-    }
-    *n_vocab = v.n;
-    rc = l2c_vocab_write_kv(w, &v);
-    l2c_vocab_free(&v);
-    return rc;
-}
-
 static bool k3_i64(const char *s, int64_t *out) {
     char *e;
     errno = 0;
@@ -428,7 +400,7 @@ int df_gen_random_kimi_k3(int argc, char **argv) {
         (rc = KF32("activation.situ_linear_beta", o.situ_lbeta)))
         goto done;
     int64_t n_vocab = 0;
-    if ((rc = k3_write_vocab(w, o.vocab, &n_vocab))) goto done;
+    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
     if ((rc = KU32("vocab_size", n_vocab))) goto done;
 #undef KU32
 #undef KF32
