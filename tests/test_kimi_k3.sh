@@ -31,51 +31,14 @@ env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
 for k in ("DELTAFIN_STREAM", "DELTAFIN_EXPERT_CACHE"):
     env.pop(k, None)
 tmp = tempfile.mkdtemp(prefix="df_k3_")
-n_pass = n_fail = 0
-
-def report(ok, name, msg=""):
-    global n_pass, n_fail
-    if ok: n_pass += 1
-    else: n_fail += 1
-    print(f"kimi-k3: {'PASS' if ok else 'FAIL'} {name}{': ' + msg if msg else ''}", flush=True)
-
-def run(args, extra_env=None, timeout=600):
-    e = dict(env, **(extra_env or {}))
-    try:
-        p = subprocess.run([BIN] + args, capture_output=True, env=e, timeout=timeout)
-        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired:
-        return 124, "", "timeout"
-
-def last(err):
-    l = [x for x in err.strip().splitlines() if x.strip()]
-    return l[-1] if l else "(no message)"
-
-def read_tsv(path):
-    with open(path, encoding="utf-8") as f:
-        rows = [l.rstrip("\n").split("\t") for l in f if l.strip()]
-    return [dict(zip(rows[0], r)) for r in rows[1:]]
-
-def greedy(model, prompt, extra_env=None, extra=()):
-    rc, out, err = run(["run", "-m", model, "-p", prompt, "-n", "32", "--temp", "0", "-t", "2", "--json"]
-                       + list(extra), extra_env)
-    if rc != 0:
-        return None, f"exit {rc}: {last(err)}"
-    for line in reversed(out.strip().splitlines()):
-        try:
-            return json.loads(line), None
-        except ValueError:
-            pass
-    return None, "no JSON"
-
-def ppl(model):
-    rc, out, err = run(["perplexity", "-m", model, "-f", "tests/data/ppl_story.txt", "-c", "128", "-b", "32", "-t", "2"])
-    m = re.findall(r"PPL\s*=\s*([0-9.eE+-]+)", out + "\n" + err)
-    return (float(m[-1]) if m else None), (None if m else f"exit {rc}: {last(err)}")
+sys.path.insert(0, "tests/lib")
+from dfcheck import Checker
+C = Checker("kimi-k3", BIN, env)
+report, run, last, read_tsv, greedy, ppl = C.report, C.run, C.last, C.read_tsv, C.greedy, C.ppl
 
 try:
     shutil.copy2(BIN, os.path.join(tmp, "deltafin"))  # a concurrent make may relink BIN
-    BIN = os.path.join(tmp, "deltafin")
+    BIN = C.bin = os.path.join(tmp, "deltafin")
     models = read_tsv(f"{EXP}/models.tsv")
     ppls = {r["name"]: float(r["ppl"]) for r in read_tsv(f"{EXP}/ppl.tsv")}
     path = {}
@@ -150,6 +113,6 @@ try:
         os.unlink(k3)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-print(f"kimi-k3: {n_pass} passed, {n_fail} failed")
-sys.exit(1 if n_fail else 0)
+print(f"kimi-k3: {C.n_pass} passed, {C.n_fail} failed")
+sys.exit(1 if C.n_fail else 0)
 PYEOF

@@ -1,0 +1,54 @@
+"""dfcheck.py — what the Python-driven end-to-end tests (test_deepseek2.sh, test_kimi_k3.sh)
+share: PASS/FAIL reporting, running the deltafin binary, recorded TSV tables, greedy ids and
+perplexity. Imported with sys.path.insert(0, "tests/lib") from the repository root."""
+import json, re, subprocess
+
+
+class Checker:
+    def __init__(self, label, bin_path, env):
+        self.label, self.bin, self.env = label, bin_path, env
+        self.n_pass = self.n_fail = 0
+
+    def report(self, ok, name, msg=""):
+        if ok: self.n_pass += 1
+        else: self.n_fail += 1
+        print(f"{self.label}: {'PASS' if ok else 'FAIL'} {name}{': ' + msg if msg else ''}", flush=True)
+
+    def run(self, args, extra_env=None, timeout=600):
+        e = dict(self.env, **(extra_env or {}))
+        try:
+            p = subprocess.run([self.bin] + args, capture_output=True, env=e, timeout=timeout)
+            return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+        except subprocess.TimeoutExpired:
+            return 124, "", "timeout"
+
+    @staticmethod
+    def last(err):
+        l = [x for x in err.strip().splitlines() if x.strip()]
+        return l[-1] if l else "(no message)"
+
+    @staticmethod
+    def read_tsv(path):
+        with open(path, encoding="utf-8") as f:
+            rows = [l.rstrip("\n").split("\t") for l in f if l.strip()]
+        return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+    def greedy(self, model, prompt, extra_env=None, extra=()):
+        """`deltafin run --temp 0 -n 32 --json`: (parsed JSON, None) or (None, error)."""
+        rc, out, err = self.run(["run", "-m", model, "-p", prompt, "-n", "32", "--temp", "0", "-t", "2", "--json"]
+                                + list(extra), extra_env)
+        if rc != 0:
+            return None, f"exit {rc}: {self.last(err)}"
+        for line in reversed(out.strip().splitlines()):
+            try:
+                return json.loads(line), None
+            except ValueError:
+                pass
+        return None, "no JSON"
+
+    def ppl(self, model, extra_env=None):
+        """`deltafin perplexity -c 128 -b 32` on tests/data/ppl_story.txt: (PPL, None) or (None, error)."""
+        rc, out, err = self.run(["perplexity", "-m", model, "-f", "tests/data/ppl_story.txt", "-c", "128", "-b", "32",
+                                 "-t", "2"], extra_env)
+        m = re.findall(r"PPL\s*=\s*([0-9.eE+-]+)", out + "\n" + err)
+        return (float(m[-1]) if m else None), (None if m else f"exit {rc}: {self.last(err)}")
