@@ -59,6 +59,7 @@ struct df_store {
     unsigned epoch;           /* bumped by every df_store_prefetch (one per MoE layer call) */
     uint8_t *la_mark;         /* [key] predicted for a layer not yet routed */
     int *la_npred;            /* [layer] experts predicted (and not yet scored) */
+    uint64_t *lyr;               /* per layer: hits, misses, wait ns (3 x n_layers) */
     int last_layer;           /* layer of the last df_store_prefetch */
     uint64_t t_last_acq;      /* when the last acquire() returned */
     uint64_t gap_sum_ns, gap_n; /* layer-boundary gaps: last acquire of L -> routing of L+1 */
@@ -157,9 +158,10 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     s->map = df_malloc(n * sizeof *s->map);
     s->la_mark = df_calloc(n, 1);
     s->la_npred = df_calloc((size_t)pin->n_layers, sizeof *s->la_npred);
+    s->lyr = df_calloc((size_t)pin->n_layers * 3, sizeof *s->lyr);
     s->last_layer = -1;
     s->epoch = 1;
-    if (!s->locs || !s->map || !s->la_mark || !s->la_npred) { df_store_free(s); return DF_ERR_NOMEM; }
+    if (!s->locs || !s->map || !s->la_mark || !s->la_npred || !s->lyr) { df_store_free(s); return DF_ERR_NOMEM; }
     memcpy(s->locs, pin->locs, n * DF_EXPERT_NPARTS * sizeof *s->locs);
     s->p.locs = s->locs;
     for (size_t k = 0; k < n; k++) s->map[k] = -1;
@@ -243,6 +245,7 @@ void df_store_free(df_store *s) {
     free(s->records);
     free(s->la_mark);
     free(s->la_npred);
+    free(s->lyr);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -430,6 +433,7 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
                 memcpy(msg, sl->err, sizeof msg);
                 if (!sl->pins) evict(s, idx);
                 s->st.wait_ns += t_wait;
+                s->lyr[3 * layer + 2] += t_wait;
                 pthread_mutex_unlock(&s->mu);
                 return df_err(st, "%s", msg);
             }
@@ -437,8 +441,8 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
             sl->pins++;
             /* a hit is a cache reuse; the first use of a prefetched expert still cost a read */
             if (!counted) {
-                if (sl->prefetched && !sl->used) s->st.misses++;
-                else s->st.hits++;
+                if (sl->prefetched && !sl->used) { s->st.misses++; s->lyr[3 * layer + 1]++; }
+                else { s->st.hits++; s->lyr[3 * layer]++; }
                 counted = true;
             }
             if (sl->prefetched && !sl->used) {
@@ -450,6 +454,7 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
             if (sl->ref < 3) sl->ref++;
             fill_out(s, sl, out);
             s->st.wait_ns += t_wait;
+            s->lyr[3 * layer + 2] += t_wait;
             s->t_last_acq = df_time_ns();
             pthread_mutex_unlock(&s->mu);
             return DF_OK;
@@ -470,7 +475,7 @@ int df_store_acquire(df_store *s, int layer, int expert, df_expert_w *out) {
             t_wait += df_time_ns() - t0;
             continue;
         }
-        if (!counted) { s->st.misses++; counted = true; }
+        if (!counted) { s->st.misses++; s->lyr[3 * layer + 1]++; counted = true; }
         evict(s, v);
         int rc = start_load(s, &s->slots[v], key, 0);
         if (rc) { pthread_mutex_unlock(&s->mu); return rc; }
@@ -913,4 +918,14 @@ uint64_t df_xxh64(const void *data, size_t len, uint64_t seed) {
     while (p < end) { h ^= (*p) * P5; h = rotl64(h, 11) * P1; p++; }
     h ^= h >> 33; h *= P2; h ^= h >> 29; h *= P3; h ^= h >> 32;
     return h;
+}
+
+int df_store_layer_stats(df_store *s, int layer, uint64_t *hits, uint64_t *misses, uint64_t *wait_ns) {
+    if (!s || layer < 0 || layer >= s->p.n_layers) return DF_ERR_INVALID;
+    pthread_mutex_lock(&s->mu);
+    *hits = s->lyr[3 * layer];
+    *misses = s->lyr[3 * layer + 1];
+    *wait_ns = s->lyr[3 * layer + 2];
+    pthread_mutex_unlock(&s->mu);
+    return DF_OK;
 }

@@ -103,6 +103,8 @@ typedef struct {
     uint64_t slot_bytes, cache_bytes;
 } df_store_stats;
 void df_store_get_stats(df_store *s, df_store_stats *st);
+/* Per-layer counters (run -v): acquires that hit / missed the cache, time blocked on reads. */
+int df_store_layer_stats(df_store *s, int layer, uint64_t *hits, uint64_t *misses, uint64_t *wait_ns);
 /* One-line summary: "cache 12/40 slots ... hit 83.1% read 1.23 GB at 2.1 GB/s ..." */
 const char *df_store_stats_str(const df_store_stats *st, char *buf, size_t cap);
 

@@ -63,5 +63,12 @@ grep -q "prompt (.*$SECRET" "$T/log2" && grep -q "output (5 tokens)\|output ([0-
 "$BIN" run -m "$T/m.gguf" -p hi -n 2 --stats-file "$T/nodir/s.jsonl" >/dev/null 2>"$T/err"; rc=$?
 [ $rc != 0 ] && grep -q "stats-file" "$T/err" && ok "unwritable stats file reported" || bad "stats file error: rc=$rc"
 
+# -v: per-layer hits / misses / I/O wait; the layers' counts add up to the totals
+DELTAFIN_STREAM=1 DELTAFIN_EXPERT_CACHE=200K "$BIN" run -m "$T/m.gguf" -p hi -n 12 --temp 0 -t 1 -v >/dev/null 2>"$T/verr"
+tot=$(sed -n 's/.*| hit [0-9.]*% (\([0-9]*\)\/\([0-9]*\)).*/\1 \2/p' "$T/verr")
+sum=$(sed -n '/^per layer:/,$p' "$T/verr" | awk 'NR > 1 && NF == 5 { h += $2; a += $2 + $3; n++ } END { print h, a, n }')
+[ -n "$tot" ] && [ "$tot ${sum##* }" = "$sum" ] && [ "${sum##* }" -eq 2 ] &&
+    ok "-v per-layer table: 2 layers, hits/accesses $sum" || bad "-v per layer: totals '$tot' vs layers '$sum': $(tail -n 5 "$T/verr")"
+
 [ $fail = 0 ] && echo "test_run_monitoring: ok" || echo "test_run_monitoring: FAILED"
 exit $fail

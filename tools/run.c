@@ -387,6 +387,14 @@ int cmd_run(int argc, char **argv) {
         char sb[640];
         df_store_get_stats(df_stream_store(m), &ss);
         fprintf(stderr, "%s\n", df_store_stats_str(&ss, sb, sizeof sb));
+        /* per layer: where the misses and the waiting happened */
+        fprintf(stderr, "per layer:   layer     hits   misses    hit%%   I/O wait s\n");
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            uint64_t h = 0, mi = 0, w = 0;
+            if (df_store_layer_stats(df_stream_store(m), l, &h, &mi, &w) != DF_OK || h + mi == 0) continue;
+            fprintf(stderr, "             %5d %8llu %8llu %6.1f%% %12.3f\n", l, (unsigned long long)h,
+                    (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
+        }
     }
     if (json) {
         cJSON *o = cJSON_CreateObject();
