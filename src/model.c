@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "tokenizer.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <sys/mman.h>
@@ -429,6 +430,13 @@ static int load_data(df_model *m, int flags) {
         t->data = (char *)(ex ? m->expert_mem : m->dense_mem) + offs[i];
         int rc = df_gguf_read(m->gguf, t->info, 0, t->data, t->info->nbytes);
         if (rc < 0) { free(offs); return df_err_prefix(rc, "%s: reading tensor '%s'", m->path, t->info->name); }
+        /* Under --mem-limit the page cache counts too (a memory cgroup charges it): drop the
+         * pages just copied into anonymous memory. Without a limit they stay, so a second
+         * launch of the same model loads from RAM. */
+        if (m->params.mem_limit && t->info->shard >= 0 && t->info->shard < m->gguf->n_shards &&
+            m->gguf->shards[t->info->shard].fd >= 0)
+            (void)posix_fadvise(m->gguf->shards[t->info->shard].fd, (off_t)t->info->offset, (off_t)t->info->nbytes,
+                                POSIX_FADV_DONTNEED);
         done += t->info->nbytes;
         if (m->params.progress_cb) m->params.progress_cb(m->params.progress_ud, done, to_read);
         if (m->params.progress && df_time_ns() - last > 500000000ull) {

@@ -95,5 +95,21 @@ for io in pread direct uring mmap; do
         bad "$io: page cache left charged after the run: $(mib "$CACHE") MiB > $CACHE_MAX_MIB MiB"
 done
 
+# the loader: under --mem-limit the dense weights it copied into anonymous memory leave no page
+# cache behind (without a limit they stay cached for the next launch)
+if command -v fincore >/dev/null; then
+    "$BIN" gen-random --arch llama --n-embd 512 --n-layer 4 --vocab bytes "$T/d.gguf" >/dev/null 2>&1 && sync
+    cat "$T/d.gguf" >/dev/null
+    res() { fincore -b -n -o RES "$T/d.gguf" | tr -d ' '; }
+    "$BIN" run -m "$T/d.gguf" -p hi -n 2 >/dev/null 2>&1; R0=$(res)
+    "$BIN" run -m "$T/d.gguf" -p hi -n 2 --mem-limit 1G >/dev/null 2>&1; R1=$(res)
+    SZ=$(wc -c <"$T/d.gguf")
+    [ "$R0" -ge $((SZ / 2)) ] && [ "$R1" -le $((MiB / 2)) ] &&
+        ok "loader: page cache of the model after a run: $(mib "$R0") MiB without a limit, $(mib "$R1") MiB with --mem-limit" ||
+        bad "loader page cache: $R0 B without a limit, $R1 B with --mem-limit (file $SZ B)"
+else
+    echo "  skip: no fincore (loader page-cache check)"
+fi
+
 [ $fail = 0 ] && echo "test_memlimit: all passed" || echo "test_memlimit: FAILED"
 exit $fail
