@@ -740,23 +740,30 @@ __attribute__((target("bmi2"))) static void dot_iq2_xxs_q8_K(int64_t n, float *s
     *s = hsum512(acc);
 }
 
-/* VBMI + BITALG form (Ice Lake, Zen 4 and later; chosen at fill time). The 64 bytes of qs
- * hold one qword per 32-element sub-block: 4 grid indices, 4 x 7-bit sign fields, the scale.
- * A 64-weight chunk k (sub-blocks 2k, 2k+1) is 8 groups g of 8 weights.
- * - grid: each entry is 8 levels from {8, 25, 43}, stored as a 16-bit code (2 bits a level);
- *   the 32 codes of a super-block come from 4 two-table word permutes (64 entries each)
- *   blended on index bits 6-7, placed so that qword g holds the codes of group g of all four
- *   chunks (word k = chunk k); vpmultishiftqb then moves level j of chunk k to the low bits of
- *   byte j of qword g, and vpermb maps it to its value (junk upper bits ignored);
- * - signs: vpmultishiftqb cuts the 7-bit fields, vpermi2b maps them through ksigns_iq2xs
- *   (parity bit), vpermb places group g's sign bytes of all chunks in qword g, and
- *   vpshufbitqmb turns them into the 64-bit mask of a chunk, moved onto y;
- * - scales: dpbusd sums (|s| <= 4*43*127 fits int16) times 2s+1 by vpdpwssd, exact in int32.
- * Same integer sums as ref.c; one float scale per super-block. */
+/* VBMI + BITALG form (Ice Lake, Zen 4 and later; chosen at fill time), two super-blocks A, B
+ * per step. The 64 bytes of qs hold one qword per 32-element sub-block: 4 grid indices,
+ * 4 x 7-bit sign fields, the scale. A 64-weight chunk k (sub-blocks 2k, 2k+1) is 8 groups g
+ * of 8 weights.
+ * - grid: each entry is 8 levels from {8, 25, 43}, stored as a 16-bit code (2 bits a level),
+ *   split into a low-byte and a high-byte table of 256 entries; one two-source vpermb gathers
+ *   the 64 indices of A and B, two vpermi2b + a blend on index bit 7 per byte table look them
+ *   up, and vpunpck{l,h}bw rebuild the codes of A and of B, placed so that qword g holds the
+ *   codes of group g of all four chunks (word k = chunk k); per chunk vpmultishiftqb moves
+ *   level j to the low bits of byte j of qword g and vpermb maps it to its value (junk upper
+ *   bits ignored);
+ * - signs: vpmultishiftqb cuts the 7-bit fields of A and of B, one two-source vpermb places
+ *   group g's fields of all chunks in qword g (A in bytes 0-3, B in bytes 4-7), vpermi2b maps
+ *   them through ksigns_iq2xs (parity bit), vpshufbitqmb gives the 64-bit mask of a chunk,
+ *   moved onto y (exact: y never holds -128);
+ * - scales: per-chunk dpbusd sums (|s| <= 4*43*127 fits int16) are packed to words two chunks
+ *   at a time and multiplied by 2s+1 by vpmaddwd / vpdpwssd, exact in int32.
+ * Same integer sums as ref.c; one float scale per super-block, accumulated in block order.
+ * (The previous one-block form took ~10 shuffles a block for the codes alone, via 16-bit
+ * two-table permutes; docs/experiments.tsv.) */
 static _Alignas(64) uint16_t k_iq2xxs_code[256];
-static _Alignas(64) uint8_t k_iq2xxs_cix[64], k_iq2xxs_csg[64], k_iq2xxs_psg[64], k_iq2xxs_lvl[64];
-static _Alignas(64) uint8_t k_iq2xxs_cms[4][64], k_iq2xxs_cbs[4][64];
-static _Alignas(64) uint32_t k_iq2xxs_pd[4][16];
+static _Alignas(64) uint8_t k_iq2xxs_cl[4][64], k_iq2xxs_ch[4][64]; /* code bytes, idx 64t.. */
+static _Alignas(64) uint8_t k_iq2xxs_idx[64], k_iq2xxs_psg[64], k_iq2xxs_csg[64], k_iq2xxs_lvl[64];
+static _Alignas(64) uint8_t k_iq2xxs_cms[4][64], k_iq2xxs_cbs[8][64], k_iq2xxs_ls[2][64];
 
 static void iq2xxs_tables_init(void) {
     for (int i = 0; i < 256; i++) {
@@ -766,62 +773,89 @@ static void iq2xxs_tables_init(void) {
             c |= (b == 0x08 ? 0u : b == 0x19 ? 1u : 2u) << (2 * j);
         }
         k_iq2xxs_code[i] = (uint16_t)c;
+        k_iq2xxs_cl[i / 64][i % 64] = (uint8_t)(c & 0xff);
+        k_iq2xxs_ch[i / 64][i % 64] = (uint8_t)(c >> 8);
     }
-    /* group (chunk k, g): sub-block ib = 2k + g/4, l = g%4; its index byte is Q byte 8ib+l */
+    /* code word w = 4g + k of a block (group g of chunk k: sub-block ib = 2k + g/4, l = g%4,
+     * index byte 8ib + l); vpunpcklbw takes word 8L + r from byte 16L + r, vpunpckhbw from
+     * byte 16L + 8 + r: block h's indices go to bytes 16L + 8h + r */
+    for (int L = 0; L < 4; L++)
+        for (int h = 0; h < 2; h++)
+            for (int r = 0; r < 8; r++) {
+                const int wd = 8 * L + r, g = wd / 4, k = wd % 4;
+                k_iq2xxs_idx[16 * L + 8 * h + r] = (uint8_t)(64 * h + 8 * (2 * k + g / 4) + g % 4);
+            }
     for (int g = 0; g < 8; g++)
         for (int k = 0; k < 4; k++) {
-            k_iq2xxs_cix[2 * (4 * g + k)] = (uint8_t)(8 * (2 * k + g / 4) + g % 4);
-            k_iq2xxs_cix[2 * (4 * g + k) + 1] = 0; /* high byte zeroed by the mask */
-            k_iq2xxs_psg[8 * g + k] = (uint8_t)(8 * (2 * k + g / 4) + g % 4); /* sign byte (ib, l) */
-            k_iq2xxs_psg[8 * g + 4 + k] = 0;
+            k_iq2xxs_psg[8 * g + k] = (uint8_t)(8 * (2 * k + g / 4) + g % 4); /* field (ib, l) of A */
+            k_iq2xxs_psg[8 * g + 4 + k] = (uint8_t)(64 + 8 * (2 * k + g / 4) + g % 4); /* of B */
         }
     for (int q = 0; q < 8; q++)
         for (int j = 0; j < 8; j++) {
             k_iq2xxs_csg[8 * q + j] = (uint8_t)(j < 4 ? 32 + 7 * j : 0); /* sign field j at bit 32+7j */
-            for (int k = 0; k < 4; k++) {
-                k_iq2xxs_cms[k][8 * q + j] = (uint8_t)(16 * k + 2 * j); /* level j of chunk k */
-                k_iq2xxs_cbs[k][8 * q + j] = (uint8_t)(8 * k + j);      /* sign bit j of chunk k */
-            }
+            for (int k = 0; k < 4; k++) k_iq2xxs_cms[k][8 * q + j] = (uint8_t)(16 * k + 2 * j); /* level j of chunk k */
+            for (int k = 0; k < 8; k++) k_iq2xxs_cbs[k][8 * q + j] = (uint8_t)(8 * k + j); /* sign bit j of byte k */
         }
     for (int i = 0; i < 64; i++) k_iq2xxs_lvl[i] = (uint8_t)((i & 3) == 0 ? 0x08 : (i & 3) == 1 ? 0x19 : 0x2b);
-    for (int k = 0; k < 4; k++)
-        for (int g = 0; g < 16; g++) k_iq2xxs_pd[k][g] = (uint32_t)(4 * k + 2 * (g / 8));
+    /* vpackssdw(p[2c], p[2c+1]) word 8L + r: chunk 2c + (r >= 4), sub-block 2(2c + (r >= 4)) + (L >= 2);
+     * its scale 2s+1 is byte 0 of qword ib after the shift below */
+    for (int c = 0; c < 2; c++)
+        for (int L = 0; L < 4; L++)
+            for (int r = 0; r < 8; r++) {
+                const int ib = 2 * (2 * c + (r >= 4)) + (L >= 2);
+                k_iq2xxs_ls[c][2 * (8 * L + r)] = (uint8_t)(8 * ib);
+                k_iq2xxs_ls[c][2 * (8 * L + r) + 1] = 0; /* zeroed by the mask */
+            }
 }
 
 #define DF_VBMI_BITALG __attribute__((target("avx512vbmi,avx512bitalg")))
+
+/* Integer sum Σ_ib (2s_ib+1) Σ grid*sign*y of one super-block (h: 0 = A, 1 = B in SGN). */
+static inline __attribute__((always_inline)) DF_VBMI_BITALG __m512i iq2xxs_block(__m512i codes, __m512i SGN, const int h,
+                                                                                 __m512i Q, const int8_t *yq, __m512i LVL) {
+    __m512i p[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const __m512i g = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_load_si512(k_iq2xxs_cms[k]), codes), LVL);
+        const __mmask64 sg = _mm512_bitshuffle_epi64_mask(SGN, _mm512_load_si512(k_iq2xxs_cbs[4 * h + k]));
+        const __m512i yv = _mm512_loadu_si512((const void *)(yq + 64 * k));
+        p[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g, _mm512_mask_sub_epi8(yv, sg, _mm512_setzero_si512(), yv));
+    }
+    /* 2s+1 from the top 5 bits of each qword (bit 59 is replaced by the 1) */
+    const __m512i ls = _mm512_or_si512(_mm512_srli_epi64(Q, 59), _mm512_set1_epi64(1));
+    const __m512i w01 = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, _mm512_load_si512(k_iq2xxs_ls[0]), ls);
+    const __m512i w23 = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, _mm512_load_si512(k_iq2xxs_ls[1]), ls);
+    return _mm512_dpwssd_epi32(_mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), w01), _mm512_packs_epi32(p[2], p[3]), w23);
+}
 
 DF_VBMI_BITALG static void dot_iq2_xxs_q8_K_vbmi(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_iq2_xxs *x = w;
     const df_block_q8_K *y = xq;
     const int64_t nb = n / 256;
-    const __m512i T0 = _mm512_load_si512(k_iq2xxs_code), T1 = _mm512_load_si512(k_iq2xxs_code + 32);
-    const __m512i T2 = _mm512_load_si512(k_iq2xxs_code + 64), T3 = _mm512_load_si512(k_iq2xxs_code + 96);
-    const __m512i T4 = _mm512_load_si512(k_iq2xxs_code + 128), T5 = _mm512_load_si512(k_iq2xxs_code + 160);
-    const __m512i T6 = _mm512_load_si512(k_iq2xxs_code + 192), T7 = _mm512_load_si512(k_iq2xxs_code + 224);
+    const __m512i CL0 = _mm512_load_si512(k_iq2xxs_cl[0]), CL1 = _mm512_load_si512(k_iq2xxs_cl[1]);
+    const __m512i CL2 = _mm512_load_si512(k_iq2xxs_cl[2]), CL3 = _mm512_load_si512(k_iq2xxs_cl[3]);
+    const __m512i CH0 = _mm512_load_si512(k_iq2xxs_ch[0]), CH1 = _mm512_load_si512(k_iq2xxs_ch[1]);
+    const __m512i CH2 = _mm512_load_si512(k_iq2xxs_ch[2]), CH3 = _mm512_load_si512(k_iq2xxs_ch[3]);
     const __m512i KS0 = _mm512_loadu_si512(df_ksigns_iq2xs), KS1 = _mm512_loadu_si512(df_ksigns_iq2xs + 64);
-    const __m512i CIX = _mm512_load_si512(k_iq2xxs_cix), CSG = _mm512_load_si512(k_iq2xxs_csg);
+    const __m512i IXC = _mm512_load_si512(k_iq2xxs_idx), CSG = _mm512_load_si512(k_iq2xxs_csg);
     const __m512i PSG = _mm512_load_si512(k_iq2xxs_psg), LVL = _mm512_load_si512(k_iq2xxs_lvl);
-    const __m512i w64 = _mm512_set1_epi16(64), w128 = _mm512_set1_epi16(128);
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const __m512i Q = _mm512_loadu_si512((const void *)x[i].qs);
-        const __m512i idx = _mm512_maskz_permutexvar_epi8(0x5555555555555555ull, CIX, Q);
-        const __mmask32 b6 = _mm512_test_epi16_mask(idx, w64);
-        const __m512i r01 = _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(T0, idx, T1), _mm512_permutex2var_epi16(T2, idx, T3));
-        const __m512i r23 = _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(T4, idx, T5), _mm512_permutex2var_epi16(T6, idx, T7));
-        const __m512i codes = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(idx, w128), r01, r23);
-        const __m512i SB = _mm512_permutexvar_epi8(PSG, _mm512_permutex2var_epi8(KS0, _mm512_multishift_epi64_epi8(CSG, Q), KS1));
-        const __m512i LS = _mm512_or_si512(_mm512_slli_epi64(_mm512_srli_epi64(Q, 60), 1), _mm512_set1_epi64(1));
-        __m512i isum = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m512i g = _mm512_permutexvar_epi8(_mm512_multishift_epi64_epi8(_mm512_load_si512(k_iq2xxs_cms[k]), codes), LVL);
-            const __mmask64 sg = _mm512_bitshuffle_epi64_mask(SB, _mm512_load_si512(k_iq2xxs_cbs[k]));
-            const __m512i yv = _mm512_loadu_si512((const void *)(y[i].qs + 64 * k));
-            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g, _mm512_mask_sub_epi8(yv, sg, _mm512_setzero_si512(), yv));
-            isum = _mm512_dpwssd_epi32(isum, p, _mm512_permutexvar_epi32(_mm512_load_si512(k_iq2xxs_pd[k]), LS));
+    for (int64_t i = 0; i < nb; i += 2) {
+        const int two = i + 1 < nb; /* an odd last block is paired with itself, B discarded */
+        const __m512i QA = _mm512_loadu_si512((const void *)x[i].qs);
+        const __m512i QB = two ? _mm512_loadu_si512((const void *)x[i + 1].qs) : QA;
+        const __m512i IDX = _mm512_permutex2var_epi8(QA, IXC, QB);
+        const __mmask64 hi7 = _mm512_movepi8_mask(IDX);
+        const __m512i lo = _mm512_mask_blend_epi8(hi7, _mm512_permutex2var_epi8(CL0, IDX, CL1), _mm512_permutex2var_epi8(CL2, IDX, CL3));
+        const __m512i hi = _mm512_mask_blend_epi8(hi7, _mm512_permutex2var_epi8(CH0, IDX, CH1), _mm512_permutex2var_epi8(CH2, IDX, CH3));
+        const __m512i SGN = _mm512_permutex2var_epi8(KS0, _mm512_permutex2var_epi8(_mm512_multishift_epi64_epi8(CSG, QA), PSG,
+                                                                                  _mm512_multishift_epi64_epi8(CSG, QB)), KS1);
+        const __m512i ia = iq2xxs_block(_mm512_unpacklo_epi8(lo, hi), SGN, 0, QA, y[i].qs, LVL);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_set1_ps(df_f16_to_f32(x[i].d) * y[i].d * 0.125f), acc);
+        if (two) {
+            const __m512i ib = iq2xxs_block(_mm512_unpackhi_epi8(lo, hi), SGN, 1, QB, y[i + 1].qs, LVL);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib), _mm512_set1_ps(df_f16_to_f32(x[i + 1].d) * y[i + 1].d * 0.125f), acc);
         }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(df_f16_to_f32(x[i].d) * y[i].d * 0.125f), acc);
     }
     *s = hsum512(acc);
 }
