@@ -133,7 +133,8 @@ static int table_q8_variant(const df_kernel_table *k) {
 static void test_type_table(const df_kernel_table *k, const df_kernel_table *r, int t) {
     const df_type_traits *ti = df_type_info(t);
     const int vdt = ti->vec_dot_type;
-    int64_t sizes_q[] = {ti->blck, 2 * ti->blck, 3 * ti->blck, 5 * ti->blck, 7 * ti->blck,
+    /* 13 blocks: an 8-block SIMD step, a 4-block one and a scalar tail */
+    int64_t sizes_q[] = {ti->blck, 2 * ti->blck, 3 * ti->blck, 5 * ti->blck, 7 * ti->blck, 13 * ti->blck,
                          ti->blck * (4096 / ti->blck) + ti->blck};
     int64_t sizes_f[] = {1, 7, 15, 16, 17, 31, 33, 63, 65, 127, 200, 1000, 4097};
     const bool flt = ti->blck == 1;
@@ -276,8 +277,8 @@ static void test_dot4(const df_kernel_table *k, int t) {
     const df_type_traits *ti = df_type_info(t);
     const int vdt = ti->vec_dot_type;
     int bad = 0;
-    const int64_t sizes[] = {ti->blck, 3 * ti->blck, ti->blck * (4096 / ti->blck) + ti->blck};
-    for (int si = 0; si < 3; si++) {
+    const int64_t sizes[] = {ti->blck, 3 * ti->blck, 13 * ti->blck, ti->blck * (4096 / ti->blck) + ti->blck};
+    for (int si = 0; si < 4; si++) {
         int64_t n = sizes[si];
         uint64_t arb = df_type_row_bytes(vdt, n) + 32; /* odd stride on purpose */
         float *xw = malloc(n * 4), *xa = malloc(n * 4);

@@ -296,13 +296,14 @@ static void dot4_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq, 
     mxfp4_dot_nt(n, s, w, xq, stride, 4);
 }
 
-/* VBMI form (Ice Lake, Zen 4 and later; chosen at fill time), 4 blocks per step:
+/* VBMI form (Ice Lake, Zen 4 and later; chosen at fill time), 8 blocks per step, then 4:
  * - one 64-byte load per block pair, vpermb to [qs0 qs0 qs1 qs1] and a per-lane shift
  *   0/4 put every code in the low nibble of its byte (upper bits are junk);
  * - |value| by vpermb from a 16-entry table repeated 4x (index bits 4-7 ignored), sign = bit 3
  *   tested directly, moved onto the activation (exact: activations never hold -128);
  * - the 4 block scales as one vector: d words and e bytes picked out of registers by two-source
- *   permutes, F16 -> F32 in hardware, 2^(e-128) by vscalefps (exact, denormals included).
+ *   permutes, F16 -> F32 in hardware, 2^(e-128) by vscalefps (exact, denormals included);
+ *   8 blocks a step share that work (one vector of 8 scales; +10% per core over 4).
  * Each activation row's arithmetic is the same sequence in the 1-row and 4-row forms. */
 #define DF_VBMI __attribute__((target("avx512vbmi")))
 
@@ -324,10 +325,53 @@ static inline __attribute__((always_inline)) DF_VBMI void mxfp4_dot_vbmi_nt(int6
     const __m256i ie = _mm256_castsi128_si256(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32 + 17, 32, 17, 0));
     const __m512i id = _mm512_castsi128_si512(_mm_set_epi16(0, 0, 0, 0, 32 + 17, 32, 17, 0));
     const __mmask64 two_blocks = 0x3FFFFFFFFull;
+    /* 8-block step: e of blocks 0-3 at bytes 0/17/34/51 of x[ib], of blocks 4-7 of x[ib+4];
+     * d words of blocks 0-3 from (y[ib], y[ib+2]) into words 0-3, of 4-7 from (y[ib+4], y[ib+6])
+     * into words 4-7 */
+    const __m512i pi2 = _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4);
+    const __m512i pi3 = _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6);
+    const __m512i ie8 = _mm512_castsi128_si512(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, 64 + 51, 64 + 34, 64 + 17, 64, 51, 34, 17, 0));
+    const __m512i id8 = _mm512_castsi128_si512(_mm_set_epi16(32 + 17, 32, 17, 0, 32 + 17, 32, 17, 0));
     __m512 acc0[4], acc1[4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) { acc0[t] = _mm512_setzero_ps(); acc1[t] = _mm512_setzero_ps(); }
     int64_t ib = 0;
+    for (; ib + 8 <= nb; ib += 8) {
+        const __m512i r0 = _mm512_loadu_si512((const void *)&x[ib]);
+        const __m512i r1 = _mm512_loadu_si512((const void *)&x[ib + 2]);
+        const __m512i r2 = _mm512_loadu_si512((const void *)&x[ib + 4]);
+        __m512i r3; /* as r1 below: the last load of a row is masked */
+        if (ib + 10 <= nb) r3 = _mm512_loadu_si512((const void *)&x[ib + 6]);
+        else r3 = _mm512_maskz_loadu_epi8(two_blocks, &x[ib + 6]);
+        const __m512i n0 = _mm512_srlv_epi16(_mm512_permutexvar_epi8(perm, r0), sh);
+        const __m512i n1 = _mm512_srlv_epi16(_mm512_permutexvar_epi8(perm, r1), sh);
+        const __m512i n2 = _mm512_srlv_epi16(_mm512_permutexvar_epi8(perm, r2), sh);
+        const __m512i n3 = _mm512_srlv_epi16(_mm512_permutexvar_epi8(perm, r3), sh);
+        const __m512i a0 = _mm512_permutexvar_epi8(n0, lut), a1 = _mm512_permutexvar_epi8(n1, lut);
+        const __m512i a2 = _mm512_permutexvar_epi8(n2, lut), a3 = _mm512_permutexvar_epi8(n3, lut);
+        const __mmask64 g0 = _mm512_test_epi8_mask(n0, m8), g1 = _mm512_test_epi8_mask(n1, m8);
+        const __mmask64 g2 = _mm512_test_epi8_mask(n2, m8), g3 = _mm512_test_epi8_mask(n3, m8);
+        const __m128i eb = _mm512_castsi512_si128(_mm512_permutex2var_epi8(r0, ie8, r2));
+        const __m256 e8 = _mm256_scalef_ps(_mm256_set1_ps(1.0f), _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(eb), _mm256_set1_epi32(128))));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride) + ib;
+            const __m512i y0 = ld2x256(y[0].qs, y[1].qs), y1 = ld2x256(y[2].qs, y[3].qs);
+            const __m512i y2 = ld2x256(y[4].qs, y[5].qs), y3 = ld2x256(y[6].qs, y[7].qs);
+            const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a0, _mm512_mask_sub_epi8(y0, g0, _mm512_setzero_si512(), y0));
+            const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a1, _mm512_mask_sub_epi8(y1, g1, _mm512_setzero_si512(), y1));
+            const __m512i p2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a2, _mm512_mask_sub_epi8(y2, g2, _mm512_setzero_si512(), y2));
+            const __m512i p3 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a3, _mm512_mask_sub_epi8(y3, g3, _mm512_setzero_si512(), y3));
+            const __m512i dlo = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)&y[0]), id8, _mm512_loadu_si512((const void *)&y[2]));
+            const __m512i dhi = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)&y[4]), id8, _mm512_loadu_si512((const void *)&y[6]));
+            const __m256 s8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xF0, dlo, dhi))), e8);
+            const __m512 sz = _mm512_castps256_ps512(s8);
+            acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(pi0, sz), acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(pi1, sz), acc1[t]);
+            acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p2), _mm512_permutexvar_ps(pi2, sz), acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p3), _mm512_permutexvar_ps(pi3, sz), acc1[t]);
+        }
+    }
     for (; ib + 4 <= nb; ib += 4) {
         /* plain 64-byte loads (a masked load costs ~5x when its masked-off bytes fall on a
          * page not in the TLB, i.e. on matrices larger than the caches); the second one
