@@ -3,13 +3,14 @@
  * s = dot(q, k)·scale in F32, online softmax, V accumulated in F16 (decode / small batches);
  * for large batches (llama.cpp's tiled path) q stays F32 and the accumulator is F32.
  * Causal mask (plus an optional sliding window), optional per-head sink logits.
- * With DELTAFIN_FA_GGML=1, bit parity with ggml on x86 (the avx512 / avx2 kernel sets, as a
+ * With DELTAFIN_GGML_ORDER=1, bit parity with ggml on x86 (the avx512 / avx2 kernel sets, as a
  * -march=native ggml build on the same CPU; checked in tests/test_attn_gqa.c): the F16 dot product keeps ggml_vec_dot_f16's summation order (4 accumulators of
  * 16 / 8 lanes with FMA, pairwise reduction, then the < 64 / < 32 leftover products added in
  * double), the V update is f16(fma(v, vs, acc)) and the softmax sum S = fma(S, ms, vs) as gcc
  * contracts them in ggml (the sink update stays a plain multiply-add, as there).
  * Threading: one task per (token, head) over the pool; per-thread scratch from the ctx. */
 #include "session.h"
+#include "attn_gqa.h"
 #include "kernels/kernels.h"
 #include <math.h>
 #include <stdatomic.h>
@@ -110,15 +111,15 @@ static void mad_f16_avx512(df_f16 *acc, const df_f16 *v, float vs, int n) {
 
 typedef float (*dot16_fn)(const df_f16 *, const df_f16 *, int);
 
-/* DELTAFIN_FA_GGML=1 selects ggml's summation order above (bit-identical flash attention on
- * avx512 / avx2). Off by default for now: the recorded greedy tests pick seeds where deltafin's
- * ids already matched with the older order (docs/testing.md, "Quantized parity"), and with the
- * matmuls not yet in ggml's order, some of those near-ties flip either way. */
-static int fa_ggml_order(void) {
+/* DELTAFIN_GGML_ORDER=1 selects ggml's order above (bit-identical flash attention on avx512 /
+ * avx2). Off by default for now: the recorded greedy tests pick seeds where deltafin's ids
+ * already matched with the older order (docs/testing.md, "Quantized parity"), and while the
+ * Q4_K matmuls are not in ggml's order some of those near-ties flip either way. */
+int df_ggml_order(void) {
     static _Atomic int cached = -1;
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv("DELTAFIN_FA_GGML");
+        const char *e = getenv("DELTAFIN_GGML_ORDER");
         v = e && *e && strcmp(e, "0") != 0;
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
@@ -145,7 +146,7 @@ static void attn_task(void *ctx, int task, int thread) {
 #if defined(__x86_64__)
     const char *isa = df_kernels()->name;
     vec512 = !strcmp(isa, "avx512");
-    if (fa_ggml_order()) {
+    if (df_ggml_order()) {
         if (vec512) dot16 = dot_f16_avx512;
         else if (!strcmp(isa, "avx2")) dot16 = dot_f16_avx2;
     }

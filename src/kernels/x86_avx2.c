@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "kernels_impl.h"
+#include "attn_gqa.h"
 
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -119,6 +120,21 @@ static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
                                _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
     }
     *s = hsum256(_mm256_add_ps(acc0, acc1));
+}
+
+/* DELTAFIN_GGML_ORDER=1: ggml_vec_dot_q8_0_q8_0's AVX2 order (and tinyBLAS_Q0_AVX's): one
+ * accumulator, block after block, then hsum_float_8 (x86_avx512.c has the same). */
+static void dot_q8_0_q8_0_ggml(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q8_0 *x = w, *y = xq;
+    const int64_t nb = n / 32;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++) {
+        __m256i p = dot_s8(_mm256_loadu_si256((const __m256i *)x[ib].qs),
+                           _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                              _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc);
+    }
+    *s = hsum256(acc);
 }
 
 /* ------------------------------------------------------------------ 4-bit 32-blocks x Q8_0 */
@@ -859,7 +875,7 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
-    t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0;
+    t->vec_dot[DF_TYPE_Q8_0] = df_ggml_order() ? dot_q8_0_q8_0_ggml : dot_q8_0_q8_0;
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;

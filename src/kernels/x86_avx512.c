@@ -6,13 +6,18 @@
  * does — same formulas as ref.c, different float summation order.
  * Threading: pure functions. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels_impl.h"
+#include "attn_gqa.h"
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 /* ------------------------------------------------------------------ float types */
 
+/* ggml_vec_dot_f32's order under AVX-512 (the decode matvec): 4 x 16 accumulators over the
+ * first n & ~63, reduced (0+2) + (1+3) and by _mm512_reduce_add_ps, then the leftovers one by
+ * one with a scalar FMA (as gcc contracts ggml's `sumf += x[i]*y[i]`). */
 static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     const float *a = w, *b = xq;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -24,13 +29,9 @@ static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
         acc2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), acc2);
         acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), acc3);
     }
-    for (; i + 16 <= n; i += 16)
-        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc1);
-    }
-    *s = hsum512(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+    float sum = hsum512(_mm512_add_ps(_mm512_add_ps(acc0, acc2), _mm512_add_ps(acc1, acc3)));
+    for (; i < n; i++) sum = fmaf(a[i], b[i], sum);
+    *s = sum;
 }
 
 static inline __m512 ld_f16(const df_f16 *p) {
@@ -153,6 +154,21 @@ static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
         acc0 = _mm256_fmadd_ps(q8_block_dot(&x[ib], &y[ib]),
                                _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
     *s = hsum_f8(_mm256_add_ps(acc0, acc1));
+}
+
+/* DELTAFIN_GGML_ORDER=1: the order of ggml_vec_dot_q8_0_q8_0 (its AVX2 branch, which ggml's
+ * AVX-512 builds use too) and of llamafile's tinyBLAS_Q0_AVX (batches): one 8-lane accumulator,
+ * block after block, acc = fma(lane int32 sums as float, d_x*d_y, acc), then hsum_float_8.
+ * With it (and attn_gqa.c's ggml order) Q8_0 / MXFP4 models give llama.cpp's logits bit for bit
+ * (docs/testing.md); not the default yet, see there. */
+static void dot_q8_0_q8_0_ggml(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q8_0 *x = w, *y = xq;
+    const int64_t nb = n / 32;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < nb; ib++)
+        acc = _mm256_fmadd_ps(q8_block_dot(&x[ib], &y[ib]),
+                              _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc);
+    *s = hsum_f8(acc);
 }
 
 /* Q8_0 activations as llama.cpp's x86 path (DF_Q8_X86): id = 127/amax, round half to even. */
@@ -957,7 +973,7 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
-    t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0;
+    t->vec_dot[DF_TYPE_Q8_0] = df_ggml_order() ? dot_q8_0_q8_0_ggml : dot_q8_0_q8_0;
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
