@@ -104,24 +104,7 @@ static void usage(FILE *f) {
         "  deltafin gen-random --preset qwen3-30b-a3b --n-layer 8 --type q8_0 q3.gguf\n");
 }
 
-/* ---- deterministic values ------------------------------------------------------------------ */
-static uint64_t splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-/* uniform in [-1, 1), exactly representable */
-static inline float urand(uint64_t *st) {
-    int32_t k = (int32_t)(splitmix(st) >> 40) - (1 << 23);
-    return (float)k * 0x1.0p-23f;
-}
-
+/* ---- deterministic values (gr_splitmix / gr_urand: gen_random.h) ------------------------- */
 static void gen_values(const gr_tensor *t, const gr_opts *o, uint64_t *st, float *dst, int64_t n) {
     float scale = 1.0f, offset = 0.0f;
     switch (t->kind) {
@@ -132,7 +115,7 @@ static void gen_values(const gr_tensor *t, const gr_opts *o, uint64_t *st, float
     case K_ROUTER: scale = sqrtf(3.0f / (float)t->n_in) * o->router_scale; break;
     case K_OUT: scale = sqrtf(3.0f / (float)t->n_in) * o->out_scale; break;
     }
-    for (int64_t i = 0; i < n; i++) dst[i] = urand(st) * scale + offset;
+    for (int64_t i = 0; i < n; i++) dst[i] = gr_urand(st) * scale + offset;
 }
 
 /* ---- tensor list ----------------------------------------------------------------------------- */
@@ -280,8 +263,8 @@ int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
 /* ---- writing ----------------------------------------------------------------------------- */
 static int write_tensor(df_gguf_writer *w, int fd, int idx, const gr_tensor *t, const gr_opts *o,
                         float *fbuf, void *qbuf, int64_t chunk_elems) {
-    uint64_t st = o->seed ^ name_hash(t->name);
-    splitmix(&st);
+    uint64_t st = o->seed ^ gr_hash(t->name);
+    gr_splitmix(&st);
     const int64_t row = t->ne[0];
     const int64_t total = t->ne[0] * t->ne[1] * t->ne[2];
     int64_t rows_per = chunk_elems / row;

@@ -11,6 +11,25 @@
  * Sets *n_vocab. */
 int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab);
 
+/* Deterministic values: splitmix64 (state seeded from --seed ^ gr_hash(tensor name)) and a
+ * uniform draw in [-1, 1) that is exactly representable (k * 2^-23). Recorded test models
+ * depend on these bit for bit: never change them. */
+static inline uint64_t gr_splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t gr_hash(const char *s) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+static inline float gr_urand(uint64_t *st) {
+    int32_t k = (int32_t)(gr_splitmix(st) >> 40) - (1 << 23);
+    return (float)k * 0x1.0p-23f;
+}
+
 int df_gen_random_deepseek2(int argc, char **argv);
 int df_gen_random_kimi_k3(int argc, char **argv);
 #endif

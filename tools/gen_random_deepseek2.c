@@ -30,21 +30,6 @@ typedef struct {
     const char *vocab, *out, *variant;
 } ds_opts;
 
-static uint64_t ds_splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static uint64_t ds_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-static float ds_urand(uint64_t *st) {
-    int32_t k = (int32_t)(ds_splitmix(st) >> 40) - (1 << 23);
-    return (float)k * 0x1.0p-23f;
-}
 
 enum { DK_NORM, DK_BIAS, DK_EMBD, DK_MAT, DK_ROUTER, DK_OUT };
 
@@ -87,9 +72,9 @@ static int ds_tensor(ds_ctx *x, int kind, int n_dims, int64_t e0, int64_t e1, in
     case DK_ROUTER: scale = sqrtf(3.0f / (float)e0) * o->router_scale; break;
     case DK_OUT: scale = sqrtf(3.0f / (float)e0) * o->out_scale; break;
     }
-    uint64_t st = o->seed ^ ds_hash(name);
-    ds_splitmix(&st);
-    for (int64_t i = 0; i < n; i++) f[i] = ds_urand(&st) * scale + offset;
+    uint64_t st = o->seed ^ gr_hash(name);
+    gr_splitmix(&st);
+    for (int64_t i = 0; i < n; i++) f[i] = gr_urand(&st) * scale + offset;
     void *data = f;
     if (type == DF_TYPE_F16) {
         df_f16 *h = df_malloc((size_t)n * sizeof(df_f16));

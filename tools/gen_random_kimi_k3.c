@@ -34,21 +34,6 @@ typedef struct {
     const char *vocab, *out, *layers;
 } k3_opts;
 
-static uint64_t k3_splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static uint64_t k3_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-static float k3_urand(uint64_t *st) {
-    int32_t k = (int32_t)(k3_splitmix(st) >> 40) - (1 << 23);
-    return (float)k * 0x1.0p-23f; /* [-1, 1) */
-}
 
 /* how a tensor's values are drawn */
 enum { KK_NORM, KK_BIAS, KK_EMBD, KK_MAT, KK_ROUTER, KK_OUT, KK_RES, KK_CONV, KK_SSMA, KK_DT };
@@ -129,7 +114,7 @@ static void k3_raw_row(int type, int64_t e0, uint64_t *st, uint8_t *dst, float s
         for (int64_t b = 0; b < e0 / 32; b++) {
             uint8_t *blk = dst + b * 17;
             blk[0] = (uint8_t)e;
-            uint64_t r0 = k3_splitmix(st), r1 = k3_splitmix(st);
+            uint64_t r0 = gr_splitmix(st), r1 = gr_splitmix(st);
             memcpy(blk + 1, &r0, 8);
             memcpy(blk + 9, &r1, 8);
         }
@@ -139,7 +124,7 @@ static void k3_raw_row(int type, int64_t e0, uint64_t *st, uint8_t *dst, float s
             uint8_t *blk = dst + b * 34;
             memcpy(blk, &d, 2);
             for (int i = 0; i < 32; i += 8) {
-                uint64_t r = k3_splitmix(st);
+                uint64_t r = gr_splitmix(st);
                 memcpy(blk + 2 + i, &r, 8);
             }
         }
@@ -158,8 +143,8 @@ static int k3_write_tensor(const k3_opts *o, const k3_tinfo *t, int fd, uint64_t
     if (!f || !q) { free(f); free(q); return DF_ERR_NOMEM; }
     float offset;
     const float scale = k3_scale(o, t, &offset);
-    uint64_t st = o->seed ^ k3_hash(t->name);
-    k3_splitmix(&st);
+    uint64_t st = o->seed ^ gr_hash(t->name);
+    gr_splitmix(&st);
     const bool raw = o->raw_experts && t->expert && (t->type == DF_TYPE_MXFP4 || t->type == DF_TYPE_Q8_0);
     int rc = DF_OK;
     for (int64_t r0 = 0; r0 < rows && !rc; r0 += chunk) {
@@ -168,7 +153,7 @@ static int k3_write_tensor(const k3_opts *o, const k3_tinfo *t, int fd, uint64_t
             for (int64_t r = 0; r < nr; r++) k3_raw_row(t->type, e0, &st, q + (uint64_t)r * rb, scale);
         } else {
             const int64_t n = nr * e0;
-            for (int64_t i = 0; i < n; i++) f[i] = k3_urand(&st) * scale + offset;
+            for (int64_t i = 0; i < n; i++) f[i] = gr_urand(&st) * scale + offset;
             if (t->kind == KK_SSMA)
                 for (int64_t i = 0; i < n; i++) f[i] = -expf(f[i]);
             if (t->type == DF_TYPE_F32) {
