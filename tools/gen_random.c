@@ -298,15 +298,6 @@ static int write_tensor(df_gguf_writer *w, int fd, int idx, const gr_tensor *t, 
     return DF_OK;
 }
 
-static bool parse_i64(const char *s, int64_t *out) {
-    char *e;
-    errno = 0;
-    long long v = strtoll(s, &e, 10);
-    if (errno || e == s || *e || v < 0) return false;
-    *out = v;
-    return true;
-}
-
 int cmd_gen_random(int argc, char **argv) {
     gr_opts o = {.arch = -1, .type = DF_TYPE_F32, .n_embd = -1, .n_layer = -1, .n_head = -1,
                  .n_head_kv = -1, .head_dim = -1, .n_ff = -1, .n_expert = -1, .n_expert_used = -1,
@@ -336,7 +327,7 @@ int cmd_gen_random(int argc, char **argv) {
         bool done = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
             if (strcmp(a, ints[k].opt)) continue;
-            if (!parse_i64(v, ints[k].dst) || *ints[k].dst == 0 || *ints[k].dst > (1 << 24)) {
+            if (!gr_parse_i64(v, 1 << 24, ints[k].dst) || *ints[k].dst == 0) {
                 fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v);
                 return 2;
             }

@@ -2,7 +2,10 @@
  * siblings gen_random_deepseek2.c, gen_random_kimi_k3.c) share. */
 #ifndef DF_TOOLS_GEN_RANDOM_H
 #define DF_TOOLS_GEN_RANDOM_H
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "gguf.h"
 
@@ -28,6 +31,16 @@ static inline uint64_t gr_hash(const char *s) { /* FNV-1a */
 static inline float gr_urand(uint64_t *st) {
     int32_t k = (int32_t)(gr_splitmix(st) >> 40) - (1 << 23);
     return (float)k * 0x1.0p-23f;
+}
+
+/* A whole non-negative decimal integer no larger than max (option values). */
+static inline bool gr_parse_i64(const char *s, int64_t max, int64_t *out) {
+    char *e;
+    errno = 0;
+    long long v = strtoll(s, &e, 10);
+    if (errno || e == s || *e || v < 0 || v > max) return false;
+    *out = v;
+    return true;
 }
 
 int df_gen_random_deepseek2(int argc, char **argv);

@@ -126,15 +126,6 @@ static void ds_usage(FILE *f) {
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n");
 }
 
-static bool ds_i64(const char *s, int64_t *out) {
-    char *e;
-    errno = 0;
-    long long v = strtoll(s, &e, 10);
-    if (errno || e == s || *e || v < 0 || v > (1 << 20)) return false;
-    *out = v;
-    return true;
-}
-
 int df_gen_random_deepseek2(int argc, char **argv) {
     ds_opts o = {.type = DF_TYPE_F32, .n_embd = 64, .n_layer = 3, .n_head = 4, .q_lora = 32, .kv_lora = 64,
                  .d_nope = 32, .d_rope = 16, .d_v = 32, .n_ff = 96, .n_expert = 8, .n_used = 2,
@@ -170,7 +161,7 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         bool done = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
             if (strcmp(a, ints[k].opt)) continue;
-            if (!ds_i64(v, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
+            if (!gr_parse_i64(v, 1 << 20, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
             done = true;
         }
         if (done) continue;

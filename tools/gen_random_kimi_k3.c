@@ -209,15 +209,6 @@ static void k3_usage(FILE *f) {
         "  --ctx N (4096)\n");
 }
 
-static bool k3_i64(const char *s, int64_t *out) {
-    char *e;
-    errno = 0;
-    long long v = strtoll(s, &e, 10);
-    if (errno || e == s || *e || v < 0 || v > (1 << 24)) return false;
-    *out = v;
-    return true;
-}
-
 static int k3_type(const char *v) {
     if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
     if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
@@ -263,7 +254,7 @@ int df_gen_random_kimi_k3(int argc, char **argv) {
         bool done = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
             if (strcmp(a, ints[k].opt)) continue;
-            if (!k3_i64(v, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
+            if (!gr_parse_i64(v, 1 << 24, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
             done = true;
         }
         if (done) continue;
