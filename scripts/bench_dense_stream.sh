@@ -45,26 +45,15 @@ else
     CGNOTE="no cgroup (--mem-limit only)"
 fi
 trap 'rmdir "$CG" 2>/dev/null' EXIT
-drop_cache() {
-    /usr/bin/python3 -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$MODEL"
-}
+. "$(dirname "$0")/bench_lib.sh"
+DROP_ALL=0   # drop only the model's pages, never the whole page cache
+drop_cache() { df_drop_cache "$MODEL"; }
 
 "$BIN" info "$MODEL" --mem-limit $LIMIT | sed -n '/^at --mem-limit/,$p'
 SZ=$(stat -c %s "$MODEL")
 # disk bandwidth: the whole model file once, NS parallel dd streams of 16 MiB O_DIRECT reads
 # (few streams: spawning 16 dd on a loaded 2-core machine cost more than their reads)
-disk_bw() {
-    drop_cache
-    NS=4; CNT=$(( SZ / 16777216 / NS )); [ $CNT -lt 1 ] && CNT=1
-    T0=$(date +%s.%N); k=0
-    while [ $k -lt $NS ]; do
-        dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( CNT * k )) iflag=direct 2>/dev/null &
-        k=$((k + 1))
-    done
-    wait
-    T1=$(date +%s.%N)
-    echo "$T0 $T1" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.2f", b / ($2 - $1) / 1e9}'
-}
+disk_bw() { _c=$(( SZ / 16777216 / 4 )); [ $_c -lt 1 ] && _c=1; df_disk_bw "$MODEL" 4 "$_c"; }
 DISK1=$(disk_bw)
 echo "disk: $DISK1 GB/s (4 dd streams x 16 MiB O_DIRECT over the model file), $CGNOTE, $THREADS threads, load avg $(cut -d' ' -f1 /proc/loadavg)"
 DISK=$DISK1

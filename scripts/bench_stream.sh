@@ -99,26 +99,10 @@ RES="$DIR/results.$$"
 : > "$RES"
 trap 'rmdir "$CG" 2>/dev/null; rm -f "$RES" "$DIR"/stats.$$.jsonl' EXIT
 
-drop_cache() { # DROP_ALL=1 (default): the whole page cache when allowed; else the model's pages
-    if [ "${DROP_ALL:-1}" = 1 ] && sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then DROP="drop_caches"; else
-        $PY -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$MODEL"
-        DROP="fadvise(DONTNEED) of the model"
-    fi
-}
-
+. "$(dirname "$0")/bench_lib.sh"
+drop_cache() { df_drop_cache "$MODEL"; }
 disk_bw() { # $1 parallel streams of 16 MiB O_DIRECT reads (3 GiB at the default size)
-    drop_cache
-    SZ=$(stat -c %s "$MODEL"); NS=$1; CNT=$((192 / NS))
-    [ $QUICK = 1 ] && CNT=1
-    T0=$(date +%s.%N)
-    k=0
-    while [ $k -lt $NS ]; do
-        dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( (SZ / 16777216 / NS) * k )) iflag=direct 2>/dev/null &
-        k=$((k + 1))
-    done
-    wait
-    T1=$(date +%s.%N)
-    echo "$T0 $T1" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.3f", b / ($2 - $1) / 1e9}'
+    if [ $QUICK = 1 ]; then df_disk_bw "$MODEL" "$1" 1; else df_disk_bw "$MODEL" "$1" $((192 / $1)); fi
 }
 
 # deltafin run in the cgroup; appends "rep label tok/s bytes/token disk la_acc la_reads hit peak"

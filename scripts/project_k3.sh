@@ -68,18 +68,9 @@ HAVE_CG=0
 mkdir "$CG" 2>/dev/null && HAVE_CG=1
 RES="$DIR/results.$$"; : >"$RES"
 trap 'rmdir "$CG" 2>/dev/null; rm -f "$RES" "$DIR"/st.$$.jsonl "$DIR"/err.$$' EXIT
-drop_cache() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null ||
-    $PY -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$MODEL"; }
-disk_bw() { # $1 parallel streams of 16 MiB O_DIRECT reads (3 GiB)
-    drop_cache
-    SZ=$(stat -c %s "$MODEL"); NS=$1; CNT=$((192 / NS)); T0=$(date +%s.%N); k=0
-    while [ $k -lt $NS ]; do
-        dd if="$MODEL" of=/dev/null bs=16M count=$CNT skip=$(( (SZ / 16777216 / NS) * k )) iflag=direct 2>/dev/null &
-        k=$((k + 1))
-    done
-    wait
-    echo "$T0 $(date +%s.%N)" | awk -v b=$((NS * CNT * 16777216)) '{printf "%.3f", b / ($2 - $1) / 1e9}'
-}
+. scripts/bench_lib.sh
+drop_cache() { df_drop_cache "$MODEL"; }
+disk_bw() { df_disk_bw "$MODEL" "$1" $((192 / $1)); } # $1 parallel streams of 16 MiB O_DIRECT reads (3 GiB)
 
 echo "== start $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg), $THREADS threads"
 for GIB in $MACHINES; do
