@@ -9,11 +9,18 @@
 #include "kernels/kernels.h"
 #include "expert_store.h"
 #include "memplan.h"
+#include "attn_gqa.h"
 #include <math.h>
 
 static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
                int64_t ldy) {
     df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+}
+
+/* ggml_soft_max in place: ggml's vector order and exp under DELTAFIN_GGML_ORDER=1 */
+static void softmax(float *x, int n) {
+    if (df_ggml_order()) df_softmax_ggml(x, x, n);
+    else df_softmax(x, x, n);
 }
 
 /* Steps 1-9 for nt rows of x into idx/w ([nt][K]); select_only (look-ahead) stops after the
@@ -32,7 +39,7 @@ static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, i
         if (L->gate_inp_b) df_add(lg, L->gate_inp_b->data, E);
         /* 2. scores (in place) */
         switch (hp->gating) {
-        case DF_GATING_SOFTMAX: df_softmax(lg, lg, E); break;
+        case DF_GATING_SOFTMAX: softmax(lg, E); break;
         case DF_GATING_SIGMOID: for (int e = 0; e < E; e++) lg[e] = df_sigmoid(lg[e]); break;
         case DF_GATING_SQRT_SOFTPLUS:
             for (int e = 0; e < E; e++) {
@@ -86,7 +93,7 @@ static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, i
         }
         if (select_only) continue;
         /* 7. */
-        if (hp->gating == DF_GATING_SOFTMAX_WEIGHT) df_softmax(w, w, K);
+        if (hp->gating == DF_GATING_SOFTMAX_WEIGHT) softmax(w, K);
         /* 8. */
         if (hp->expert_weights_norm) {
             double s = 0.0;
@@ -156,8 +163,15 @@ static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in
     df_matmul(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);
 }
 
+/* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
+ * as ggml_swiglu (which matters under DELTAFIN_GGML_ORDER=1: vectors restart at each row) */
+static void ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
+    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, nrows, ncols); return; }
+    df_ffn_act(hp, g, u, nrows * ncols);
+}
+
 void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
-    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu(g, u, (int)n); return; }
+    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, 1, n); return; }
     /* kimi-k3 situ in llama.cpp's op order (F32 reciprocal scales, libm tanhf / expf) */
     const float b = hp->situ_beta, lb = hp->situ_lbeta, rb = 1.0f / b, rlb = 1.0f / lb;
     for (int64_t i = 0; i < n; i++) {
@@ -234,7 +248,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
             mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
             mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);
         }
-        df_ffn_act(hp, c->fa, c->fb, (int64_t)n * n_ff);
+        ffn_act_rows(hp, c->fa, c->fb, n, n_ff);
         mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, n_out_d, c->fa, n, c->yg);
         pv->release(pv->ud, il, e);
         for (int i = 0; i < n; i++)
@@ -272,7 +286,7 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
             mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
             mm(c, L->up_shexp, x, D, nt, c->fb, fs);
         }
-        df_ffn_act(hp, c->fa, c->fb, (int64_t)nt * fs);
+        ffn_act_rows(hp, c->fa, c->fb, nt, fs);
         mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
         if (L->gate_inp_shexp) {
             /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */
