@@ -36,9 +36,18 @@ static void quiet(enum ggml_log_level level, const char *text, void *ud) {
     if (level >= GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
+/* ORACLE_NO_REPACK=1: no extra buffer types (llama.cpp's --no-repack), to tell the float order of
+ * ggml's repacked kernels from its plain vec_dot ones. */
+static struct llama_model_params oracle_model_params(void) {
+    struct llama_model_params mp = llama_model_default_params();
+    const char *e = getenv("ORACLE_NO_REPACK");
+    if (e && *e && strcmp(e, "0")) mp.use_extra_bufts = false;
+    return mp;
+}
+
 static int dump_logits(char **argv) {
     const char *path = argv[2], *out = argv[5];
-    struct llama_model *model = llama_model_load_from_file(path, llama_model_default_params());
+    struct llama_model *model = llama_model_load_from_file(path, oracle_model_params());
     if (!model) { fprintf(stderr, "cannot load %s\n", path); return 1; }
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = 0;
@@ -161,7 +170,7 @@ static bool dump_cb(struct ggml_tensor *t, bool ask, void *user) {
 
 static int dump_step(char **argv) {
     const char *path = argv[2];
-    struct llama_model *model = llama_model_load_from_file(path, llama_model_default_params());
+    struct llama_model *model = llama_model_load_from_file(path, oracle_model_params());
     if (!model) { fprintf(stderr, "cannot load %s\n", path); return 1; }
     char ip[512];
     snprintf(ip, sizeof ip, "%s/index.tsv", argv[6]);
@@ -204,7 +213,7 @@ static int meta_int(const struct llama_model *m, const char *key, int dflt) {
 
 static int dump_routes(char **argv) {
     const char *path = argv[2];
-    struct llama_model *model = llama_model_load_from_file(path, llama_model_default_params());
+    struct llama_model *model = llama_model_load_from_file(path, oracle_model_params());
     if (!model) { fprintf(stderr, "cannot load %s\n", path); return 1; }
     route_ud u = {0};
     u.n_expert = meta_int(model, "expert_count", 0);
@@ -263,7 +272,7 @@ int main(int argc, char **argv) {
     int n_predict = atoi(argv[3]);
     llama_log_set(quiet, NULL);
     llama_backend_init();
-    struct llama_model_params mp = llama_model_default_params();
+    struct llama_model_params mp = oracle_model_params();
     struct llama_model *model = llama_model_load_from_file(path, mp);
     if (!model) { fprintf(stderr, "cannot load %s\n", path); return 1; }
     const struct llama_vocab *vocab = llama_model_get_vocab(model);

@@ -120,7 +120,7 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
         const int64_t nqf = (int64_t)nh * nkv;
         for (int h = 0; h < nh; h++) {
             /* q_nope absorbed: {dn, rkv} slice of attn_k_b times q_nope,h */
-            df_matmul(c->pool, slice(L->wk_b, h), L->wk_b->type, dn, rkv, b.q + (int64_t)h * dq, nq, nt,
+            df_matmul_3d(c->pool, slice(L->wk_b, h), L->wk_b->type, dn, rkv, b.q + (int64_t)h * dq, nq, nt,
                       b.qf + (int64_t)h * nkv, nqf, c->act);
         }
         for (int t = 0; t < nt; t++) {
@@ -138,7 +138,7 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
         a.f32_acc = tiled_attn(nt, rkv);
         df_attn_gqa(c->pool, &a);
         for (int h = 0; h < nh; h++)
-            df_matmul(c->pool, slice(L->wv_b, h), L->wv_b->type, rkv, dv, b.o + (int64_t)h * rkv,
+            df_matmul_3d(c->pool, slice(L->wv_b, h), L->wv_b->type, rkv, dv, b.o + (int64_t)h * rkv,
                       (int64_t)nh * rkv, nt, b.ov + (int64_t)h * dv, (int64_t)nh * dv, c->act);
     } else {
         const int64_t nkvb = (int64_t)nh * (dn + dv);

@@ -60,7 +60,7 @@ void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, i
             /* ggml's rotation as gcc contracts it (ops.cpp, -ffp-contract=fast):
              * fma(x0, c, -(x1*s)) and fma(x1, c, x0*s) */
             v[a] = fmaf(x0, c, -(x1 * s));
-            v[b] = fmaf(x1, c, x0 * s);
+            v[b] = fmaf(x0, s, x1 * c);
         }
     }
 }

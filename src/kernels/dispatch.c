@@ -186,15 +186,16 @@ static void mm_task(void *ctx, int task, int thread) {
     }
 }
 
-void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
-                 const void *act, int64_t n_tok, float *Y, int64_t ldy) {
+static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                     const void *act, int64_t n_tok, float *Y, int64_t ldy, int flat) {
     if (n_out <= 0 || n_tok <= 0) return;
     const df_type_traits *t = df_type_info(wtype);
     DF_ASSERT(t && n_in % t->blck == 0);
     const df_kernel_table *k = df_kernels();
+    const int r8 = !flat && n_out % 8 == 0 && k->vec_dot_r8[wtype];
     mm_job j = {
-        .dot = k->vec_dot[wtype],
-        .dot4 = k->vec_dot4[wtype],
+        .dot = r8 ? k->vec_dot_r8[wtype] : k->vec_dot[wtype],
+        .dot4 = r8 ? k->vec_dot4_r8[wtype] : k->vec_dot4[wtype],
         .W = W,
         .act = act,
         .wrb = df_type_row_bytes(wtype, n_in),
@@ -222,8 +223,14 @@ void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t 
     df_pool_run(pool, (int)n_tasks, mm_task, &j);
 }
 
-void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
-               const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
+void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                 const void *act, int64_t n_tok, float *Y, int64_t ldy) {
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, 0);
+}
+
+static void matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                   const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act,
+                   int flat) {
     void *own = NULL;
     if (!act) {
         uint64_t nb = df_act_bytes(wtype, n_in, n_tok);
@@ -232,6 +239,16 @@ void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_
         act = own;
     }
     df_quantize_act_mt(pool, wtype, X, ldx, n_in, n_tok, act);
-    df_matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy);
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, flat);
     free(own);
+}
+
+void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+               const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, 0);
+}
+
+void df_matmul_3d(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                  const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, 1);
 }

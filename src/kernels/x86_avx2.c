@@ -255,7 +255,10 @@ static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
     memcpy(m + 4, &m1, 4);
 }
 
-static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+/* GG: float order, as q4k_dot_nt in x86_avx512.c (0 deltafin's, 1 ggml_vec_dot_q4_K_q8_K's,
+ * 2 ggml's repacked q4_K_8x8 gemv/gemm); the integer sums are exact in all three. */
+static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, const void *w,
+                                                          const void *xq, const int GG) {
     const df_block_q4_K *x = w;
     const df_block_q8_K *y = xq;
     const int64_t nb = n / 256;
@@ -263,6 +266,8 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const __m256i dup = _mm256_set_epi8(15, 14, 15, 14, 13, 12, 13, 12, 11, 10, 11, 10, 9, 8, 9, 8,
                                         7, 6, 7, 6, 5, 4, 5, 4, 3, 2, 3, 2, 1, 0, 1, 0);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    __m128 accm4 = _mm_setzero_ps();
+    float accs = 0.0f, accms = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
@@ -282,13 +287,39 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
             const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * c + 1]));
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
         }
-        const float d = df_f16_to_f32(x[i].d) * y[i].d;
-        const float dm = df_f16_to_f32(x[i].dmin) * y[i].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+        const float dx = df_f16_to_f32(x[i].d), dmx = df_f16_to_f32(x[i].dmin);
+        if (GG == 0) {
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dx * y[i].d), acc);
+            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-(dmx * y[i].d)), accm);
+        } else if (GG == 1) {
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * dx), _mm256_cvtepi32_ps(isum), acc);
+            const __m256i h = _mm256_hadd_epi32(mprod, mprod);
+            const __m128i p4 = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            accm4 = _mm_fmadd_ps(_mm_set1_ps(-y[i].d * dmx), _mm_cvtepi32_ps(p4), accm4);
+        } else {
+            __m256i t = _mm256_add_epi32(isum, _mm256_permute2x128_si256(isum, isum, 1));
+            __m256i u = _mm256_add_epi32(mprod, _mm256_permute2x128_si256(mprod, mprod, 1));
+            t = _mm256_hadd_epi32(t, u); /* [i01 i23 m01 m23 ...] */
+            t = _mm256_hadd_epi32(t, t); /* [isum msum ...] */
+            const __m128i r = _mm256_castsi256_si128(t);
+            accs = __builtin_fmaf((float)_mm_cvtsi128_si32(r), dx * y[i].d, accs);
+            accms = __builtin_fmaf((float)_mm_extract_epi32(r, 1), dmx * y[i].d, accms);
+        }
     }
-    *s = hsum256(_mm256_add_ps(acc, accm));
+    if (GG == 0) {
+        *s = hsum256(_mm256_add_ps(acc, accm));
+    } else if (GG == 1) {
+        __m128 a = _mm_add_ps(accm4, _mm_movehl_ps(accm4, accm4));
+        a = _mm_add_ss(a, _mm_movehdup_ps(a));
+        *s = hsum256(acc) + _mm_cvtss_f32(a);
+    } else {
+        *s = accs - accms;
+    }
 }
+
+static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 0); }
+static void dot_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 1); }
+static void dot_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 2); }
 
 /* ------------------------------------------------------------------ Q5_K x Q8_K */
 
@@ -755,6 +786,24 @@ static void dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* DELTAFIN_GGML_ORDER=1: ggml_vec_dot_q5_0_q8_0's AVX2 order (and tinyBLAS_Q0_AVX's for
+ * batches): one 8-lane accumulator, acc = fma(d_x*d_y, lane sums, acc), then hsum_float_8. */
+static void dot_q5_0_q8_0_ggml(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q5_0 *x = w;
+    const df_block_q8_0 *y = xq;
+    const __m256i h16 = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ib = 0; ib < n / 32; ib++) {
+        uint32_t qh;
+        memcpy(&qh, x[ib].qh, 4);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles(x[ib].qs), _mm256_and_si256(bits_to_bytes(qh), h16)), off);
+        const __m256i p = dot_s8(q, _mm256_loadu_si256((const __m256i *)y[ib].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)),
+                              _mm256_cvtepi32_ps(p), acc);
+    }
+    *s = hsum256(acc);
+}
+
 static void dot_q5_1_q8_1(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q5_1 *x = w;
     const df_block_q8_1 *y = xq;
@@ -879,7 +928,8 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
-    t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
+    t->vec_dot[DF_TYPE_Q4_K] = df_ggml_order() ? dot_q4_K_q8_K_ggml : dot_q4_K_q8_K;
+    if (df_ggml_order()) t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
@@ -895,7 +945,7 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
     t->vec_dot[DF_TYPE_TQ1_0] = dot_tq1_0_q8_K;
     t->vec_dot[DF_TYPE_Q4_1] = dot_q4_1_q8_1;
-    t->vec_dot[DF_TYPE_Q5_0] = dot_q5_0_q8_0;
+    t->vec_dot[DF_TYPE_Q5_0] = df_ggml_order() ? dot_q5_0_q8_0_ggml : dot_q5_0_q8_0;
     t->vec_dot[DF_TYPE_Q5_1] = dot_q5_1_q8_1;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;

@@ -451,8 +451,18 @@ static inline __m128i k4_scales(const uint8_t *q) {
     return _mm_set_epi32((int)m1, (int)m0, (int)s1, (int)s0);
 }
 
+/* GG selects the float order (the integer sums are exact in every form):
+ *   0  deltafin's: 16 lanes of scale-weighted sums and 8 of min sums, fma per block, one hsum;
+ *   1  ggml_vec_dot_q4_K_q8_K's AVX2 branch (ggml's AVX-512 builds use it): 8 lanes (lane l =
+ *      bytes 4l..4l+3 of each 32-byte chunk, low and high nibbles), acc = fma(d, lanes, acc) with
+ *      d = d_y*d_x; mins as 4 lanes (m_2k s_2k + m_2k+1 s_2k+1), acc_m = fma(-d_y*dmin, ., acc_m);
+ *      hsum_float_8(acc) + ((m0+m2) + (m1+m3));
+ *   2  ggml's repacked q4_K_8x8 gemv/gemm (weights with rows % 8 == 0 on AVX2 machines): the
+ *      block's whole sums as one float each, acc = fma(sum, d_x*d_y, acc), accm = fma(min sum,
+ *      dmin_x*d_y, accm), result acc - accm. */
 static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s, const void *w,
-                                                             const char *xq, size_t stride, const int NT) {
+                                                             const char *xq, size_t stride, const int NT,
+                                                             const int GG) {
     const df_block_q4_K *x = w;
     const int64_t nb = n / 256;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -461,9 +471,15 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i two = _mm512_set1_epi16(2);
     __m512 acc[4];
-    __m256 accm[4];
+    __m256 accm[4], acc8[4];
+    __m128 accm4[4];
+    float accs[4], accms[4];
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) { acc[t] = _mm512_setzero_ps(); accm[t] = _mm256_setzero_ps(); }
+    for (int t = 0; t < NT; t++) {
+        acc[t] = _mm512_setzero_ps(); accm[t] = _mm256_setzero_ps();
+        acc8[t] = _mm256_setzero_ps(); accm4[t] = _mm_setzero_ps();
+        accs[t] = 0.0f; accms[t] = 0.0f;
+    }
     for (int64_t i = 0; i < nb; i++) {
         const __m128i scm = k4_scales(x[i].scales);
         const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
@@ -493,24 +509,63 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
         for (int t = 0; t < NT; t++) {
             const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
             const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mrep);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(dx * y->d), acc[t]);
-            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-(dmx * y->d)), accm[t]);
+            if (GG == 0) {
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(dx * y->d), acc[t]);
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-(dmx * y->d)), accm[t]);
+            } else if (GG == 1) {
+                /* lane l (< 8) of isum holds low-nibble bytes 4l.., lane l+8 the high ones */
+                const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum[t]),
+                                                    _mm512_extracti64x4_epi64(isum[t], 1));
+                acc8[t] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dx), _mm256_cvtepi32_ps(i8), acc8[t]);
+                /* mprod lane k = m_k s_k; ggml's 4 lanes pair (2j, 2j+1) */
+                const __m256i h = _mm256_hadd_epi32(mprod, mprod);
+                const __m128i p4 = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                accm4[t] = _mm_fmadd_ps(_mm_set1_ps(-y->d * dmx), _mm_cvtepi32_ps(p4), accm4[t]);
+            } else {
+                const int32_t is = _mm512_reduce_add_epi32(isum[t]);
+                const __m256i mh = _mm256_add_epi32(mprod, _mm256_permute2x128_si256(mprod, mprod, 1));
+                const __m128i m4s = _mm256_castsi256_si128(mh);
+                const int32_t im = _mm_cvtsi128_si32(m4s) + _mm_extract_epi32(m4s, 1) +
+                                   _mm_extract_epi32(m4s, 2) + _mm_extract_epi32(m4s, 3);
+                accs[t] = __builtin_fmaf((float)is, dx * y->d, accs[t]);
+                accms[t] = __builtin_fmaf((float)im, dmx * y->d, accms[t]);
+            }
         }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-        __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm[t]), _mm256_extractf128_ps(accm[t], 1));
-        a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-        a = _mm_add_ss(a, _mm_movehdup_ps(a));
-        s[t] = hsum512(acc[t]) + _mm_cvtss_f32(a);
+        if (GG == 0) {
+            __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm[t]), _mm256_extractf128_ps(accm[t], 1));
+            a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+            a = _mm_add_ss(a, _mm_movehdup_ps(a));
+            s[t] = hsum512(acc[t]) + _mm_cvtss_f32(a);
+        } else if (GG == 1) {
+            __m128 a = _mm_add_ps(accm4[t], _mm_movehl_ps(accm4[t], accm4[t]));
+            a = _mm_add_ss(a, _mm_movehdup_ps(a));
+            s[t] = hsum_f8(acc8[t]) + _mm_cvtss_f32(a);
+        } else {
+            s[t] = accs[t] - accms[t];
+        }
     }
 }
 
 static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
-    q4k_dot_nt(n, s, w, xq, 0, 1);
+    q4k_dot_nt(n, s, w, xq, 0, 1, 0);
 }
 static void dot4_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
-    q4k_dot_nt(n, s, w, xq, stride, 4);
+    q4k_dot_nt(n, s, w, xq, stride, 4, 0);
+}
+static void dot_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *xq) {
+    q4k_dot_nt(n, s, w, xq, 0, 1, 1);
+}
+static void dot4_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
+    q4k_dot_nt(n, s, w, xq, stride, 4, 1);
+}
+static void dot_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq) {
+    q4k_dot_nt(n, s, w, xq, 0, 1, 2);
+}
+static void dot4_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
+    q4k_dot_nt(n, s, w, xq, stride, 4, 2);
 }
 
 /* ------------------------------------------------------------------ Q5_K x Q8_K */
@@ -977,9 +1032,13 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
-    t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K;
+    t->vec_dot[DF_TYPE_Q4_K] = df_ggml_order() ? dot_q4_K_q8_K_ggml : dot_q4_K_q8_K;
+    t->vec_dot4[DF_TYPE_Q4_K] = df_ggml_order() ? dot4_q4_K_q8_K_ggml : dot4_q4_K_q8_K;
+    if (df_ggml_order()) {
+        t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
+        t->vec_dot4_r8[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml8;
+    }
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
-    t->vec_dot4[DF_TYPE_Q4_K] = dot4_q4_K_q8_K;
     t->vec_dot4[DF_TYPE_Q6_K] = dot4_q6_K_q8_K;
     t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K;
