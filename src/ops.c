@@ -240,7 +240,80 @@ static double softmax_exp_avx2(const float *x, float *y, int n, float mx, int *d
     *done = i;
     return sum;
 }
+
+/* llamafile's tinyBLAS F32 GEMM: every output is one vector accumulator (16 / 8 lanes) walked
+ * over n_in with FMA, then reduced (_mm512_reduce_add_ps; AVX2: halves added, then lanes
+ * (0+2)+(1+3)). Tiles of 4 weight rows x 3 tokens only for speed: each output has its own
+ * accumulator, so the tiling does not change the result. Rows [r0, r1), r1 - r0 a multiple of 4. */
+__attribute__((target("avx512f,avx512dq,fma")))
+static void gemm_f32_avx512(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
+                            int nt, float *Y, int64_t ldy) {
+    for (int64_t r = r0; r < r1; r += 4)
+        for (int t0 = 0; t0 < nt; t0 += 3) {
+            const float *xs[3];
+            for (int j = 0; j < 3; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
+            __m512 acc[3][4];
+            for (int j = 0; j < 3; j++)
+                for (int i = 0; i < 4; i++) acc[j][i] = _mm512_setzero_ps();
+            for (int64_t l = 0; l < n_in; l += 16) {
+                __m512 w[4];
+                for (int i = 0; i < 4; i++) w[i] = _mm512_loadu_ps(W + (r + i) * n_in + l);
+                for (int j = 0; j < 3; j++) {
+                    const __m512 x = _mm512_loadu_ps(xs[j] + l);
+                    for (int i = 0; i < 4; i++) acc[j][i] = _mm512_fmadd_ps(w[i], x, acc[j][i]);
+                }
+            }
+            for (int j = 0; j < 3 && t0 + j < nt; j++)
+                for (int i = 0; i < 4; i++) Y[(int64_t)(t0 + j) * ldy + r + i] = _mm512_reduce_add_ps(acc[j][i]);
+        }
+}
+
+__attribute__((target("avx2,fma")))
+static void gemm_f32_avx2(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
+                          int nt, float *Y, int64_t ldy) {
+    for (int64_t r = r0; r < r1; r += 4)
+        for (int t0 = 0; t0 < nt; t0 += 2) {
+            const float *xs[2];
+            for (int j = 0; j < 2; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
+            __m256 acc[2][4];
+            for (int j = 0; j < 2; j++)
+                for (int i = 0; i < 4; i++) acc[j][i] = _mm256_setzero_ps();
+            for (int64_t l = 0; l < n_in; l += 8) {
+                __m256 w[4];
+                for (int i = 0; i < 4; i++) w[i] = _mm256_loadu_ps(W + (r + i) * n_in + l);
+                for (int j = 0; j < 2; j++) {
+                    const __m256 x = _mm256_loadu_ps(xs[j] + l);
+                    for (int i = 0; i < 4; i++) acc[j][i] = _mm256_fmadd_ps(w[i], x, acc[j][i]);
+                }
+            }
+            for (int j = 0; j < 2 && t0 + j < nt; j++)
+                for (int i = 0; i < 4; i++) {
+                    const __m256 v = acc[j][i];
+                    __m128 h = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+                    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+                    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+                    Y[(int64_t)(t0 + j) * ldy + r + i] = _mm_cvtss_f32(h);
+                }
+        }
+}
 #endif
+
+bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt) {
+    const int w = ggml_vec_kind();
+    return w != GX_SCALAR && nt >= 2 && n_in > 0 && n_in % w == 0 && n_out % 4 == 0;
+}
+
+void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nt,
+                      float *Y, int64_t ldy) {
+#if defined(__x86_64__)
+    switch (ggml_vec_kind()) {
+    case GX_AVX512: gemm_f32_avx512(W, n_in, r0, r1, X, ldx, nt, Y, ldy); return;
+    case GX_AVX2: gemm_f32_avx2(W, n_in, r0, r1, X, ldx, nt, Y, ldy); return;
+    default: break;
+    }
+#endif
+    (void)W; (void)n_in; (void)r0; (void)r1; (void)X; (void)ldx; (void)nt; (void)Y; (void)ldy;
+}
 
 void df_swiglu_ggml(float *g, const float *u, int n) {
 #if defined(__x86_64__)

@@ -50,6 +50,13 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
  * the scalar form (libm expf), as ggml without SIMD. y may alias x. */
 void df_softmax_ggml(const float *x, float *y, int n);
 void df_swiglu_ggml(float *g, const float *u, int n);
+/* F32 matrix product of a batch as llamafile's tinyBLAS (used by ggml's mul_mat for F32 weights
+ * and nt >= 2 tokens when n_in is a multiple of the vector width and n_out of 4):
+ * Y[t*ldy + r] = W[r] . X[t*ldx] for rows r in [r0, r1) (a multiple of 4 rows) and t < nt,
+ * W row-major [n_out][n_in]. Only when df_gemm_f32_ggml_applies() (avx512 / avx2 sets). */
+bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt);
+void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nt,
+                      float *Y, int64_t ldy);
 /* y[i] += x[i] */
 void df_add(float *y, const float *x, int n);
 #endif
