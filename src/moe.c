@@ -183,9 +183,11 @@ void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int 
     df_store_lookahead(s, il_next, order, n);
 }
 
+/* one expert's matrix: ggml's MUL_MAT_ID (its float order differs from a plain matmul's for
+ * repacked weights under DELTAFIN_GGML_ORDER; kernels.h) */
 static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in, int64_t n_out,
                    const float *X, int nt, float *Y) {
-    df_matmul(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);
+    df_matmul_id(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);
 }
 
 /* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
@@ -267,8 +269,8 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         if (w.type[DF_EXPERT_GATE] == w.type[DF_EXPERT_UP]) {
             int ty = w.type[DF_EXPERT_GATE];
             df_quantize_act(ty, c->xg, D, D, n, c->act);
-            df_matmul_q(c->pool, w.w[DF_EXPERT_GATE], ty, D, n_ff, c->act, n, c->fa, n_ff);
-            df_matmul_q(c->pool, w.w[DF_EXPERT_UP], ty, D, n_ff, c->act, n, c->fb, n_ff);
+            df_matmul_q_id(c->pool, w.w[DF_EXPERT_GATE], ty, D, n_ff, c->act, n, c->fa, n_ff);
+            df_matmul_q_id(c->pool, w.w[DF_EXPERT_UP], ty, D, n_ff, c->act, n, c->fb, n_ff);
         } else {
             mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
             mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);

@@ -151,6 +151,9 @@ void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, i
 typedef struct {
     df_vec_dot_fn dot;
     df_vec_dot4_fn dot4;
+    df_vec_dot_fn dot_g;   /* tokens < n_g (NULL: dot / dot4 for all) */
+    df_vec_dot4_fn dot4_g;
+    int64_t n_g;
     const char *W;
     const char *act;
     uint64_t wrb, arb;
@@ -175,6 +178,16 @@ static void mm_task(void *ctx, int task, int thread) {
         for (int64_t r = r0; r < r1; r++) {
             const char *w = j->W + r * j->wrb;
             int64_t t = t0;
+            if (t < j->n_g) { /* ggml's gemm order for its first n_tok - n_tok % 4 tokens */
+                const int64_t tg = t1 < j->n_g ? t1 : j->n_g;
+                if (j->dot4_g)
+                    for (; t + 4 <= tg; t += 4) {
+                        float o[4];
+                        j->dot4_g(j->n_in, o, w, j->act + t * j->arb, j->arb);
+                        for (int k = 0; k < 4; k++) j->Y[(t + k) * j->ldy + r] = o[k];
+                    }
+                for (; t < tg; t++) j->dot_g(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+            }
             if (j->dot4)
                 for (; t + 4 <= t1; t += 4) {
                     float o[4];
@@ -186,16 +199,22 @@ static void mm_task(void *ctx, int task, int thread) {
     }
 }
 
+enum { MM_PLAIN, MM_3D, MM_ID }; /* ggml's MUL_MAT of a 2-D weight, of a 3-D one, MUL_MAT_ID */
+
 static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
-                     const void *act, int64_t n_tok, float *Y, int64_t ldy, int flat) {
+                     const void *act, int64_t n_tok, float *Y, int64_t ldy, int kind) {
     if (n_out <= 0 || n_tok <= 0) return;
     const df_type_traits *t = df_type_info(wtype);
     DF_ASSERT(t && n_in % t->blck == 0);
     const df_kernel_table *k = df_kernels();
-    const int r8 = !flat && n_out % 8 == 0 && k->vec_dot_r8[wtype];
+    const int r8 = kind != MM_3D && n_out % 8 == 0 && k->vec_dot_r8[wtype];
+    const int gemm = r8 && kind == MM_PLAIN && k->vec_dot_r8g[wtype];
     mm_job j = {
         .dot = r8 ? k->vec_dot_r8[wtype] : k->vec_dot[wtype],
         .dot4 = r8 ? k->vec_dot4_r8[wtype] : k->vec_dot4[wtype],
+        .dot_g = gemm ? k->vec_dot_r8g[wtype] : NULL,
+        .dot4_g = gemm ? k->vec_dot4_r8g[wtype] : NULL,
+        .n_g = gemm ? n_tok - n_tok % 4 : 0,
         .W = W,
         .act = act,
         .wrb = df_type_row_bytes(wtype, n_in),
@@ -225,12 +244,17 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
 
 void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                  const void *act, int64_t n_tok, float *Y, int64_t ldy) {
-    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, 0);
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, MM_PLAIN);
+}
+
+void df_matmul_q_id(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                    const void *act, int64_t n_tok, float *Y, int64_t ldy) {
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, MM_ID);
 }
 
 static void matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                    const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act,
-                   int flat) {
+                   int kind) {
     void *own = NULL;
     if (!act) {
         uint64_t nb = df_act_bytes(wtype, n_in, n_tok);
@@ -239,16 +263,21 @@ static void matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_
         act = own;
     }
     df_quantize_act_mt(pool, wtype, X, ldx, n_in, n_tok, act);
-    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, flat);
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, kind);
     free(own);
 }
 
 void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
-    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, 0);
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_PLAIN);
+}
+
+void df_matmul_id(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                  const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_ID);
 }
 
 void df_matmul_3d(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                   const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
-    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, 1);
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_3D);
 }

@@ -25,12 +25,16 @@ typedef struct df_kernel_table {
     df_vec_dot_fn vec_dot[DF_TYPE_COUNT];    /* indexed by weight type */
     df_from_float_fn from_float[DF_TYPE_COUNT]; /* indexed by vec_dot_type */
     df_vec_dot4_fn vec_dot4[DF_TYPE_COUNT];  /* optional (NULL: vec_dot per row) */
-    /* Optional, set only with DELTAFIN_GGML_ORDER: the float order ggml uses for weights it
+    /* Optional, set only with DELTAFIN_GGML_ORDER: the float orders ggml uses for weights it
      * repacks to 8 interleaved rows on this CPU (2-D or expert tensors with rows % 8 == 0, e.g.
-     * Q4_K as q4_K_8x8 on AVX2/AVX-512). df_matmul uses them for n_out % 8 == 0, df_matmul_3d
-     * never (ggml does not repack weights of 3-D plain matmuls). NULL: vec_dot / vec_dot4. */
+     * Q4_K as q4_K_8x8 on AVX2/AVX-512): _r8 its gemv (one token, the last n_tok % 4 tokens of
+     * a plain matmul, every token of an expert matmul), _r8g its gemm (the first
+     * n_tok - n_tok % 4 tokens of a plain matmul). df_matmul uses them for n_out % 8 == 0,
+     * df_matmul_3d never (ggml does not repack weights of 3-D plain matmuls). NULL: vec_dot. */
     df_vec_dot_fn vec_dot_r8[DF_TYPE_COUNT];
     df_vec_dot4_fn vec_dot4_r8[DF_TYPE_COUNT];
+    df_vec_dot_fn vec_dot_r8g[DF_TYPE_COUNT];
+    df_vec_dot4_fn vec_dot4_r8g[DF_TYPE_COUNT];
 } df_kernel_table;
 
 void df_kernels_init(void);                     /* called by df_init() */
@@ -60,6 +64,11 @@ void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t 
                  const void *act, int64_t n_tok, float *Y, int64_t ldy);
 /* df_matmul for one matrix of a 3-D weight used by a plain (not per-expert) matmul, such as
  * MLA's per-head attn_k_b / attn_v_b: same result except for the float order (see vec_dot_r8). */
+/* df_matmul(_q) for one expert's matrix (ggml's MUL_MAT_ID): same except for the float order. */
+void df_matmul_id(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                  const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act);
+void df_matmul_q_id(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                    const void *act, int64_t n_tok, float *Y, int64_t ldy);
 void df_matmul_3d(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                   const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act);
 #endif

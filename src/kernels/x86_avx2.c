@@ -146,12 +146,14 @@ static inline __m256i nibbles(const uint8_t *q) {
     return _mm256_and_si256(w, _mm256_set1_epi8(0x0F));
 }
 
-static inline float hsum_i32_8(__m256i p) {
+static inline int32_t hsum_i32_8_int(__m256i p) {
     __m128i q = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
     q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
     q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
-    return (float)_mm_cvtsi128_si32(q);
+    return _mm_cvtsi128_si32(q);
 }
+
+static inline float hsum_i32_8(__m256i p) { return (float)hsum_i32_8_int(p); }
 
 static void dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q4_0 *x = w;
@@ -256,7 +258,7 @@ static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
 }
 
 /* GG: float order, as q4k_dot_nt in x86_avx512.c (0 deltafin's, 1 ggml_vec_dot_q4_K_q8_K's,
- * 2 ggml's repacked q4_K_8x8 gemv/gemm); the integer sums are exact in all three. */
+ * 2 ggml's repacked q4_K_8x8 gemv, 3 its gemm); the integer sums are exact in all of them. */
 static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, const void *w,
                                                           const void *xq, const int GG) {
     const df_block_q4_K *x = w;
@@ -278,6 +280,7 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
         const __m256i mrep = _mm256_shuffle_epi8(_mm256_set_m128i(_mm_unpackhi_epi64(mn16, mn16), mn16), dup);
         const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mrep);
         __m256i isum = _mm256_setzero_si256();
+        int32_t isc[4];
         for (int c = 0; c < 4; c++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -286,6 +289,9 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
             const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * c]));
             const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * c + 1]));
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
+            if (GG == 3) {
+                isc[c] = hsum_i32_8_int(_mm256_add_epi32(plo, phi));
+            }
         }
         const float dx = df_f16_to_f32(x[i].d), dmx = df_f16_to_f32(x[i].dmin);
         if (GG == 0) {
@@ -296,6 +302,13 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
             const __m256i h = _mm256_hadd_epi32(mprod, mprod);
             const __m128i p4 = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
             accm4 = _mm_fmadd_ps(_mm_set1_ps(-y[i].d * dmx), _mm_cvtepi32_ps(p4), accm4);
+        } else if (GG == 3) {
+            int32_t mk[8];
+            _mm256_storeu_si256((__m256i *)mk, mprod);
+            for (int c = 0; c < 4; c++) {
+                accs = __builtin_fmaf((float)isc[c], dx * y[i].d, accs);
+                accms = __builtin_fmaf((float)(mk[2 * c] + mk[2 * c + 1]), dmx * y[i].d, accms);
+            }
         } else {
             __m256i t = _mm256_add_epi32(isum, _mm256_permute2x128_si256(isum, isum, 1));
             __m256i u = _mm256_add_epi32(mprod, _mm256_permute2x128_si256(mprod, mprod, 1));
@@ -320,6 +333,7 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
 static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 0); }
 static void dot_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 1); }
 static void dot_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 2); }
+static void dot_q4_K_q8_K_ggml8g(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 3); }
 
 /* ------------------------------------------------------------------ Q5_K x Q8_K */
 
@@ -929,7 +943,10 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
     t->vec_dot[DF_TYPE_Q4_K] = df_ggml_order() ? dot_q4_K_q8_K_ggml : dot_q4_K_q8_K;
-    if (df_ggml_order()) t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
+    if (df_ggml_order()) {
+        t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
+        t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;
+    }
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;

@@ -457,9 +457,12 @@ static inline __m128i k4_scales(const uint8_t *q) {
  *      bytes 4l..4l+3 of each 32-byte chunk, low and high nibbles), acc = fma(d, lanes, acc) with
  *      d = d_y*d_x; mins as 4 lanes (m_2k s_2k + m_2k+1 s_2k+1), acc_m = fma(-d_y*dmin, ., acc_m);
  *      hsum_float_8(acc) + ((m0+m2) + (m1+m3));
- *   2  ggml's repacked q4_K_8x8 gemv/gemm (weights with rows % 8 == 0 on AVX2 machines): the
- *      block's whole sums as one float each, acc = fma(sum, d_x*d_y, acc), accm = fma(min sum,
- *      dmin_x*d_y, accm), result acc - accm. */
+ *   2  ggml's repacked q4_K_8x8 gemv (weights with rows % 8 == 0 on AVX2 machines; one token,
+ *      the last n_tok % 4 tokens of a batch, and every row of MUL_MAT_ID): the block's whole
+ *      sums as one float each, acc = fma(sum, d_x*d_y, acc), accm = fma(min sum, dmin_x*d_y,
+ *      accm), result acc - accm;
+ *   3  ggml's repacked q4_K_8x8 gemm (the first n_tok - n_tok % 4 tokens of a plain matmul):
+ *      as 2 but one fma per 64 elements (two sub-blocks) instead of per block. */
 static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s, const void *w,
                                                              const char *xq, size_t stride, const int NT,
                                                              const int GG) {
@@ -491,6 +494,7 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
         __m512i idx = idx0;
+        int32_t isc[4][4]; /* GG 3: per 64-element chunk sums */
         for (int c = 0; c < 4; c++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const __m512i q = _mm512_and_si512(
@@ -501,7 +505,9 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
             for (int t = 0; t < NT; t++) {
                 const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
                 const __m512i yv = _mm512_loadu_si512((const void *)(y->qs + 64 * c));
-                isum[t] = _mm512_add_epi32(isum[t], _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv));
+                const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv);
+                if (GG == 3) isc[t][c] = _mm512_reduce_add_epi32(p);
+                else isum[t] = _mm512_add_epi32(isum[t], p);
             }
         }
         const float dx = df_f16_to_f32(x[i].d), dmx = df_f16_to_f32(x[i].dmin);
@@ -521,6 +527,13 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
                 const __m256i h = _mm256_hadd_epi32(mprod, mprod);
                 const __m128i p4 = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
                 accm4[t] = _mm_fmadd_ps(_mm_set1_ps(-y->d * dmx), _mm_cvtepi32_ps(p4), accm4[t]);
+            } else if (GG == 3) {
+                int32_t mk[8];
+                _mm256_storeu_si256((__m256i *)mk, mprod);
+                for (int c = 0; c < 4; c++) {
+                    accs[t] = __builtin_fmaf((float)isc[t][c], dx * y->d, accs[t]);
+                    accms[t] = __builtin_fmaf((float)(mk[2 * c] + mk[2 * c + 1]), dmx * y->d, accms[t]);
+                }
             } else {
                 const int32_t is = _mm512_reduce_add_epi32(isum[t]);
                 const __m256i mh = _mm256_add_epi32(mprod, _mm256_permute2x128_si256(mprod, mprod, 1));
@@ -544,7 +557,7 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
             a = _mm_add_ss(a, _mm_movehdup_ps(a));
             s[t] = hsum_f8(acc8[t]) + _mm_cvtss_f32(a);
         } else {
-            s[t] = accs[t] - accms[t];
+            s[t] = accs[t] - accms[t]; /* GG 2 and 3 */
         }
     }
 }
@@ -566,6 +579,12 @@ static void dot_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *
 }
 static void dot4_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
     q4k_dot_nt(n, s, w, xq, stride, 4, 2);
+}
+static void dot_q4_K_q8_K_ggml8g(int64_t n, float *s, const void *w, const void *xq) {
+    q4k_dot_nt(n, s, w, xq, 0, 1, 3);
+}
+static void dot4_q4_K_q8_K_ggml8g(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
+    q4k_dot_nt(n, s, w, xq, stride, 4, 3);
 }
 
 /* ------------------------------------------------------------------ Q5_K x Q8_K */
@@ -1037,6 +1056,8 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     if (df_ggml_order()) {
         t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
         t->vec_dot4_r8[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml8;
+        t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;
+        t->vec_dot4_r8g[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml8g;
     }
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot4[DF_TYPE_Q6_K] = dot4_q6_K_q8_K;
