@@ -243,28 +243,29 @@ static double softmax_exp_avx2(const float *x, float *y, int n, float mx, int *d
 
 /* llamafile's tinyBLAS F32 GEMM: every output is one vector accumulator (16 / 8 lanes) walked
  * over n_in with FMA, then reduced (_mm512_reduce_add_ps; AVX2: halves added, then lanes
- * (0+2)+(1+3)). Tiles of 4 weight rows x 3 tokens only for speed: each output has its own
+ * (0+2)+(1+3)). Tiles of 4 weight rows x 6 (AVX2: 2) tokens only for speed: each output has its own
  * accumulator, so the tiling does not change the result. Rows [r0, r1), r1 - r0 a multiple of 4. */
 __attribute__((target("avx512f,avx512dq,fma")))
 static void gemm_f32_avx512(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
                             int nt, float *Y, int64_t ldy) {
+    enum { RT = 6 };
     for (int64_t r = r0; r < r1; r += 4)
-        for (int t0 = 0; t0 < nt; t0 += 3) {
-            const float *xs[3];
-            for (int j = 0; j < 3; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
-            __m512 acc[3][4];
-            for (int j = 0; j < 3; j++)
-                for (int i = 0; i < 4; i++) acc[j][i] = _mm512_setzero_ps();
+        for (int t0 = 0; t0 < nt; t0 += RT) {
+            const float *xs[RT];
+            _Pragma("GCC unroll 8") for (int j = 0; j < RT; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
+            __m512 acc[RT][4];
+            _Pragma("GCC unroll 8") for (int j = 0; j < RT; j++)
+                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm512_setzero_ps();
             for (int64_t l = 0; l < n_in; l += 16) {
                 __m512 w[4];
-                for (int i = 0; i < 4; i++) w[i] = _mm512_loadu_ps(W + (r + i) * n_in + l);
-                for (int j = 0; j < 3; j++) {
+                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) w[i] = _mm512_loadu_ps(W + (r + i) * n_in + l);
+                _Pragma("GCC unroll 8") for (int j = 0; j < RT; j++) {
                     const __m512 x = _mm512_loadu_ps(xs[j] + l);
-                    for (int i = 0; i < 4; i++) acc[j][i] = _mm512_fmadd_ps(w[i], x, acc[j][i]);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm512_fmadd_ps(w[i], x, acc[j][i]);
                 }
             }
-            for (int j = 0; j < 3 && t0 + j < nt; j++)
-                for (int i = 0; i < 4; i++) Y[(int64_t)(t0 + j) * ldy + r + i] = _mm512_reduce_add_ps(acc[j][i]);
+            for (int j = 0; j < RT && t0 + j < nt; j++)
+                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) Y[(int64_t)(t0 + j) * ldy + r + i] = _mm512_reduce_add_ps(acc[j][i]);
         }
 }
 
@@ -274,20 +275,20 @@ static void gemm_f32_avx2(const float *W, int64_t n_in, int64_t r0, int64_t r1, 
     for (int64_t r = r0; r < r1; r += 4)
         for (int t0 = 0; t0 < nt; t0 += 2) {
             const float *xs[2];
-            for (int j = 0; j < 2; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
+            _Pragma("GCC unroll 8") for (int j = 0; j < 2; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
             __m256 acc[2][4];
-            for (int j = 0; j < 2; j++)
-                for (int i = 0; i < 4; i++) acc[j][i] = _mm256_setzero_ps();
+            _Pragma("GCC unroll 8") for (int j = 0; j < 2; j++)
+                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm256_setzero_ps();
             for (int64_t l = 0; l < n_in; l += 8) {
                 __m256 w[4];
-                for (int i = 0; i < 4; i++) w[i] = _mm256_loadu_ps(W + (r + i) * n_in + l);
-                for (int j = 0; j < 2; j++) {
+                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) w[i] = _mm256_loadu_ps(W + (r + i) * n_in + l);
+                _Pragma("GCC unroll 8") for (int j = 0; j < 2; j++) {
                     const __m256 x = _mm256_loadu_ps(xs[j] + l);
-                    for (int i = 0; i < 4; i++) acc[j][i] = _mm256_fmadd_ps(w[i], x, acc[j][i]);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm256_fmadd_ps(w[i], x, acc[j][i]);
                 }
             }
             for (int j = 0; j < 2 && t0 + j < nt; j++)
-                for (int i = 0; i < 4; i++) {
+                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) {
                     const __m256 v = acc[j][i];
                     __m128 h = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
                     h = _mm_add_ps(h, _mm_movehl_ps(h, h));

@@ -1,0 +1,187 @@
+/* test_ggml_order.c — ggml's float order for the MoE block (src/ops.c, DELTAFIN_GGML_ORDER=1):
+ * df_softmax_ggml (ggml_soft_max), df_swiglu_rows (ggml_swiglu) and df_gemm_f32_ggml
+ * (ggml_mul_mat of F32 weights and >= 2 tokens, llamafile's tinyBLAS) on deterministic inputs.
+ *   1. every kernel set: close to a double-precision reference (the exp approximation is
+ *      within a few ulp; inputs reach exp's underflow / overflow ranges)
+ *   2. avx512 and avx2: bit-identical to ggml. The hashes are FNV-1a over ggml's output floats
+ *      on exactly these inputs (xorshift64 below, seeds i * 0x9e3779b97f4a7c15, up = seed + 1),
+ *      recorded once with private harnesses against the llama.cpp build of docs/testing.md:
+ *      avx512 — ggml_soft_max / ggml_swiglu_split / ggml_mul_mat through
+ *      ggml_graph_compute_with_ctx (libggml-cpu, -march=native on AVX-512F/DQ, 2 threads);
+ *      avx2 — ggml-cpu's vec.cpp compiled with -O3 -mavx2 -mfma -mf16c -mno-avx512f (what a
+ *      -march=native build uses on an AVX2 CPU), ggml_vec_max_f32 + ggml_vec_soft_max_f32 +
+ *      ggml_vec_scale_f32(1/sum) per row, ggml_vec_swiglu_f32 per row (the same harness built
+ *      with -march=native reproduces the avx512 hashes). tinyBLAS under AVX2 is not recorded
+ *      (it needs ggml's thread pool): there the GEMM is checked against the order written out
+ *      in scalar code (one 8-lane FMA accumulator, lanes reduced (0+4 + 2+6) + (1+5 + 3+7)). */
+#include "testlib.h"
+#include "ops.h"
+#include "kernels/kernels.h"
+#include "util.h"
+#include <stdint.h>
+
+static uint64_t rs;
+static float frand(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (float)((rs >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1;
+}
+static void fill(float *x, int64_t n, float amp, uint64_t seed) {
+    rs = seed;
+    for (int64_t i = 0; i < n; i++) x[i] = frand() * amp;
+}
+static uint64_t fnv(const float *x, int64_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], 4);
+        for (int j = 0; j < 4; j++) {
+            h ^= (b >> (8 * j)) & 255;
+            h *= 1099511628211ull;
+        }
+    }
+    return h;
+}
+#define SEED(i) ((uint64_t)(i) * 0x9e3779b97f4a7c15ull)
+
+typedef struct { int n, rows, amp, seed; uint64_t h512, h256; } vcase;
+/* softmax: wide spreads reach exp's |n| > 126 and > 192 branches (results 0 / denormal) */
+static const vcase SM[] = {
+    {16, 7, 3, 1, 0x4c100f1d22a07546ull, 0x44534051e7a227a5ull},   /* the demo model's router */
+    {69, 5, 70, 2, 0xe6b8a2454a0e9b80ull, 0x41e68daf52875b3cull},  /* vectors + scalar tail */
+    {8, 3, 5, 3, 0xdfce49731eda3674ull, 0x997b54b907cc9993ull},    /* avx512: all scalar */
+    {160, 4, 40, 4, 0x156177efa7feee7bull, 0x0166e38d119c2f22ull},
+};
+/* swiglu: gate amplitude amp (150: exp overflow to inf, silu -> -0), up amplitude 2 */
+static const vcase SW[] = {
+    {200, 6, 8, 5, 0x9c70088f399741d9ull, 0x739dabe5b6c28164ull},  /* rows restart the vectors */
+    {192, 4, 150, 6, 0x5bfd35e3f7de891cull, 0xea4a786e376dc607ull},
+    {13, 3, 4, 7, 0x36fdbbb19b1b877full, 0x7d051b19042d117dull},
+    {2048, 2, 20, 8, 0xeb2fa9e1f3a67f46ull, 0x062900ca1bcd2403ull},
+};
+typedef struct { int n_in, n_out, nt, seed; uint64_t h512; } gcase;
+static const gcase GM[] = {
+    {64, 16, 11, 9, 0xfe7ec5eb1493118cull},  /* the demo model's router, an 11-token prompt */
+    {96, 8, 2, 10, 0x49f7b3db4403f1e6ull},
+    {256, 64, 7, 11, 0xc1031e611d1d54cbull},
+};
+
+/* tinyBLAS's AVX2 order written out: 8 lane accumulators, fma, then the 8 -> 1 reduction */
+static float gemm_avx2_order(const float *w, const float *x, int n) {
+    float l[8] = {0};
+    for (int i = 0; i < n; i += 8)
+        for (int j = 0; j < 8; j++) l[j] = fmaf(w[i + j], x[i + j], l[j]);
+    float h[4];
+    for (int j = 0; j < 4; j++) h[j] = l[j + 4] + l[j];
+    return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+static void run_set(const char *isa) {
+    const bool h512 = !strcmp(isa, "avx512"), h256 = !strcmp(isa, "avx2");
+    for (size_t c = 0; c < sizeof SM / sizeof SM[0]; c++) {
+        const vcase *k = &SM[c];
+        const int64_t N = (int64_t)k->n * k->rows;
+        float *x = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
+        fill(x, N, (float)k->amp, SEED(k->seed));
+        double maxrel = 0;
+        for (int r = 0; r < k->rows; r++) {
+            const float *xr = x + (int64_t)r * k->n;
+            float *yr = y + (int64_t)r * k->n;
+            df_softmax_ggml(xr, yr, k->n);
+            double mx = -INFINITY, s = 0;
+            for (int i = 0; i < k->n; i++) mx = xr[i] > mx ? xr[i] : mx;
+            for (int i = 0; i < k->n; i++) s += exp((double)xr[i] - mx);
+            for (int i = 0; i < k->n; i++) {
+                const double ref = exp((double)xr[i] - mx) / s;
+                if (ref < 1e-30) continue; /* underflow region: flushed differently, checked by hash */
+                const double e = fabs(yr[i] - ref) / ref;
+                if (!(e <= maxrel)) maxrel = e;
+            }
+        }
+        CHECK_MSG(maxrel < 1e-5, "%s softmax n=%d: max relative error %g", isa, k->n, maxrel);
+        const uint64_t h = fnv(y, N);
+        if (h512) CHECK_MSG(h == k->h512, "%s softmax n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h512);
+        if (h256) CHECK_MSG(h == k->h256, "%s softmax n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h256);
+        /* in place gives the same */
+        for (int r = 0; r < k->rows; r++) df_softmax_ggml(x + (int64_t)r * k->n, x + (int64_t)r * k->n, k->n);
+        CHECK_MSG(!memcmp(x, y, sizeof(float) * (size_t)N), "%s softmax n=%d in place", isa, k->n);
+        free(x);
+        free(y);
+    }
+    for (size_t c = 0; c < sizeof SW / sizeof SW[0]; c++) {
+        const vcase *k = &SW[c];
+        const int64_t N = (int64_t)k->n * k->rows;
+        float *g = malloc(sizeof(float) * (size_t)N), *u = malloc(sizeof(float) * (size_t)N);
+        float *g0 = malloc(sizeof(float) * (size_t)N);
+        fill(g, N, (float)k->amp, SEED(k->seed));
+        fill(u, N, 2.0f, SEED(k->seed) + 1);
+        memcpy(g0, g, sizeof(float) * (size_t)N);
+        df_swiglu_rows(g, u, k->rows, k->n);
+        double maxerr = 0;
+        for (int64_t i = 0; i < N; i++) {
+            const double ref = (double)g0[i] / (1.0 + exp(-(double)g0[i])) * u[i];
+            const double e = fabs(g[i] - ref) / (fabs(ref) + 1e-30);
+            if (fabs(ref) > 1e-30 && !(e <= maxerr)) maxerr = e;
+        }
+        CHECK_MSG(maxerr < 2e-6, "%s swiglu n=%d: max relative error %g", isa, k->n, maxerr);
+        const uint64_t h = fnv(g, N);
+        if (h512) CHECK_MSG(h == k->h512, "%s swiglu n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h512);
+        if (h256) CHECK_MSG(h == k->h256, "%s swiglu n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h256);
+        free(g);
+        free(u);
+        free(g0);
+    }
+    for (size_t c = 0; c < sizeof GM / sizeof GM[0]; c++) {
+        const gcase *k = &GM[c];
+        const bool ok = df_gemm_f32_ggml_applies(k->n_in, k->n_out, k->nt);
+        CHECK_MSG(ok == (h512 || h256), "%s gemm %dx%d: applies %d", isa, k->n_in, k->n_out, ok);
+        if (!ok) continue;
+        float *w = malloc(sizeof(float) * (size_t)k->n_in * k->n_out);
+        float *x = malloc(sizeof(float) * (size_t)k->n_in * k->nt);
+        float *y = malloc(sizeof(float) * (size_t)k->n_out * k->nt);
+        fill(w, (int64_t)k->n_in * k->n_out, 1.0f, SEED(k->seed));
+        fill(x, (int64_t)k->n_in * k->nt, 3.0f, SEED(k->seed) + 1);
+        /* in two row ranges, as the pool splits it */
+        df_gemm_f32_ggml(w, k->n_in, 0, 4, x, k->n_in, k->nt, y, k->n_out);
+        df_gemm_f32_ggml(w, k->n_in, 4, k->n_out, x, k->n_in, k->nt, y, k->n_out);
+        double maxerr = 0;
+        int order_diff = 0;
+        for (int t = 0; t < k->nt; t++)
+            for (int r = 0; r < k->n_out; r++) {
+                double ref = 0;
+                for (int i = 0; i < k->n_in; i++) ref += (double)w[(int64_t)r * k->n_in + i] * x[(int64_t)t * k->n_in + i];
+                const double e = fabs(y[(int64_t)t * k->n_out + r] - ref);
+                if (!(e <= maxerr)) maxerr = e;
+                if (h256) {
+                    const float o = gemm_avx2_order(w + (int64_t)r * k->n_in, x + (int64_t)t * k->n_in, k->n_in);
+                    order_diff += memcmp(&o, &y[(int64_t)t * k->n_out + r], 4) != 0;
+                }
+            }
+        CHECK_MSG(maxerr < 1e-4 * sqrt((double)k->n_in), "%s gemm %dx%d: max error %g", isa, k->n_in, k->n_out, maxerr);
+        const uint64_t h = fnv(y, (int64_t)k->n_out * k->nt);
+        if (h512) CHECK_MSG(h == k->h512, "%s gemm %dx%dx%d: hash %016llx, ggml %016llx", isa, k->n_in, k->n_out, k->nt, (unsigned long long)h, (unsigned long long)k->h512);
+        if (h256) CHECK_MSG(order_diff == 0, "%s gemm %dx%d: %d outputs not in tinyBLAS's AVX2 order", isa, k->n_in, k->n_out, order_diff);
+        free(w);
+        free(x);
+        free(y);
+    }
+    /* what tinyBLAS does not take: one token, n_in not a multiple of the vector, n_out % 4 */
+    CHECK(!df_gemm_f32_ggml_applies(64, 16, 1));
+    CHECK(!df_gemm_f32_ggml_applies(64, 18, 4));
+    CHECK(df_gemm_f32_ggml_applies(72, 16, 4) == h256);
+}
+
+int main(void) {
+    setenv("DELTAFIN_GGML_ORDER", "1", 1);
+    df_init();
+    const char *sets[] = {"avx512", "avx2", "ref", "neon"};
+    int checked = 0;
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        if (df_kernels_select(sets[i]) != DF_OK) continue;
+        run_set(sets[i]);
+        if (!strcmp(sets[i], "avx512") || !strcmp(sets[i], "avx2")) checked++;
+    }
+    if (!checked) printf("test_ggml_order: no avx512/avx2 kernel set here: ggml bit-parity hashes not checked\n");
+    TEST_MAIN_END("test_ggml_order");
+}
