@@ -3,6 +3,10 @@ share: PASS/FAIL reporting, running the deltafin binary, recorded TSV tables, gr
 perplexity. Imported with sys.path.insert(0, "tests/lib") from the repository root."""
 import json, re, subprocess
 
+# llama.cpp top-1 minus top-2 logit below which its greedy choice is a near-tie: decided by
+# rounding, in either engine (the value test_e2e.sh and test_demo_model.sh use)
+NEAR_TIE = 0.01
+
 
 class Checker:
     def __init__(self, label, bin_path, env):
@@ -45,6 +49,31 @@ class Checker:
             except ValueError:
                 pass
         return None, "no JSON"
+
+    @staticmethod
+    def greedy_verdict(got, row, near_tie=NEAR_TIE):
+        """deltafin's greedy run (parsed JSON) against a recorded llama.cpp row (prompt_ids,
+        gen_ids, gaps = llama.cpp's per-step top-1 minus top-2 logit): (ok, message). The ids must
+        be identical, except that a first difference at a step where llama.cpp's own gap is below
+        near_tie passes (the steps after it are not compared)."""
+        want_p = [int(x) for x in row["prompt_ids"].split(",") if x]
+        want_g = [int(x) for x in row["gen_ids"].split(",") if x]
+        gaps = [float(x) for x in row["gaps"].split(",") if x]
+        if got["prompt_tokens"] != want_p:
+            return False, f"prompt ids differ: got {got['prompt_tokens']} want {want_p}"
+        g = got["tokens"]
+        n = len(want_g)
+        i = next((k for k in range(max(len(g), n)) if k >= len(g) or k >= n or g[k] != want_g[k]), None)
+        if i is None:
+            return True, f"{n}/{n} ids identical"
+        gap = gaps[i] if i < len(gaps) else None
+        a = g[i] if i < len(g) else "end"
+        b = want_g[i] if i < n else "end"
+        where = f"{i}/{n} ids identical, then deltafin {a} vs llama.cpp {b} where llama.cpp's gap is " + \
+                (f"{gap:.4f}" if gap is not None else "unknown")
+        if gap is not None and gap < near_tie:
+            return True, where + f" (a near-tie, < {near_tie})"
+        return False, where
 
     def ppl(self, model, extra_env=None):
         """`deltafin perplexity -c 128 -b 32` on tests/data/ppl_story.txt: (PPL, None) or (None, error)."""
