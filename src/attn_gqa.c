@@ -111,16 +111,16 @@ static void mad_f16_avx512(df_f16 *acc, const df_f16 *v, float vs, int n) {
 
 typedef float (*dot16_fn)(const df_f16 *, const df_f16 *, int);
 
-/* DELTAFIN_GGML_ORDER=1 selects ggml's order above (bit-identical flash attention on avx512 /
- * avx2). Off by default for now: the recorded greedy tests pick seeds where deltafin's ids
- * already matched with the older order (docs/testing.md, "Quantized parity"), and while the
- * Q4_K matmuls are not in ggml's order some of those near-ties flip either way. */
+/* ggml's float summation orders (flash attention above, Q8_0/Q5_0/Q4_K dots, router softmax,
+ * SwiGLU, RoPE): the default since 2026-12-02, because they make deltafin's logits
+ * bit-identical to llama.cpp's on this kind of CPU (docs/testing.md, "ggml's summation order").
+ * DELTAFIN_GGML_ORDER=0 selects deltafin's own earlier orders (for comparisons). */
 int df_ggml_order(void) {
     static _Atomic int cached = -1;
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
     if (v < 0) {
         const char *e = getenv("DELTAFIN_GGML_ORDER");
-        v = e && *e && strcmp(e, "0") != 0;
+        v = !(e && !strcmp(e, "0"));
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return v;

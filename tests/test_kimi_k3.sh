@@ -18,14 +18,9 @@ BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
 FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
 EXP = "tests/data/expected/kimi_k3"
 PPL_TOL = 0.005
-# Open discrepancies vs llama.cpp, printed as KNOWN with their numbers, not counted as failures.
-# mxfp4 perplexity (0.7%) and w-q8_0-mxfp4 greedy (prompt 2, step 23 of 32): float summation
-# orders — flash attention's K.Q dot and softmax sum (attn_gqa.c) and the Q8_0 dot's accumulator
-# count (x86 kernels) — move activations by an ulp, which flips a Q8_0-quantized activation
-# (e.g. the input of attn_v_b) and the KDA state carries it. Both pass with DELTAFIN_GGML_ORDER=1
-# (ggml's orders: teacher-forced logits bit-identical to llama.cpp's); remove them here once that
-# is the default (docs/testing.md, "ggml's summation order").
-KNOWN = {"mxfp4 perplexity", "w-q8_0-mxfp4 greedy 'The little dog ran to the park and'"}
+# Every entry must match: the two former exceptions (mxfp4 perplexity 0.7 %, w-q8_0-mxfp4 greedy
+# diverging at step 23 of 32) were float summation orders and pass since ggml's orders became the
+# default (docs/testing.md, "ggml's summation order").
 env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
 for k in ("DELTAFIN_STREAM", "DELTAFIN_EXPERT_CACHE"):
     env.pop(k, None)
@@ -62,9 +57,6 @@ try:
         same = next((i for i, (a, b) in enumerate(zip(got["tokens"], want_g)) if a != b), len(want_g))
         msg = f"32 ids identical (llama.cpp min gap {float(r['min_gap']):.3f})" if ok else \
               f"first difference at step {same}: got {got['tokens']} want {want_g}"
-        if not ok and f"{name} greedy '{r['prompt']}'" in KNOWN:
-            print(f"kimi-k3: KNOWN {name} greedy '{r['prompt']}': {msg}", flush=True)
-            continue
         report(ok, f"{name} greedy '{r['prompt']}'", msg)
     for name, want in ppls.items():
         if name not in path: continue
@@ -73,9 +65,6 @@ try:
             report(False, f"{name} perplexity", e); continue
         rel = abs(p - want) / want
         msg = f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)"
-        if rel > PPL_TOL and f"{name} perplexity" in KNOWN:
-            print(f"kimi-k3: KNOWN {name} perplexity: {msg}", flush=True)
-            continue
         report(rel <= PPL_TOL, f"{name} perplexity", msg)
     # 4. streaming: routed experts from disk through an expert cache of a few experts
     for name, cache in (("f32", "96K"), ("mxfp4", "64K"), ("w-q4_k", "512K")):
