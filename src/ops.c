@@ -28,6 +28,7 @@ static float yarn_ramp(float low, float high, int i0) {
 
 void df_rope_cache(const df_rope *r, float pos, float *cache) {
     /* theta advances by repeated F32 multiplication, exactly like ggml_rope_cache_init */
+    const int ggml = df_ggml_order(); /* gcc's contractions in ggml, or deltafin's plain order */
     float theta = pos;
     for (int i0 = 0; i0 < r->n_rot; i0 += 2) {
         float ff = r->freq_factors ? r->freq_factors[i0 / 2] : 1.0f;
@@ -37,9 +38,13 @@ void df_rope_cache(const df_rope *r, float pos, float *cache) {
         float mscale = r->attn_factor;
         if (r->ext_factor != 0.0f) {
             float mix = yarn_ramp(r->corr_dims[0], r->corr_dims[1], i0) * r->ext_factor;
-            /* contracted as gcc does in ggml's rope_yarn (-ffp-contract=fast) */
-            th = fmaf(theta_interp, 1 - mix, theta_extrap * mix);
-            mscale *= fmaf(0.1f, logf(1.0f / r->freq_scale), 1.0f);
+            if (ggml) { /* contracted as gcc does in ggml's rope_yarn (-ffp-contract=fast) */
+                th = fmaf(theta_interp, 1 - mix, theta_extrap * mix);
+                mscale *= fmaf(0.1f, logf(1.0f / r->freq_scale), 1.0f);
+            } else {
+                th = theta_interp * (1 - mix) + theta_extrap * mix;
+                mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
+            }
         }
         cache[i0] = cosf(th) * mscale;
         cache[i0 + 1] = sinf(th) * mscale;
@@ -48,6 +53,7 @@ void df_rope_cache(const df_rope *r, float pos, float *cache) {
 }
 
 void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, int head_stride) {
+    const int ggml = df_ggml_order();
     int n = r->n_rot;
     for (int h = 0; h < n_head; h++) {
         float *v = x + (size_t)h * head_stride;
@@ -57,10 +63,13 @@ void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, i
             if (r->mode == DF_ROPE_NEOX) { a = i0 / 2; b = a + n / 2; }
             else { a = i0; b = i0 + 1; }
             float x0 = v[a], x1 = v[b];
-            /* ggml's rotation as gcc contracts it (ops.cpp, -ffp-contract=fast):
-             * fma(x0, c, -(x1*s)) and fma(x1, c, x0*s) */
-            v[a] = fmaf(x0, c, -(x1 * s));
-            v[b] = fmaf(x0, s, x1 * c);
+            if (ggml) { /* ggml's rotation as gcc contracts it (ops.cpp, -ffp-contract=fast) */
+                v[a] = fmaf(x0, c, -(x1 * s));
+                v[b] = fmaf(x0, s, x1 * c);
+            } else {
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            }
         }
     }
 }
