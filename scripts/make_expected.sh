@@ -2,20 +2,20 @@
 # make_expected.sh — record llama.cpp's outputs for the end-to-end tests (tests/test_e2e.sh).
 # Needs a llama.cpp build (LLAMA_CPP, default /work/llama.cpp, with build/bin/llama-perplexity
 # and build/lib or build/bin/libllama.so) and build/deltafin (for gen-random). Writes:
-#   tests/data/expected/random_models.tsv  name, gen-random arguments, sha256 of the file,
-#                                          seeds rejected for a deltafin mismatch (quantized)
+#   tests/data/expected/random_models.tsv  name, gen-random arguments, sha256 of the file
 #   tests/data/expected/random_greedy.tsv  name, prompt, prompt ids, greedy ids, min gap, gaps
-#   tests/data/expected/random_ppl.tsv     name, llama-perplexity PPL (-c 128), spread (%)
+#   tests/data/expected/random_ppl.tsv     name, llama-perplexity PPL (-c 128 -b 32)
 #   tests/data/expected/tiny_random_greedy.tsv  the same for llama-2-tiny-random.gguf
 # For each arch x type it tries seeds 1, 2, ... and keeps the first whose greedy runs never
 # come within GAP_MIN logits of a tie (top-1 minus top-2), so that small numeric differences
 # between engines cannot flip a greedy choice. Documented in docs/testing.md.
 # Quantized entries (Q4_K, MXFP4 experts): "GEN-RANDOM ARGS | quantize TYPE [OPTIONS]" — the F32
 # model converted by `deltafin quantize`, whose tensor data must equal llama-quantize's (checked
-# here; the script stops otherwise). For them a seed is also rejected when deltafin's greedy ids
-# differ from llama.cpp's (counted in df_mismatch_seeds), and spread = max |PPL'/PPL - 1| of
-# llama.cpp's own PPL under `-fa off` and `-b 32` (other attention kernels) is recorded: the
-# test accepts max(0.5%, 2 x spread). Why: docs/testing.md "Quantized parity".
+# here; the script stops otherwise). deltafin plays no part in choosing seeds (until 2026-12-02
+# quantized seeds were also rejected where deltafin's ids differed: a selection bias, removed
+# once deltafin followed ggml's float orders). Perplexity runs with -b 32 (as the test does):
+# below 64 queries llama.cpp uses the flash-attention kernel deltafin reproduces bit for bit;
+# its tiled kernel for larger batches moves these chaotic models' PPL by up to ~1%.
 # ONLY=regex records only the matching entries and merges them into the existing files.
 # Optional: LLAMA2C=path/to/llama2.c checkout also regenerates the stories260K run.c text.
 set -eu
@@ -49,9 +49,9 @@ Once upon a time
 The little dog ran to the park and
 EOF
 
-printf 'name\tgen_random_args\tsha256\tdf_mismatch_seeds\n' > "$TMP/models.tsv"
+printf 'name\tgen_random_args\tsha256\n' > "$TMP/models.tsv"
 printf 'name\tprompt\tprompt_ids\tgen_ids\tmin_gap\tgaps\n' > "$TMP/greedy.tsv"
-printf 'name\tppl\tspread\n' > "$TMP/ppl.tsv"
+printf 'name\tppl\n' > "$TMP/ppl.tsv"
 
 # name <TAB> gen-random arguments (@FIX@ = the fixtures folder; the test substitutes it)
 {
@@ -115,7 +115,6 @@ ppl1() { # file, extra llama-perplexity options
 
 while IFS='	' read -r name base; do
         seed=1
-        mism=0
         quant=0
         case "$base" in *" | quantize "*) quant=1 ;; esac
         while :; do
@@ -134,12 +133,6 @@ while IFS='	' read -r name base; do
                 if awk -v g="$gap" -v m="$GAP_MIN" 'BEGIN{exit !(g < m)}' || [ "$n" -lt $N_PREDICT ]; then
                     ok=0; break
                 fi
-                if [ $quant = 1 ]; then
-                    want=$(printf '%s' "$out" | cut -f2)
-                    got=$("$DF" run -m "$TMP/$name.gguf" -p "$prompt" -n $N_PREDICT --temp 0 -t 2 --json 2>/dev/null </dev/null |
-                          grep -o '"tokens":\[[0-9,]*\]' | sed 's/.*\[//; s/\]//')
-                    if [ "$got" != "$want" ]; then mism=$((mism + 1)); ok=0; break; fi
-                fi
                 printf '%s\t%s\t%s\n' "$name" "$prompt" "$out" | cut -f1-4,5,7 >> "$TMP/rows"
             done < "$TMP/prompts"
             if [ $ok = 1 ]; then break; fi
@@ -147,20 +140,12 @@ while IFS='	' read -r name base; do
             if [ $seed -gt "$MAX_SEED" ]; then echo "no seed for $name with gap >= $GAP_MIN" >&2; exit 1; fi
         done
         sha=$(sha256sum "$TMP/$name.gguf" | cut -d' ' -f1)
-        [ $quant = 1 ] || mism=
-        printf '%s\t%s\t%s\t%s\n' "$name" "$args" "$sha" "$mism" >> "$TMP/models.tsv"
+        printf '%s\t%s\t%s\n' "$name" "$args" "$sha" >> "$TMP/models.tsv"
         cat "$TMP/rows" >> "$TMP/greedy.tsv"
-        ppl=$(ppl1 "$TMP/$name.gguf")
-        spread=
-        if [ $quant = 1 ]; then
-            a=$(ppl1 "$TMP/$name.gguf" -fa off)
-            b=$(ppl1 "$TMP/$name.gguf" -b 32)
-            spread=$(awk -v p="$ppl" -v a="$a" -v b="$b" 'function ab(x){return x<0?-x:x}
-                BEGIN{x=ab(a/p-1); y=ab(b/p-1); printf "%.3f", 100*(x>y?x:y)}')
-        fi
-        printf '%s\t%s\t%s\n' "$name" "$ppl" "$spread" >> "$TMP/ppl.tsv"
+        ppl=$(ppl1 "$TMP/$name.gguf" -b 32)
+        printf '%s\t%s\n' "$name" "$ppl" >> "$TMP/ppl.tsv"
         rm -f "$TMP/$name.gguf"
-        echo "$name: seed $seed, ppl $ppl, spread ${spread:-n/a}%, ${mism:-0} deltafin mismatches" >&2
+        echo "$name: seed $seed, ppl $ppl" >&2
 done < "$TMP/list"
 
 # llama-2-tiny-random (32000-token SPM vocab, random weights): near-ties are common, the test

@@ -6,9 +6,7 @@
 #   3. greedy ids of `deltafin run --json --temp 0 -n 32` = llama.cpp's, for 5 archs x 3 types,
 #      and Q4_K / MXFP4-expert models (qwen3moe, Mixtral-style) made by `deltafin quantize`
 #      (tensor data = llama-quantize's --pure Q4_K / MXFP4_MOE, checked when recorded)
-#   4. `deltafin perplexity -c 128` within 0.5% of llama-perplexity; for the quantized models
-#      within max(0.5%, 2 x spread), spread = how far llama.cpp's own PPL moves with -fa off or
-#      -b 32 (recorded; docs/testing.md "Quantized parity" says why)
+#   4. `deltafin perplexity -c 128 -b 32` within 0.5% of llama-perplexity (same options)
 #   5. llama-2-tiny-random.gguf loads and generates (ids compared before the first near-tie)
 # Prints one PASS/FAIL/NOTE line per check and a summary; exit 1 if anything failed.
 # E2E_ONLY=regex restricts to checks whose name matches (e.g. E2E_ONLY=qwen3moe).
@@ -24,10 +22,6 @@ EXP = "tests/data/expected"
 ONLY = os.environ.get("E2E_ONLY")
 NEAR_TIE = 0.01      # llama.cpp top-1 minus top-2 logit below which a divergence is a tie
 PPL_TOL = 0.005      # relative
-# quantized models: tolerance max(PPL_TOL, SPREAD_K x spread). spread (recorded) is one sample —
-# the larger of two — of how far a change of attention kernel moves llama.cpp's own perplexity;
-# deltafin is one more such draw, so the bound allows twice the sample (docs/testing.md)
-SPREAD_K = 2.0
 TIMEOUT = 600
 env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
 tmp = tempfile.mkdtemp(prefix="df_e2e_")
@@ -184,7 +178,6 @@ try:
     greedy = read_tsv(f"{EXP}/random_greedy.tsv")
     ppl_rows = read_tsv(f"{EXP}/random_ppl.tsv")
     ppls = {r["name"]: float(r["ppl"]) for r in ppl_rows}
-    spread = {r["name"]: float(r.get("spread") or 0) / 100 for r in ppl_rows}
     for m in models:
         name = m["name"]
         if not want(name):
@@ -215,14 +208,13 @@ try:
                 report("FAIL", f"{name} greedy #{i}", e)
             else:
                 compare_greedy(f"{name} greedy #{i}", row, got)
-        rc, out, err = run(["perplexity", "-m", path, "-f", "tests/data/ppl_story.txt", "-c", "128"])
+        rc, out, err = run(["perplexity", "-m", path, "-f", "tests/data/ppl_story.txt", "-c", "128", "-b", "32"])
         if rc != 0:
             report("FAIL", f"{name} perplexity", why(rc, err))
         else:
             p = parse_ppl(out, err)
             ref = ppls[name]
-            tol = max(PPL_TOL, SPREAD_K * spread.get(name, 0))
-            tmsg = f", tolerance {tol * 100:.2f}% = {SPREAD_K:g} x llama.cpp's own spread" if tol > PPL_TOL else ""
+            tol, tmsg = PPL_TOL, ""
             if p is None:
                 report("FAIL", f"{name} perplexity", "no PPL value in the output")
             elif abs(p - ref) / ref > tol:
