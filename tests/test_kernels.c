@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 #include "quant.h"
 #include "testlib.h"
+#include "attn_gqa.h"
 #include "threadpool.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -364,7 +365,7 @@ int main(void) {
     CHECK(df_kernels_by_name("nonsense") == NULL);
     printf("selected kernels: %s\n", df_kernels()->name);
     const char *names[] = {"avx2", "avx512", "neon"};
-    int compute_types = 0;
+    int compute_types = 0, r8_checked = 0;
     for (int t = 0; t < DF_TYPE_COUNT; t++) {
         const df_type_traits *ti = df_type_info(t);
         if (!ti || !r->vec_dot[t]) continue;
@@ -377,9 +378,27 @@ int main(void) {
             const df_kernel_table *k = df_kernels_by_name(names[i]);
             if (k) test_type_table(k, r, t);
             if (k) test_dot4(k, t);
+            /* ggml's repacked-weight orders (gemv / gemm; DELTAFIN_GGML_ORDER, the default):
+             * within the type's tolerance of ref, and their 4-row forms bit-equal to 1-row */
+            for (int g = 0; k && g < 2; g++) {
+                df_vec_dot_fn d1 = g ? k->vec_dot_r8g[t] : k->vec_dot_r8[t];
+                df_vec_dot4_fn d4 = g ? k->vec_dot4_r8g[t] : k->vec_dot4_r8[t];
+                if (!d1) continue;
+                df_kernel_table v = *k;
+                v.vec_dot[t] = d1;
+                v.vec_dot4[t] = d4;
+                test_type_table(&v, r, t);
+                test_dot4(&v, t);
+                r8_checked++;
+            }
         }
     }
     CHECK(compute_types >= 4);
+    /* Q4_K has both repacked orders on x86 (avx2 and avx512 tables): 2 each */
+#if defined(__x86_64__)
+    if (df_ggml_order() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        CHECK_MSG(r8_checked >= 2, "repacked-order kernels checked: %d", r8_checked);
+#endif
 
     df_pool *pool = df_pool_create(3);
     for (int t = 0; t < DF_TYPE_COUNT; t++) {
@@ -390,6 +409,7 @@ int main(void) {
         test_matmul(pool, t, n_in, 37, 11);
         test_matmul(NULL, t, n_in, 5, 3);
         test_matmul(pool, t, ti->blck == 1 ? 512 : ti->blck * (512 / ti->blck), 300, 20);
+        test_matmul(pool, t, n_in, 40, 11); /* rows % 8 == 0: ggml's repacked gemm + gemv orders */
     }
     df_pool_free(pool);
     TEST_MAIN_END("test_kernels");
