@@ -255,10 +255,15 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     char *act = malloc(df_act_bytes(t, n_in, n_tok));
     df_quantize_act(t, X, ldx, n_in, n_tok, act);
     int bad = 0, clobber = 0;
+    /* which order each token gets (kernels.h): ggml's repacked gemm for the first
+     * n_tok - n_tok % 4 tokens, its gemv for the rest, when rows % 8 == 0 */
+    const int r8 = n_out % 8 == 0 && k->vec_dot_r8[t];
     for (int64_t tk = 0; tk < n_tok; tk++) {
+        df_vec_dot_fn dot = k->vec_dot[t];
+        if (r8) dot = tk < n_tok - n_tok % 4 && k->vec_dot_r8g[t] ? k->vec_dot_r8g[t] : k->vec_dot_r8[t];
         for (int64_t o = 0; o < n_out; o++) {
             float s;
-            k->vec_dot[t](n_in, &s, W + o * wrb, act + tk * arb);
+            dot(n_in, &s, W + o * wrb, act + tk * arb);
             float y = n_tok == 1 ? Y[o] : Y[tk * ldy + o];
             if (memcmp(&s, &y, 4) != 0) bad++;
         }
