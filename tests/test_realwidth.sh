@@ -7,7 +7,7 @@
 #   2. greedy ids of `deltafin run --temp 0 -n 32` (2 prompts) equal llama.cpp's; a first
 #      difference passes only where llama.cpp's recorded top-1 minus top-2 logit gap is a
 #      near-tie (< 0.01: tests/lib/dfcheck.py greedy_verdict)
-# deltafin runs in its default float order unless the caller sets DELTAFIN_GGML_ORDER; ONLY=REGEX
+# deltafin runs in its default float order (ggml's) unless the caller sets DELTAFIN_GGML_ORDER; ONLY=REGEX
 # checks only the models whose names match.
 # One model on disk at a time, deleted at once; the folder is /tmp (or the build folder when /tmp
 # is a tmpfs) and is removed at exit. Skipped, with a message, with < 3 GiB free there.
@@ -23,12 +23,10 @@ FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures
 BUILD = os.environ.get("DELTAFIN_BUILD") or "build"
 EXP = "tests/data/expected/realwidth"
 FREE_MIN = 3 << 30
-# Open discrepancies vs llama.cpp, printed as KNOWN with their numbers, not counted as failures.
-# k2-q8_0 'Once upon a time' in deltafin's default order: 26/32 ids, then a gap of 0.12 — a
-# 1-ulp difference moved a Q8_0-quantized activation across a rounding midpoint (docs/testing.md
-# "Quantized parity"); with DELTAFIN_GGML_ORDER=1 (ggml's summation orders) all 32 ids are
-# identical. Remove the entry once that order is the default (the test then says so).
-KNOWN = {"k2-q8_0 greedy 'Once upon a time'"}
+# Open discrepancies vs llama.cpp, printed as KNOWN with their numbers, not counted as failures
+# (none: k2-q8_0 'Once upon a time' was one in deltafin's earlier float order, where it parts at
+# step 26 with a gap of 0.12; with ggml's orders, the default since bc0af4c, all 32 ids match).
+KNOWN = set()
 env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
 for k in ("DELTAFIN_STREAM", "DELTAFIN_EXPERT_CACHE"):
     env.pop(k, None)
