@@ -477,6 +477,7 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
     __m256 accm[4], acc8[4];
     __m128 accm4[4];
     float accs[4], accms[4];
+    __m128 accv = _mm_setzero_ps(), accmv = _mm_setzero_ps(); /* GG 3, NT 4 */
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         acc[t] = _mm512_setzero_ps(); accm[t] = _mm256_setzero_ps();
@@ -494,7 +495,7 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
         __m512i idx = idx0;
-        int32_t isc[4][4]; /* GG 3: per 64-element chunk sums */
+        __m256i pc[4][4]; /* GG 3: per 64-element chunk sums, halves added */
         for (int c = 0; c < 4; c++) {
             const __m256i v = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const __m512i q = _mm512_and_si512(
@@ -506,11 +507,41 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
                 const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
                 const __m512i yv = _mm512_loadu_si512((const void *)(y->qs + 64 * c));
                 const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv);
-                if (GG == 3) isc[t][c] = _mm512_reduce_add_epi32(p);
+                if (GG == 3) pc[t][c] = _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
                 else isum[t] = _mm512_add_epi32(isum[t], p);
             }
         }
         const float dx = df_f16_to_f32(x[i].d), dmx = df_f16_to_f32(x[i].dmin);
+        if (GG == 3 && NT == 4) {
+            /* the four tokens' chains as the lanes of one vector (same fma per lane) */
+            const df_block_q8_K *y0 = (const df_block_q8_K *)xq + i, *y1 = (const df_block_q8_K *)(xq + stride) + i,
+                                *y2 = (const df_block_q8_K *)(xq + 2 * stride) + i,
+                                *y3 = (const df_block_q8_K *)(xq + 3 * stride) + i;
+            const __m128 yd = _mm_set_ps(y3->d, y2->d, y1->d, y0->d);
+            const __m128 D4 = _mm_mul_ps(_mm_set1_ps(dx), yd), DM4 = _mm_mul_ps(_mm_set1_ps(dmx), yd);
+            const __m256i mp0 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y0->bsums), mrep);
+            const __m256i mp1 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y1->bsums), mrep);
+            const __m256i mp2 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y2->bsums), mrep);
+            const __m256i mp3 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y3->bsums), mrep);
+            /* A/B lanes: [t c0, t c1, t' c0, t' c1 | t c2, t c3, t' c2, t' c3] */
+            const __m256 A = _mm256_castsi256_ps(_mm256_hadd_epi32(mp0, mp1));
+            const __m256 B = _mm256_castsi256_ps(_mm256_hadd_epi32(mp2, mp3));
+            const __m128 Al = _mm256_castps256_ps128(A), Ah = _mm256_extractf128_ps(A, 1);
+            const __m128 Bl = _mm256_castps256_ps128(B), Bh = _mm256_extractf128_ps(B, 1);
+            __m128i M[4];
+            M[0] = _mm_castps_si128(_mm_shuffle_ps(Al, Bl, _MM_SHUFFLE(2, 0, 2, 0)));
+            M[1] = _mm_castps_si128(_mm_shuffle_ps(Al, Bl, _MM_SHUFFLE(3, 1, 3, 1)));
+            M[2] = _mm_castps_si128(_mm_shuffle_ps(Ah, Bh, _MM_SHUFFLE(2, 0, 2, 0)));
+            M[3] = _mm_castps_si128(_mm_shuffle_ps(Ah, Bh, _MM_SHUFFLE(3, 1, 3, 1)));
+            for (int c = 0; c < 4; c++) {
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(pc[0][c], pc[1][c]),
+                                                    _mm256_hadd_epi32(pc[2][c], pc[3][c]));
+                const __m128i S = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                accv = _mm_fmadd_ps(_mm_cvtepi32_ps(S), D4, accv);
+                accmv = _mm_fmadd_ps(_mm_cvtepi32_ps(M[c]), DM4, accmv);
+            }
+            continue;
+        }
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
             const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
@@ -528,10 +559,15 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
                 const __m128i p4 = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
                 accm4[t] = _mm_fmadd_ps(_mm_set1_ps(-y->d * dmx), _mm_cvtepi32_ps(p4), accm4[t]);
             } else if (GG == 3) {
-                int32_t mk[8];
+                /* the 4 chunk sums at once (integer adds: any order is exact) */
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(pc[t][0], pc[t][1]),
+                                                    _mm256_hadd_epi32(pc[t][2], pc[t][3]));
+                const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                int32_t isc[4], mk[8];
+                _mm_storeu_si128((__m128i *)isc, s4);
                 _mm256_storeu_si256((__m256i *)mk, mprod);
                 for (int c = 0; c < 4; c++) {
-                    accs[t] = __builtin_fmaf((float)isc[t][c], dx * y->d, accs[t]);
+                    accs[t] = __builtin_fmaf((float)isc[c], dx * y->d, accs[t]);
                     accms[t] = __builtin_fmaf((float)(mk[2 * c] + mk[2 * c + 1]), dmx * y->d, accms[t]);
                 }
             } else {
@@ -544,6 +580,10 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
                 accms[t] = __builtin_fmaf((float)im, dmx * y->d, accms[t]);
             }
         }
+    }
+    if (GG == 3 && NT == 4) {
+        _mm_storeu_ps(s, _mm_sub_ps(accv, accmv));
+        return;
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
