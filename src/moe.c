@@ -17,7 +17,7 @@ static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64
     df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
 }
 
-/* router logits of a batch in llamafile's tinyBLAS order (DELTAFIN_GGML_ORDER=1, F32 router):
+/* router logits of a batch in llamafile's tinyBLAS order (df_ggml_order(), F32 router):
  * tasks of 4 router rows over the pool */
 typedef struct {
     const float *w, *x;
@@ -42,7 +42,7 @@ static void router_logits(struct deltafin_ctx *c, const df_tensor *w, const floa
     mm(c, w, x, ldx, nt, y, ldy);
 }
 
-/* ggml_soft_max in place: ggml's vector order and exp under DELTAFIN_GGML_ORDER=1 */
+/* ggml_soft_max in place: ggml's vector order and exp when df_ggml_order() */
 static void softmax(float *x, int n) {
     if (df_ggml_order()) df_softmax_ggml(x, x, n);
     else df_softmax(x, x, n);
@@ -191,7 +191,7 @@ static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in
 }
 
 /* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
- * as ggml_swiglu (which matters under DELTAFIN_GGML_ORDER=1: vectors restart at each row) */
+ * as ggml_swiglu (which matters in ggml's order: vectors restart at each row) */
 static void ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
     if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, nrows, ncols); return; }
     df_ffn_act(hp, g, u, nrows * ncols);

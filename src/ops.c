@@ -109,7 +109,7 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols) {
     for (int64_t r = 0; r < nrows; r++) df_swiglu_ggml(g + r * ncols, u + r * ncols, (int)ncols);
 }
 
-/* ---- ggml's vectorized exp / softmax / SwiGLU (DELTAFIN_GGML_ORDER) ----------------------------
+/* ---- ggml's vectorized exp / softmax / SwiGLU (df_ggml_order(): the default) ----------------
  * ggml's vec.cpp computes softmax and SwiGLU on whole SIMD vectors with its own exp
  * approximation, and only the n % width leftover elements with libm expf. Which width and which
  * approximation a -march=native ggml build uses follows the CPU; deltafin's kernel set stands for
@@ -254,6 +254,7 @@ static double softmax_exp_avx2(const float *x, float *y, int n, float mx, int *d
  * over n_in with FMA, then reduced (_mm512_reduce_add_ps; AVX2: halves added, then lanes
  * (0+2)+(1+3)). Tiles of 4 weight rows x 6 (AVX2: 2) tokens only for speed: each output has its own
  * accumulator, so the tiling does not change the result. Rows [r0, r1), r1 - r0 a multiple of 4. */
+#define UNROLL _Pragma("GCC unroll 8")
 __attribute__((target("avx512f,avx512dq,fma")))
 static void gemm_f32_avx512(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
                             int nt, float *Y, int64_t ldy) {
@@ -261,20 +262,20 @@ static void gemm_f32_avx512(const float *W, int64_t n_in, int64_t r0, int64_t r1
     for (int64_t r = r0; r < r1; r += 4)
         for (int t0 = 0; t0 < nt; t0 += RT) {
             const float *xs[RT];
-            _Pragma("GCC unroll 8") for (int j = 0; j < RT; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
+            UNROLL for (int j = 0; j < RT; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
             __m512 acc[RT][4];
-            _Pragma("GCC unroll 8") for (int j = 0; j < RT; j++)
-                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm512_setzero_ps();
+            UNROLL for (int j = 0; j < RT; j++)
+                UNROLL for (int i = 0; i < 4; i++) acc[j][i] = _mm512_setzero_ps();
             for (int64_t l = 0; l < n_in; l += 16) {
                 __m512 w[4];
-                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) w[i] = _mm512_loadu_ps(W + (r + i) * n_in + l);
-                _Pragma("GCC unroll 8") for (int j = 0; j < RT; j++) {
+                UNROLL for (int i = 0; i < 4; i++) w[i] = _mm512_loadu_ps(W + (r + i) * n_in + l);
+                UNROLL for (int j = 0; j < RT; j++) {
                     const __m512 x = _mm512_loadu_ps(xs[j] + l);
-                    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm512_fmadd_ps(w[i], x, acc[j][i]);
+                    UNROLL for (int i = 0; i < 4; i++) acc[j][i] = _mm512_fmadd_ps(w[i], x, acc[j][i]);
                 }
             }
             for (int j = 0; j < RT && t0 + j < nt; j++)
-                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) Y[(int64_t)(t0 + j) * ldy + r + i] = _mm512_reduce_add_ps(acc[j][i]);
+                UNROLL for (int i = 0; i < 4; i++) Y[(int64_t)(t0 + j) * ldy + r + i] = _mm512_reduce_add_ps(acc[j][i]);
         }
 }
 
@@ -284,20 +285,20 @@ static void gemm_f32_avx2(const float *W, int64_t n_in, int64_t r0, int64_t r1, 
     for (int64_t r = r0; r < r1; r += 4)
         for (int t0 = 0; t0 < nt; t0 += 2) {
             const float *xs[2];
-            _Pragma("GCC unroll 8") for (int j = 0; j < 2; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
+            UNROLL for (int j = 0; j < 2; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
             __m256 acc[2][4];
-            _Pragma("GCC unroll 8") for (int j = 0; j < 2; j++)
-                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm256_setzero_ps();
+            UNROLL for (int j = 0; j < 2; j++)
+                UNROLL for (int i = 0; i < 4; i++) acc[j][i] = _mm256_setzero_ps();
             for (int64_t l = 0; l < n_in; l += 8) {
                 __m256 w[4];
-                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) w[i] = _mm256_loadu_ps(W + (r + i) * n_in + l);
-                _Pragma("GCC unroll 8") for (int j = 0; j < 2; j++) {
+                UNROLL for (int i = 0; i < 4; i++) w[i] = _mm256_loadu_ps(W + (r + i) * n_in + l);
+                UNROLL for (int j = 0; j < 2; j++) {
                     const __m256 x = _mm256_loadu_ps(xs[j] + l);
-                    _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) acc[j][i] = _mm256_fmadd_ps(w[i], x, acc[j][i]);
+                    UNROLL for (int i = 0; i < 4; i++) acc[j][i] = _mm256_fmadd_ps(w[i], x, acc[j][i]);
                 }
             }
             for (int j = 0; j < 2 && t0 + j < nt; j++)
-                _Pragma("GCC unroll 8") for (int i = 0; i < 4; i++) {
+                UNROLL for (int i = 0; i < 4; i++) {
                     const __m256 v = acc[j][i];
                     __m128 h = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
                     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
@@ -306,6 +307,7 @@ static void gemm_f32_avx2(const float *W, int64_t n_in, int64_t r0, int64_t r1, 
                 }
         }
 }
+#undef UNROLL
 #endif
 
 bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt) {
