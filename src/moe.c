@@ -192,7 +192,7 @@ static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in
 
 /* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
  * as ggml_swiglu (which matters in ggml's order: vectors restart at each row) */
-static void ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
+void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
     if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, nrows, ncols); return; }
     df_ffn_act(hp, g, u, nrows * ncols);
 }
@@ -275,7 +275,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
             mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
             mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);
         }
-        ffn_act_rows(hp, c->fa, c->fb, n, n_ff);
+        df_ffn_act_rows(hp, c->fa, c->fb, n, n_ff);
         mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, n_out_d, c->fa, n, c->yg);
         pv->release(pv->ud, il, e);
         for (int i = 0; i < n; i++)
@@ -313,7 +313,7 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
             mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
             mm(c, L->up_shexp, x, D, nt, c->fb, fs);
         }
-        ffn_act_rows(hp, c->fa, c->fb, nt, fs);
+        df_ffn_act_rows(hp, c->fa, c->fb, nt, fs);
         mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
         if (L->gate_inp_shexp) {
             /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */

@@ -373,7 +373,7 @@ int df_layer_ffn(deltafin_ctx *c, int il, int nt) {
         }
         add_bias(c->fa, ff, nt, L->ffn_gate_b);
         add_bias(c->fb, ff, nt, L->ffn_up_b);
-        df_swiglu(c->fa, c->fb, (int)(nt * ff));
+        df_swiglu_rows(c->fa, c->fb, nt, ff); /* row by row, as ggml_swiglu */
         mm(c, L->ffn_down, c->fa, ff, nt, c->y, D);
         add_bias(c->y, D, nt, L->ffn_down_b);
     }

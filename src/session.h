@@ -96,6 +96,8 @@ void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt);
 int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *xe, int nt, float *out);
 /* g[i] = act(g[i], u[i]) for the model's FFN activation (SwiGLU or kimi-k3's situ). */
 void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n);
+/* the same over nrows rows of ncols, row by row as ggml_swiglu (matters in ggml's order) */
+void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols);
 /* Router look-ahead (prefetch of the next layer's experts, docs/streaming.md). The next layer
  * after il with routed experts, or -1. */
 int df_moe_next_layer(const struct deltafin_model *m, int il);

@@ -8,6 +8,7 @@
 #include "quant.h"
 #include "testlib.h"
 #include "attn_gqa.h"
+#include "ops.h"
 #include "threadpool.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -258,12 +259,19 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     /* which order each token gets (kernels.h): ggml's repacked gemm for the first
      * n_tok - n_tok % 4 tokens, its gemv for the rest, when rows % 8 == 0 */
     const int r8 = n_out % 8 == 0 && k->vec_dot_r8[t];
+    /* F32 weights, a batch: llamafile's tinyBLAS order (ops.c) in ggml's order */
+    float *Yt = NULL;
+    if (t == DF_TYPE_F32 && n_tok >= 2 && df_ggml_order() && df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok)) {
+        Yt = malloc(ldy * n_tok * 4);
+        df_gemm_f32_ggml((const float *)W, n_in, 0, n_out, (const float *)act, n_in, (int)n_tok, Yt, ldy);
+    }
     for (int64_t tk = 0; tk < n_tok; tk++) {
         df_vec_dot_fn dot = k->vec_dot[t];
         if (r8) dot = tk < n_tok - n_tok % 4 && k->vec_dot_r8g[t] ? k->vec_dot_r8g[t] : k->vec_dot_r8[t];
         for (int64_t o = 0; o < n_out; o++) {
             float s;
-            dot(n_in, &s, W + o * wrb, act + tk * arb);
+            if (Yt) s = Yt[tk * ldy + o];
+            else dot(n_in, &s, W + o * wrb, act + tk * arb);
             float y = n_tok == 1 ? Y[o] : Y[tk * ldy + o];
             if (memcmp(&s, &y, 4) != 0) bad++;
         }
@@ -274,7 +282,7 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     CHECK_MSG(bad == 0, "matmul %s %lldx%lld tok %lld: %d outputs differ", ti->name,
               (long long)n_out, (long long)n_in, (long long)n_tok, bad);
     CHECK_MSG(clobber == 0, "matmul %s wrote outside its rows", ti->name);
-    free(W); free(row); free(X); free(Y); free(act);
+    free(W); free(row); free(X); free(Y); free(act); free(Yt);
 }
 
 /* vec_dot4 (one weight row, four activation rows) must give the bits of four vec_dot calls. */

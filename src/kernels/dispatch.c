@@ -12,6 +12,8 @@
 #endif
 
 #include "kernels_impl.h"
+#include "ops.h"
+#include "attn_gqa.h"
 
 static df_kernel_table g_ref, g_avx2, g_avx512, g_neon;
 static bool g_have_avx2, g_have_avx512, g_have_neon;
@@ -199,6 +201,19 @@ static void mm_task(void *ctx, int task, int thread) {
     }
 }
 
+typedef struct {
+    const float *w, *x;
+    int64_t n_in, ldy;
+    int nt;
+    float *y;
+} f32_gemm_job;
+
+static void f32_gemm_task(void *ctx, int task, int thread) {
+    (void)thread;
+    const f32_gemm_job *g = ctx;
+    df_gemm_f32_ggml(g->w, g->n_in, 4 * (int64_t)task, 4 * (int64_t)task + 4, g->x, g->n_in, g->nt, g->y, g->ldy);
+}
+
 enum { MM_PLAIN, MM_3D, MM_ID }; /* ggml's MUL_MAT of a 2-D weight, of a 3-D one, MUL_MAT_ID */
 
 static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
@@ -207,6 +222,13 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     const df_type_traits *t = df_type_info(wtype);
     DF_ASSERT(t && n_in % t->blck == 0);
     const df_kernel_table *k = df_kernels();
+    if (wtype == DF_TYPE_F32 && kind != MM_ID && n_tok >= 2 && df_ggml_order() &&
+        df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok) && n_tok <= 0x7fffffff) {
+        /* ggml's mul_mat of F32 weights runs a batch through llamafile's tinyBLAS (ops.c) */
+        f32_gemm_job g = {W, act, n_in, ldy, (int)n_tok, Y};
+        df_pool_run(pool, (int)(n_out / 4), f32_gemm_task, &g);
+        return;
+    }
     const int r8 = kind != MM_3D && n_out % 8 == 0 && k->vec_dot_r8[wtype];
     const int gemm = r8 && kind == MM_PLAIN && k->vec_dot_r8g[wtype];
     mm_job j = {

@@ -16,8 +16,9 @@ static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 /* ------------------------------------------------------------------ float types */
 
 /* ggml_vec_dot_f32's order under AVX-512 (the decode matvec): 4 x 16 accumulators over the
- * first n & ~63, reduced (0+2) + (1+3) and by _mm512_reduce_add_ps, then the leftovers one by
- * one with a scalar FMA (as gcc contracts ggml's `sumf += x[i]*y[i]`). */
+ * first n & ~63, reduced (0+2) + (1+3) and by _mm512_reduce_add_ps, then the m leftovers one by
+ * one as gcc 12 compiles ggml's `sumf += x[i]*y[i]`: its vectorised loop rounds the products of
+ * the first m & ~7 and adds them in order, the last m & 7 are scalar FMAs. */
 static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     const float *a = w, *b = xq;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -30,6 +31,11 @@ static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
         acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), acc3);
     }
     float sum = hsum512(_mm512_add_ps(_mm512_add_ps(acc0, acc2), _mm512_add_ps(acc1, acc3)));
+    const int64_t iv = i + ((n - i) & ~(int64_t)7);
+    for (; i < iv; i++) {
+        const float p = a[i] * b[i]; /* rounded, then added (no contraction: ISO C) */
+        sum += p;
+    }
     for (; i < n; i++) sum = fmaf(a[i], b[i], sum);
     *s = sum;
 }

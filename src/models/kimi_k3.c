@@ -494,7 +494,7 @@ static void k3_situ_ffn(struct deltafin_ctx *c, const df_tensor *wg, const df_te
         mmw(c, wg, x, E, nt, c->fa, ff);
         mmw(c, wu, x, E, nt, c->fb, ff);
     }
-    df_ffn_act(hp, c->fa, c->fb, (int64_t)nt * ff);
+    df_ffn_act_rows(hp, c->fa, c->fb, nt, ff);
     mmw(c, wd, c->fa, ff, nt, out, E);
 }
 
