@@ -101,6 +101,18 @@ void df_swiglu(float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) g[i] = df_silu(g[i]) * u[i];
 }
 
+void df_silu_row(float *x, int n) {
+    if (!df_ggml_order()) {
+        for (int i = 0; i < n; i++) x[i] = df_silu(x[i]);
+        return;
+    }
+    /* silu(x) * 1 == silu(x): ggml's SwiGLU with u = 1, in chunks of 1024 (a multiple of every
+     * SIMD width, so only the row's last n % width values take the scalar path, as in ggml) */
+    float ones[1024];
+    for (int i = 0; i < 1024; i++) ones[i] = 1.0f;
+    for (int i = 0; i < n; i += 1024) df_swiglu_ggml(x + i, ones, n - i < 1024 ? n - i : 1024);
+}
+
 void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols) {
     if (!df_ggml_order()) {
         for (int64_t i = 0; i < nrows * ncols; i++) g[i] = df_silu(g[i]) * u[i];

@@ -50,6 +50,9 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
  * other kernel sets use the scalar form (libm expf), as ggml without SIMD. y may alias x. */
 void df_softmax_ggml(const float *x, float *y, int n);
 void df_swiglu_ggml(float *g, const float *u, int n);
+/* x[i] = silu(x[i]) over one row of n: in ggml's order as ggml_vec_silu_f32 (SIMD exp on whole
+ * vectors, libm expf for the n % width leftover), else df_silu on every element. */
+void df_silu_row(float *x, int n);
 /* F32 matrix product of a batch as llamafile's tinyBLAS (used by ggml's mul_mat for F32 weights
  * and nt >= 2 tokens when n_in is a multiple of the vector width and n_out of 4):
  * Y[t*ldy + r] = W[r] . X[t*ldx] for rows r in [r0, r1) (a multiple of 4 rows) and t < nt,

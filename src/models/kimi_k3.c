@@ -13,6 +13,7 @@
  * keep a 576-wide (Rkv + Dr) F16 K cache row per token and no V (session.c's cache).
  * Threading: on the ctx thread; matmuls and the per-head recurrence fan out over c->pool. */
 #include "model.h"
+#include "attn_gqa.h"
 #include "attn_mla.h"
 #include "session.h"
 #include "kernels/kernels.h"
@@ -375,9 +376,12 @@ static df_task_fn kda_head_fn(void) {
 static df_task_fn kda_head_fn(void) { return kda_head_generic; }
 #endif
 
-/* causal depthwise conv of one stream over nt tokens, in place, then silu; state updated */
+/* causal depthwise conv of one stream over nt tokens, in place, then silu; state updated. In
+ * ggml's order as llama.cpp's SSM_CONV + SILU: the tap sum as an FMA chain (gcc contracts ggml's
+ * `sumf += s * c`), then ggml_vec_silu_f32 on each token's row of DI. */
 static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const float *taps, float *win) {
     const int cs = C - 1;
+    const int gg = df_ggml_order();
     for (int64_t ch = 0; ch < DI; ch++) {
         float *st = state + ch * cs;
         const float *w = taps + ch * C;
@@ -385,11 +389,16 @@ static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const fl
         for (int t = 0; t < nt; t++) win[cs + t] = x[t * DI + ch];
         for (int t = 0; t < nt; t++) {
             float s = 0.0f;
-            for (int i = 0; i < C; i++) s += win[t + i] * w[i];
-            x[t * DI + ch] = df_silu(s);
+            if (gg)
+                for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
+            else
+                for (int i = 0; i < C; i++) s += win[t + i] * w[i];
+            x[t * DI + ch] = gg ? s : df_silu(s);
         }
         for (int i = 0; i < cs; i++) st[i] = win[nt + i];
     }
+    if (gg)
+        for (int t = 0; t < nt; t++) df_silu_row(x + t * DI, (int)DI);
 }
 
 static void l2_heads(float *x, int nt, int H, int S, float eps) {
