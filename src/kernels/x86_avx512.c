@@ -484,6 +484,8 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
     __m128 accm4[4];
     float accs[4], accms[4];
     __m128 accv = _mm_setzero_ps(), accmv = _mm_setzero_ps(); /* GG 3, NT 4 */
+    __m256i gi[4][4], gm[4][4]; /* GG 2: a group of 4 blocks per token */
+    float gd[4][4], gdm[4][4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
         acc[t] = _mm512_setzero_ps(); accm[t] = _mm256_setzero_ps();
@@ -577,13 +579,27 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
                     accms[t] = __builtin_fmaf((float)(mk[2 * c] + mk[2 * c + 1]), dmx * y->d, accms[t]);
                 }
             } else {
-                const int32_t is = _mm512_reduce_add_epi32(isum[t]);
-                const __m256i mh = _mm256_add_epi32(mprod, _mm256_permute2x128_si256(mprod, mprod, 1));
-                const __m128i m4s = _mm256_castsi256_si128(mh);
-                const int32_t im = _mm_cvtsi128_si32(m4s) + _mm_extract_epi32(m4s, 1) +
-                                   _mm_extract_epi32(m4s, 2) + _mm_extract_epi32(m4s, 3);
-                accs[t] = __builtin_fmaf((float)is, dx * y->d, accs[t]);
-                accms[t] = __builtin_fmaf((float)im, dmx * y->d, accms[t]);
+                /* GG 2: the block sums of 4 blocks reduced together (exact integer adds),
+                 * then the per-block fma chain in block order */
+                const int j = (int)(i & 3);
+                gi[t][j] = _mm256_add_epi32(_mm512_castsi512_si256(isum[t]), _mm512_extracti64x4_epi64(isum[t], 1));
+                gm[t][j] = mprod;
+                gd[t][j] = dx * y->d;
+                gdm[t][j] = dmx * y->d;
+                if (j == 3 || i == nb - 1) {
+                    for (int b = j + 1; b < 4; b++) gi[t][b] = gm[t][b] = _mm256_setzero_si256();
+                    const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(gi[t][0], gi[t][1]),
+                                                         _mm256_hadd_epi32(gi[t][2], gi[t][3]));
+                    const __m256i hm = _mm256_hadd_epi32(_mm256_hadd_epi32(gm[t][0], gm[t][1]),
+                                                         _mm256_hadd_epi32(gm[t][2], gm[t][3]));
+                    int32_t is[4], im[4];
+                    _mm_storeu_si128((__m128i *)is, _mm_add_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)));
+                    _mm_storeu_si128((__m128i *)im, _mm_add_epi32(_mm256_castsi256_si128(hm), _mm256_extracti128_si256(hm, 1)));
+                    for (int b = 0; b <= j; b++) {
+                        accs[t] = __builtin_fmaf((float)is[b], gd[t][b], accs[t]);
+                        accms[t] = __builtin_fmaf((float)im[b], gdm[t][b], accms[t]);
+                    }
+                }
             }
         }
     }
@@ -620,8 +636,73 @@ static void dot_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *x
 static void dot4_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
     q4k_dot_nt(n, s, w, xq, stride, 4, 1);
 }
+/* One block's exact sums for GG 2: scale-weighted products (8 lanes) and mins x bsums (8 lanes). */
+static inline __attribute__((always_inline)) void q4k_block_sums(const df_block_q4_K *x, const df_block_q8_K *y,
+                                                                 __m256i *is, __m256i *ms) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi16(2);
+    const __m128i scm = k4_scales(x->scales);
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm));
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_srli_si128(scm, 8));
+    const __m256i mrep = _mm256_permutexvar_epi16(
+        _mm256_set_epi16(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), mn16);
+    __m512i isum = _mm512_setzero_si512(), idx = idx0;
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        const __m512i q = _mm512_and_si512(
+            _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1), m4);
+        const __m512i scv = _mm512_permutexvar_epi16(idx, sc16);
+        idx = _mm512_add_epi16(idx, two);
+        const __m512i yv = _mm512_loadu_si512((const void *)(y->qs + 64 * c));
+        isum = _mm512_add_epi32(isum, _mm512_madd_epi16(_mm512_maddubs_epi16(q, yv), scv));
+    }
+    *is = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+    *ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mrep);
+}
+
+/* GG 2 for one activation row, 4 blocks per step: their integer sums reduced together, then
+ * the per-block fma chain (lane 0 of a vector, shifted along) — the same float operations as
+ * q4k_dot_nt's GG 2, with fewer instructions around them. */
 static void dot_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq) {
-    q4k_dot_nt(n, s, w, xq, 0, 1, 2);
+    const df_block_q4_K *x = w;
+    const df_block_q8_K *y = xq;
+    const int64_t nb = n / 256;
+    __m128 acc = _mm_setzero_ps(), accm = _mm_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m256i I[4], M[4];
+#pragma GCC unroll 1
+        for (int b = 0; b < 4; b++) q4k_block_sums(&x[i + b], &y[i + b], &I[b], &M[b]);
+        const __m256i hi = _mm256_hadd_epi32(_mm256_hadd_epi32(I[0], I[1]), _mm256_hadd_epi32(I[2], I[3]));
+        const __m256i hm = _mm256_hadd_epi32(_mm256_hadd_epi32(M[0], M[1]), _mm256_hadd_epi32(M[2], M[3]));
+        __m128 S = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)));
+        __m128 Sm = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(hm), _mm256_extracti128_si256(hm, 1)));
+        const __m128 yd = _mm_setr_ps(y[i].d, y[i + 1].d, y[i + 2].d, y[i + 3].d);
+        __m128 D = _mm_mul_ps(_mm_setr_ps(df_f16_to_f32(x[i].d), df_f16_to_f32(x[i + 1].d),
+                                          df_f16_to_f32(x[i + 2].d), df_f16_to_f32(x[i + 3].d)), yd);
+        __m128 DM = _mm_mul_ps(_mm_setr_ps(df_f16_to_f32(x[i].dmin), df_f16_to_f32(x[i + 1].dmin),
+                                           df_f16_to_f32(x[i + 2].dmin), df_f16_to_f32(x[i + 3].dmin)), yd);
+        for (int b = 0; b < 4; b++) {
+            acc = _mm_fmadd_ss(S, D, acc);
+            accm = _mm_fmadd_ss(Sm, DM, accm);
+            S = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(S), 4));
+            Sm = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(Sm), 4));
+            D = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(D), 4));
+            DM = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(DM), 4));
+        }
+    }
+    for (; i < nb; i++) {
+        __m256i I, M;
+        q4k_block_sums(&x[i], &y[i], &I, &M);
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(I, M), _mm256_setzero_si256());
+        const __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128 f = _mm_cvtepi32_ps(r); /* [isum, msum, 0, 0] */
+        acc = _mm_fmadd_ss(f, _mm_set_ss(df_f16_to_f32(x[i].d) * y[i].d), acc);
+        accm = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_set_ss(df_f16_to_f32(x[i].dmin) * y[i].d), accm);
+    }
+    *s = _mm_cvtss_f32(_mm_sub_ss(acc, accm));
 }
 static void dot4_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
     q4k_dot_nt(n, s, w, xq, stride, 4, 2);
