@@ -17,28 +17,10 @@ static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64
     df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
 }
 
-/* router logits of a batch in llamafile's tinyBLAS order (df_ggml_order(), F32 router):
- * tasks of 4 router rows over the pool */
-typedef struct {
-    const float *w, *x;
-    int64_t n_in, ldx, ldy;
-    int nt;
-    float *y;
-} router_gemm;
-
-static void router_gemm_task(void *ctx, int task, int thread) {
-    (void)thread;
-    const router_gemm *g = ctx;
-    df_gemm_f32_ggml(g->w, g->n_in, 4 * (int64_t)task, 4 * (int64_t)task + 4, g->x, g->ldx, g->nt, g->y, g->ldy);
-}
-
+/* router logits (a batch of F32 router rows goes through df_matmul's tinyBLAS-order GEMM in
+ * ggml's order, kernels/dispatch.c) */
 static void router_logits(struct deltafin_ctx *c, const df_tensor *w, const float *x, int64_t ldx, int nt, float *y,
                           int64_t ldy) {
-    if (df_ggml_order() && w->type == DF_TYPE_F32 && df_gemm_f32_ggml_applies(w->ne[0], w->ne[1], nt)) {
-        router_gemm g = {w->data, x, w->ne[0], ldx, ldy, nt, y};
-        df_pool_run(c->pool, (int)(w->ne[1] / 4), router_gemm_task, &g);
-        return;
-    }
     mm(c, w, x, ldx, nt, y, ldy);
 }
 

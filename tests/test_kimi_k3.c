@@ -85,7 +85,9 @@ int main(int argc, char **argv) {
     /* token by token */
     for (int i = 0; i < NTOK; i++) CHECK_EQ_INT(deltafin_decode(c1, ids + i, 1, false), 0);
     d = maxdiff(deltafin_logits(c1, -1), la + (int64_t)(NTOK - 1) * V, V);
-    CHECK_MSG(d < 1e-4f, "token by token vs batch: max |dlogit| %g", d);
+    /* F32 weights: batches use tinyBLAS's GEMM order, single tokens ggml_vec_dot_f32's (as in
+     * llama.cpp), so this differs by rounding */
+    CHECK_MSG(d < 1e-3f, "token by token vs batch: max |dlogit| %g", d);
     CHECK_EQ_INT(argmax(deltafin_logits(c1, -1), V), argmax(la + (int64_t)(NTOK - 1) * V, V));
 
     /* truncate to a prefix: the kept 25 tokens are re-decoded, then the rest continues */

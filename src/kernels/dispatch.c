@@ -166,6 +166,19 @@ typedef struct {
 
 #define MM_TOK_TILE 8
 
+/* row r against tokens [t, t1): four at a time where dot4 exists; returns t1 */
+static int64_t mm_tokens(const mm_job *j, df_vec_dot_fn dot, df_vec_dot4_fn dot4, const char *w, int64_t r,
+                         int64_t t, int64_t t1) {
+    if (dot4)
+        for (; t + 4 <= t1; t += 4) {
+            float o[4];
+            dot4(j->n_in, o, w, j->act + t * j->arb, j->arb);
+            for (int k = 0; k < 4; k++) j->Y[(t + k) * j->ldy + r] = o[k];
+        }
+    for (; t < t1; t++) dot(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+    return t;
+}
+
 static void mm_task(void *ctx, int task, int thread) {
     const mm_job *j = ctx;
     const int64_t r0 = (int64_t)task * j->rows_per_task;
@@ -180,23 +193,9 @@ static void mm_task(void *ctx, int task, int thread) {
         for (int64_t r = r0; r < r1; r++) {
             const char *w = j->W + r * j->wrb;
             int64_t t = t0;
-            if (t < j->n_g) { /* ggml's gemm order for its first n_tok - n_tok % 4 tokens */
-                const int64_t tg = t1 < j->n_g ? t1 : j->n_g;
-                if (j->dot4_g)
-                    for (; t + 4 <= tg; t += 4) {
-                        float o[4];
-                        j->dot4_g(j->n_in, o, w, j->act + t * j->arb, j->arb);
-                        for (int k = 0; k < 4; k++) j->Y[(t + k) * j->ldy + r] = o[k];
-                    }
-                for (; t < tg; t++) j->dot_g(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
-            }
-            if (j->dot4)
-                for (; t + 4 <= t1; t += 4) {
-                    float o[4];
-                    j->dot4(j->n_in, o, w, j->act + t * j->arb, j->arb);
-                    for (int k = 0; k < 4; k++) j->Y[(t + k) * j->ldy + r] = o[k];
-                }
-            for (; t < t1; t++) j->dot(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+            /* ggml's gemm order for its first n_tok - n_tok % 4 tokens, then the other one */
+            if (t < j->n_g) t = mm_tokens(j, j->dot_g, j->dot4_g, w, r, t, t1 < j->n_g ? t1 : j->n_g);
+            mm_tokens(j, j->dot, j->dot4, w, r, t, t1);
         }
     }
 }
