@@ -106,11 +106,7 @@ void df_silu_row(float *x, int n) {
         for (int i = 0; i < n; i++) x[i] = df_silu(x[i]);
         return;
     }
-    /* silu(x) * 1 == silu(x): ggml's SwiGLU with u = 1, in chunks of 1024 (a multiple of every
-     * SIMD width, so only the row's last n % width values take the scalar path, as in ggml) */
-    float ones[1024];
-    for (int i = 0; i < 1024; i++) ones[i] = 1.0f;
-    for (int i = 0; i < n; i += 1024) df_swiglu_ggml(x + i, ones, n - i < 1024 ? n - i : 1024);
+    df_swiglu_ggml(x, NULL, n); /* ggml_vec_silu_f32 = its SwiGLU without the (exact) * u */
 }
 
 void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols) {
@@ -213,9 +209,9 @@ static void swiglu_avx512(float *g, const float *u, int n) {
         const __m512 x = _mm512_loadu_ps(g + i);
         const __m512 e = gx_exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
         const __m512 s = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-        _mm512_storeu_ps(g + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
+        _mm512_storeu_ps(g + i, u ? _mm512_mul_ps(s, _mm512_loadu_ps(u + i)) : s);
     }
-    for (; i < n; i++) g[i] = df_silu(g[i]) * u[i];
+    for (; i < n; i++) g[i] = u ? df_silu(g[i]) * u[i] : df_silu(g[i]);
 }
 
 __attribute__((target("avx2,fma")))
@@ -225,9 +221,9 @@ static void swiglu_avx2(float *g, const float *u, int n) {
         const __m256 x = _mm256_loadu_ps(g + i);
         const __m256 e = gx_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
         const __m256 s = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+        _mm256_storeu_ps(g + i, u ? _mm256_mul_ps(s, _mm256_loadu_ps(u + i)) : s);
     }
-    for (; i < n; i++) g[i] = df_silu(g[i]) * u[i];
+    for (; i < n; i++) g[i] = u ? df_silu(g[i]) * u[i] : df_silu(g[i]);
 }
 
 /* exp(x[i] - mx) into y, returning the sum: each vector's lanes summed in float (gcc's
@@ -347,7 +343,7 @@ void df_swiglu_ggml(float *g, const float *u, int n) {
     default: break;
     }
 #endif
-    for (int i = 0; i < n; i++) g[i] = df_silu(g[i]) * u[i];
+    for (int i = 0; i < n; i++) g[i] = u ? df_silu(g[i]) * u[i] : df_silu(g[i]);
 }
 
 void df_softmax_ggml(const float *x, float *y, int n) {

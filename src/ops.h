@@ -49,6 +49,7 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
  * avx512 and avx2 kernel sets (ggml_vec_soft_max_f32 + scale, ggml_vec_swiglu_f32 on one row);
  * other kernel sets use the scalar form (libm expf), as ggml without SIMD. y may alias x. */
 void df_softmax_ggml(const float *x, float *y, int n);
+/* u == NULL: silu alone (ggml_vec_silu_f32: the same operations without the product) */
 void df_swiglu_ggml(float *g, const float *u, int n);
 /* x[i] = silu(x[i]) over one row of n: in ggml's order as ggml_vec_silu_f32 (SIMD exp on whole
  * vectors, libm expf for the n % width leftover), else df_silu on every element. */

@@ -128,6 +128,12 @@ static void run_set(const char *isa) {
         const uint64_t h = fnv(g, N);
         if (h512) CHECK_MSG(h == k->h512, "%s swiglu n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h512);
         if (h256) CHECK_MSG(h == k->h256, "%s swiglu n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h256);
+        /* silu alone (ggml_vec_silu_f32, KDA's convolution) = SwiGLU against u = 1, bit for bit */
+        for (int64_t i = 0; i < N; i++) u[i] = 1.0f;
+        memcpy(g, g0, sizeof(float) * (size_t)N);
+        df_swiglu_rows(g, u, k->rows, k->n);
+        for (int r = 0; r < k->rows; r++) df_silu_row(g0 + (int64_t)r * k->n, k->n);
+        CHECK_MSG(!memcmp(g, g0, sizeof(float) * (size_t)N), "%s silu row n=%d = swiglu with u = 1", isa, k->n);
         free(g);
         free(u);
         free(g0);
