@@ -72,57 +72,15 @@ printf 'name\tppl\n' > "$TMP/ppl.tsv"
     printf 'llama-moe-mxfp4\t--arch llama-moe %s | quantize Q8_0 --type-experts MXFP4\n' "$V"
 } | grep -E "^(${ONLY:-.*})	" > "$TMP/list"
 
-lq_args() { # deltafin quantize arguments -> llama-quantize's: options, then the type
-    case "$*" in
-        "Q4_K --pure") echo "--pure Q4_K" ;;
-        "Q8_0 --type-experts MXFP4") echo "MXFP4_MOE" ;;
-        *) echo "no llama-quantize equivalent for '$*'" >&2; exit 1 ;;
-    esac
-}
-build() { # name, args (@FIX@ substituted), out
-    case "$2" in
-    *" | quantize "*)
-        # shellcheck disable=SC2086
-        "$DF" gen-random ${2%% | quantize *} "$3.f32" 2>/dev/null </dev/null
-        q=${2#* | quantize }
-        # shellcheck disable=SC2086
-        "$DF" quantize "$3.f32" "$3" $q -t 2 >/dev/null 2>&1 </dev/null
-        lqa=$(lq_args $q)
-        lt=${lqa##* }
-        lo=${lqa% *}
-        [ "$lo" != "$lqa" ] || lo=
-        # shellcheck disable=SC2086
-        "$LQ_BIN" $lo "$3.f32" "$3.lq" "$lt" 2 >/dev/null 2>&1 </dev/null
-        if [ "$("$HASH" --hash-tensors "$3")" != "$("$HASH" --hash-tensors "$3.lq")" ]; then
-            echo "$1: deltafin quantize $q differs from llama-quantize $lo $lt" >&2; exit 1
-        fi
-        rm -f "$3.f32" "$3.lq" ;;
-    *)
-        # shellcheck disable=SC2086
-        "$DF" gen-random $2 "$3" 2>/dev/null </dev/null ;;
-    esac
-}
-ppl1() { # file, extra llama-perplexity options
-    f=$1; shift
-    # llama.cpp's asynchronous logger occasionally loses the last lines at exit: retry
-    for try in $(seq 1 20); do
-        p=$("$PPL_BIN" -m "$f" -f tests/data/ppl_story.txt -c 128 -t 2 "$@" 2>&1 </dev/null |
-            sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
-        if [ -n "$p" ]; then echo "$p"; return; fi
-    done
-    echo "llama-perplexity failed on $f" >&2; exit 1
-}
+. scripts/record_lib.sh
 
 while IFS='	' read -r name base; do
         seed=1
         quant=0
         case "$base" in *" | quantize "*) quant=1 ;; esac
         while :; do
-            case "$base" in
-                *" | quantize "*) args="${base%% | quantize *} --seed $seed | quantize ${base#* | quantize }" ;;
-                *) args="$base --seed $seed" ;;
-            esac
-            build "$name" "$(printf '%s' "$args" | sed "s|@FIX@|$FIX|g")" "$TMP/$name.gguf"
+            args=$(with_seed "$base" $seed)
+            build_model "$name" "$args" "$TMP/$name.gguf"
             : > "$TMP/rows"
             ok=1
             while IFS= read -r prompt; do

@@ -61,72 +61,15 @@ printf 'name\tppl\n' > "$TMP/ppl.tsv"
     printf '%s\t%s\n' "v3w-q4_k-exps" "$W | quantize Q8_0 --type-experts Q4_K"
 } | grep -E "^(${ONLY:-.*})	" > "$TMP/list"
 
-check_seed() { # $1 name, $2 file -> appends rows, returns 1 on a near tie
-    : > "$TMP/rows"
-    while IFS= read -r prompt; do
-        out=$("$TMP/oracle" "$2" "$prompt" $N_PREDICT 2>/dev/null </dev/null)
-        gap=$(printf '%s' "$out" | cut -f3)
-        n=$(printf '%s' "$out" | cut -f2 | tr ',' '\n' | grep -c . || true)
-        if awk -v g="$gap" -v m="$GAP_MIN" 'BEGIN{exit !(g < m)}' || [ "$n" -lt $N_PREDICT ]; then return 1; fi
-        printf '%s\t%s\t%s\n' "$1" "$prompt" "$out" | cut -f1-5 >> "$TMP/rows"
-    done < "$TMP/prompts"
-    return 0
-}
-ppl1() { # file, extra llama-perplexity options
-    f=$1; shift
-    for try in $(seq 1 20); do
-        p=$("$PPL_BIN" -m "$f" -f tests/data/ppl_story.txt -c 128 -t 2 "$@" 2>&1 </dev/null |
-            sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
-        if [ -n "$p" ]; then echo "$p"; return; fi
-    done
-    echo "llama-perplexity failed on $f" >&2; exit 1
-}
+. scripts/record_lib.sh
 ppl_of() { ppl1 "$1" -b 32; }
-lq_args() { # deltafin quantize arguments -> llama-quantize's equivalent
-    case "$*" in
-        "Q4_K --pure") echo "--pure Q4_K" ;;
-        "Q8_0 --type-experts MXFP4") echo "MXFP4_MOE" ;;
-        "Q8_0 --type-experts Q4_K") echo "--tensor-type _exps=q4_k --tensor-type attn_k_b=q4_k --tensor-type attn_v_b=q4_k Q8_0" ;;
-        *) echo "no llama-quantize equivalent for '$*'" >&2; exit 1 ;;
-    esac
-}
-build() { # name, args (with @FIX@), out -> the model file
-    a=$(printf '%s' "$2" | sed "s|@FIX@|$FIX|g")
-    case "$a" in
-    *" | quantize "*)
-        # shellcheck disable=SC2086
-        "$DF" gen-random ${a%% | quantize *} "$3.f32" 2>/dev/null </dev/null
-        q=${a#* | quantize }
-        # shellcheck disable=SC2086
-        "$DF" quantize "$3.f32" "$3" $q -t 2 >/dev/null 2>&1 </dev/null
-        lqa=$(lq_args $q)
-        lt=${lqa##* }
-        lo=${lqa% *}
-        [ "$lo" != "$lqa" ] || lo=
-        # shellcheck disable=SC2086
-        "$LQ_BIN" $lo "$3.f32" "$3.lq" "$lt" 2 >/dev/null 2>&1 </dev/null
-        if [ "$("$HASH" --hash-tensors "$3")" != "$("$HASH" --hash-tensors "$3.lq")" ]; then
-            echo "$1: deltafin quantize $q differs from llama-quantize $lo $lt" >&2; exit 1
-        fi
-        rm -f "$3.f32" "$3.lq" ;;
-    *)
-        # shellcheck disable=SC2086
-        "$DF" gen-random $a "$3" 2>/dev/null </dev/null ;;
-    esac
-}
 
-with_seed() { # base args, seed
-    case "$1" in
-        *" | quantize "*) echo "${1%% | quantize *} --seed $2 | quantize ${1#* | quantize }" ;;
-        *) echo "$1 --seed $2" ;;
-    esac
-}
 while IFS='	' read -r name base; do
     seed=1
     while :; do
         args=$(with_seed "$base" $seed)
-        build "$name" "$args" "$TMP/$name.gguf"
-        check_seed "$name" "$TMP/$name.gguf" && break
+        build_model "$name" "$args" "$TMP/$name.gguf"
+        check_seed "$name" "$TMP/$name.gguf" $N_PREDICT && break
         seed=$((seed + 1))
         if [ $seed -gt "$MAX_SEED" ]; then
             echo "no seed for $name in 1..$MAX_SEED with gaps >= $GAP_MIN" >&2; exit 1

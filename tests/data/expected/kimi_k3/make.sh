@@ -7,8 +7,8 @@
 #   ppl.tsv     name, llama-perplexity PPL (-c 128 -b 32 on tests/data/ppl_story.txt)
 # Each model tries seeds 1, 2, ... and keeps the first whose llama.cpp greedy runs never come
 # within GAP_MIN logits of a tie (a near tie is decided by rounding, in either engine) and
-# generate at least 8 tokens before an end-of-generation token. Unlike
-# the deepseek2 script, a seed is NOT rejected when deltafin disagrees: the test shows it.
+# generate at least 8 tokens before an end-of-generation token; deltafin plays no part in the
+# choice (as in the other recording scripts; shared functions in scripts/record_lib.sh).
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$HERE/../../../.."
@@ -52,33 +52,15 @@ W="--mat-scale 0.5 --n-embd 256 --n-head 4 --head-dim 64 --q-lora 256 --kv-lora 
     printf '%s\t%s\n' w-q8_0-mxfp4 "--arch kimi-k3 --type q8_0 --expert-type mxfp4 $W $V"
 } | grep -E "^${ONLY:-.}" > "$TMP/list"
 
-check_seed() { # $1 name, $2 file -> appends rows, returns 1 on a near tie
-    : > "$TMP/rows"
-    while IFS= read -r prompt; do
-        out=$("$TMP/oracle" "$2" "$prompt" $N_PREDICT 2>/dev/null </dev/null)
-        gap=$(printf '%s' "$out" | cut -f3)
-        n=$(printf '%s' "$out" | cut -f2 | tr ',' '\n' | grep -c . || true)
-        if awk -v g="$gap" -v m="$GAP_MIN" 'BEGIN{exit !(g < m)}' || [ "$n" -lt 8 ]; then return 1; fi
-        printf '%s\t%s\t%s\n' "$1" "$prompt" "$out" | cut -f1-5 >> "$TMP/rows"
-    done < "$TMP/prompts"
-    return 0
-}
-ppl_of() { # llama-perplexity fails now and then when other jobs load the machine: retry
-    for try in 1 2 3 4 5 6 7 8 9 10; do
-        p=$("$PPL_BIN" -m "$1" -f tests/data/ppl_story.txt -c 128 -b 32 -t 2 2>&1 </dev/null |
-            sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
-        if [ -n "$p" ]; then echo "$p"; return; fi
-    done
-    echo "llama-perplexity failed on $1" >&2; exit 1
-}
+. scripts/record_lib.sh
+ppl_of() { ppl1 "$1" -b 32; }
 
 while IFS='	' read -r name base; do
     seed=1
     while :; do
-        args="$base --seed $seed"
-        # shellcheck disable=SC2086
-        "$DF" gen-random $(printf '%s' "$args" | sed "s|@FIX@|$FIX|g") "$TMP/$name.gguf" 2>/dev/null </dev/null
-        check_seed "$name" "$TMP/$name.gguf" && break
+        args=$(with_seed "$base" $seed)
+        build_model "$name" "$args" "$TMP/$name.gguf"
+        check_seed "$name" "$TMP/$name.gguf" 8 && break
         seed=$((seed + 1))
         if [ $seed -gt "$MAX_SEED" ]; then echo "no seed for $name with gap >= $GAP_MIN" >&2; exit 1; fi
     done
