@@ -10,10 +10,8 @@
  * contracts them in ggml (the sink update stays a plain multiply-add, as there).
  * Threading: one task per (token, head) over the pool; per-thread scratch from the ctx. */
 #include "session.h"
-#include "attn_gqa.h"
 #include "kernels/kernels.h"
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -111,20 +109,6 @@ static void mad_f16_avx512(df_f16 *acc, const df_f16 *v, float vs, int n) {
 
 typedef float (*dot16_fn)(const df_f16 *, const df_f16 *, int);
 
-/* ggml's float summation orders (flash attention above, Q8_0/Q5_0/Q4_K dots, router softmax,
- * SwiGLU, RoPE): the default since 2026-12-02, because they make deltafin's logits
- * bit-identical to llama.cpp's on this kind of CPU (docs/testing.md, "ggml's summation order").
- * DELTAFIN_GGML_ORDER=0 selects deltafin's own earlier orders (for comparisons). */
-int df_ggml_order(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("DELTAFIN_GGML_ORDER");
-        v = !(e && !strcmp(e, "0"));
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
 
 static void attn_task(void *ctx, int task, int thread) {
     const df_attn_args *a = ctx;

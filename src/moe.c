@@ -9,7 +9,6 @@
 #include "kernels/kernels.h"
 #include "expert_store.h"
 #include "memplan.h"
-#include "attn_gqa.h"
 #include <math.h>
 
 static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,

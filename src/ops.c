@@ -1,7 +1,6 @@
 /* ops.c — see ops.h. Numerics mirror ggml's CPU ops (ops.cpp, vec.h) so that results agree
  * with llama.cpp to rounding; comments note where the order of operations matters. */
 #include "ops.h"
-#include "attn_gqa.h"
 #include "kernels/kernels.h"
 #include <math.h>
 #include <string.h>

@@ -7,7 +7,6 @@
 #include "kernels/kernels.h"
 #include "quant.h"
 #include "testlib.h"
-#include "attn_gqa.h"
 #include "ops.h"
 #include "threadpool.h"
 

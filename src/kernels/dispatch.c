@@ -5,6 +5,9 @@
  * comes from DRAM once per chunk (the chunk stays in L2) instead of once per token.
  * Threading: tables are built under pthread_once and immutable afterwards. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
@@ -13,7 +16,6 @@
 
 #include "kernels_impl.h"
 #include "ops.h"
-#include "attn_gqa.h"
 
 static df_kernel_table g_ref, g_avx2, g_avx512, g_neon;
 static bool g_have_avx2, g_have_avx512, g_have_neon;
@@ -148,6 +150,21 @@ void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, i
     DF_ASSERT(j.ff);
     j.per_task = (n_tok + nth - 1) / nth;
     df_pool_run(pool, (int)((n_tok + j.per_task - 1) / j.per_task), qa_task, &j);
+}
+
+/* ggml's float summation orders (the kernels here, attn_gqa.c's flash attention, ops.c's
+ * softmax / SwiGLU / F32 GEMM / RoPE, the KDA convolution): the default since 2026-12-02, because they make deltafin's logits
+ * bit-identical to llama.cpp's on this kind of CPU (docs/testing.md, "ggml's summation order").
+ * DELTAFIN_GGML_ORDER=0 selects deltafin's own earlier orders (for comparisons). */
+int df_ggml_order(void) {
+    static _Atomic int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("DELTAFIN_GGML_ORDER");
+        v = !(e && !strcmp(e, "0"));
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 typedef struct {

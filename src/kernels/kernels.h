@@ -37,6 +37,12 @@ typedef struct df_kernel_table {
     df_vec_dot4_fn vec_dot4_r8g[DF_TYPE_COUNT];
 } df_kernel_table;
 
+/* Non-zero (the default) unless env DELTAFIN_GGML_ORDER is "0": every float summation order
+ * that matters for parity follows ggml's, bit-identical to a -march=native llama.cpp CPU build
+ * on the same machine (docs/testing.md, "Quantized parity"). Read once; kernel tables are
+ * filled according to it. */
+int df_ggml_order(void);
+
 void df_kernels_init(void);                     /* called by df_init() */
 const df_kernel_table *df_kernels(void);        /* the selected table */
 const df_kernel_table *df_kernels_ref(void);    /* the scalar oracle */

@@ -9,7 +9,6 @@
 #include <math.h>
 
 #include "kernels_impl.h"
-#include "attn_gqa.h"
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 

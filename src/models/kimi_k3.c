@@ -13,7 +13,6 @@
  * keep a 576-wide (Rkv + Dr) F16 K cache row per token and no V (session.c's cache).
  * Threading: on the ctx thread; matmuls and the per-head recurrence fan out over c->pool. */
 #include "model.h"
-#include "attn_gqa.h"
 #include "attn_mla.h"
 #include "session.h"
 #include "kernels/kernels.h"
