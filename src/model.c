@@ -453,6 +453,52 @@ static int load_data(df_model *m, int flags) {
     return DF_OK;
 }
 
+/* Resident weights that only df_matmul / df_matmul_id read get the layout the selected kernels
+ * want (df_repack_type: Q4_K as 8 interleaved rows on AVX-512) — the same numbers, faster. Not
+ * token_embd (row lookups; also the tied output), not the per-head 3-D attn_k_b / attn_v_b
+ * (df_matmul_3d), not routers, not streamed tensors (read from the file per pass: no data here). */
+static int repack_weights(df_model *m) {
+    const int to = df_repack_type(DF_TYPE_Q4_K);
+    if (to < 0) return DF_OK;
+    uint64_t t0 = df_time_ns(), bytes = 0;
+    int count = 0, rc = DF_OK;
+    df_pool *pool = df_pool_create(m->params.n_threads);
+    for (int l = -1; l < m->hp.n_layer; l++) {
+        df_tensor *list[32];
+        int n = 0;
+        if (l < 0) {
+            list[n++] = m->output;
+        } else {
+            const df_layer *L = &m->layers[l];
+            df_tensor *w[] = {L->wq, L->wk, L->wv, L->wqkv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down,
+                              L->gate_shexp, L->up_shexp, L->down_shexp, L->wq_a, L->wq_b, L->wkv_a_mqa,
+                              L->wkv_b, L->attn_gate, L->routed_down, L->routed_up, L->ssm_f_a, L->ssm_f_b,
+                              L->ssm_beta, L->ssm_g, L->exps[0], L->exps[1], L->exps[2]};
+            for (size_t i = 0; i < sizeof w / sizeof *w; i++) list[n++] = w[i];
+        }
+        for (int i = 0; i < n; i++) {
+            df_tensor *t = list[i];
+            if (!t || !t->data || t->type != DF_TYPE_Q4_K || t == m->tok_embd) continue;
+            /* fused gate_up experts: up starts n_ff rows into each expert's matrix */
+            const int64_t group = l >= 0 && t == m->layers[l].exps[DF_EXPERT_GATE] &&
+                                  t == m->layers[l].exps[DF_EXPERT_UP] ? 16 : 8;
+            if (t->ne[1] % group) continue;
+            rc = df_repack_rows(pool, DF_TYPE_Q4_K, to, t->data, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]);
+            if (rc < 0) {
+                df_pool_free(pool);
+                return df_err_prefix(rc, "%s: repacking '%s'", m->path, t->info->name);
+            }
+            t->type = to;
+            bytes += t->info->nbytes;
+            count++;
+        }
+    }
+    df_pool_free(pool);
+    df_log(DF_LOG_DEBUG, "repacked %d tensors (%.1f MiB) to %s in %.2f s", count, bytes / 1048576.0,
+           df_type_info(to)->name, (df_time_ns() - t0) / 1e9);
+    return DF_OK;
+}
+
 deltafin_model_params deltafin_model_default_params(void) {
     deltafin_model_params p;
     memset(&p, 0, sizeof p);
@@ -537,6 +583,7 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     m->meta_only = flags & DF_LOAD_META_ONLY;
     if (!m->meta_only) {
         rc = load_data(m, flags);
+        if (rc == DF_OK) rc = repack_weights(m);
         if (rc < 0) { deltafin_model_free(m); return rc; }
         if (m->rope_freqs) r->freq_factors = m->rope_freqs->data;
     }

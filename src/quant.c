@@ -52,6 +52,7 @@ static const df_type_traits g_types[DF_TYPE_COUNT] = {
     [DF_TYPE_NVFP4] = {"NVFP4", 64, 36, DF_TYPE_Q8_0, 0, 0},
     [DF_TYPE_Q1_0] = {"Q1_0", 128, 18, DF_TYPE_Q8_0, 0, 0},
     [DF_TYPE_Q2_0] = {"Q2_0", 64, 18, DF_TYPE_Q8_0, 0, 0},
+    [DF_TYPE_Q4_K_X8] = {"Q4_K_X8", 256, 144, DF_TYPE_Q8_K, 0, 0}, /* in-memory layout only */
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -1291,7 +1292,7 @@ const df_type_traits *df_type_info(int type) {
 int df_type_from_name(const char *name) {
     if (!name) return -1;
     for (int t = 0; t < DF_TYPE_COUNT; t++)
-        if (g_types[t].name && !strcasecmp(g_types[t].name, name)) return t;
+        if (g_types[t].name && t != DF_TYPE_Q4_K_X8 && !strcasecmp(g_types[t].name, name)) return t;
     return -1;
 }
 

@@ -14,7 +14,11 @@ typedef enum {
     DF_TYPE_I8 = 24, DF_TYPE_I16 = 25, DF_TYPE_I32 = 26, DF_TYPE_I64 = 27, DF_TYPE_F64 = 28,
     DF_TYPE_IQ1_M = 29, DF_TYPE_BF16 = 30, DF_TYPE_TQ1_0 = 34, DF_TYPE_TQ2_0 = 35,
     DF_TYPE_MXFP4 = 39, DF_TYPE_NVFP4 = 40, DF_TYPE_Q1_0 = 41, DF_TYPE_Q2_0 = 42,
-    DF_TYPE_COUNT = 43
+    /* Not a file type: Q4_K weights repacked in memory as groups of 8 interleaved rows
+     * (df_block_q4_Kx8, kernels.h) for the matrix kernels. Same bytes per row as Q4_K; rows
+     * only make sense 8 at a time; no dequantization. GGUF files cannot carry it. */
+    DF_TYPE_Q4_K_X8 = 43,
+    DF_TYPE_COUNT = 44
 } df_type;
 
 typedef struct {

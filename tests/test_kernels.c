@@ -359,6 +359,97 @@ static void test_pool(int nth) {
     df_pool_free(p);
 }
 
+/* Q4_K weights repacked as 8 interleaved rows (DF_TYPE_Q4_K_X8): the layout round-trips, every
+ * table's x8 kernels give the bits of ggml's per-row repacked orders (vec_dot_r8 / _r8g of the
+ * AVX2 table, the oracle of those orders) on the rows before repacking, and df_matmul /
+ * df_matmul_id on repacked weights give the bits of the same calls on the file layout. */
+static void test_q4k_x8(df_pool *pool) {
+    const df_kernel_table *o = df_kernels_by_name("avx2");
+    if (!o || !o->vec_dot_r8[DF_TYPE_Q4_K]) o = df_kernels_by_name("avx512");
+    if (o && !o->vec_dot_r8[DF_TYPE_Q4_K]) o = NULL;
+    const char *names[] = {"ref", "avx2", "avx512", "neon"};
+    const int64_t sizes[] = {256, 768, 4096};
+    int checked = 0;
+    for (int si = 0; si < 3; si++) {
+        const int64_t n = sizes[si], n_out = 24;
+        const uint64_t rb = df_type_row_bytes(DF_TYPE_Q4_K, n), arb = df_type_row_bytes(DF_TYPE_Q8_K, n);
+        for (int kind = 0; kind <= DATA_SPIKY + 1; kind++) {
+            char *W = malloc(rb * n_out), *Wx = malloc(rb * n_out), *act = malloc(arb * 4);
+            float *x = malloc(n * 4);
+            for (int64_t r = 0; r < n_out; r++) {
+                if (kind <= DATA_SPIKY) {
+                    gen(x, n, kind, DF_TYPE_Q4_K);
+                    df_quantize_row(DF_TYPE_Q4_K, x, W + r * rb, n);
+                } else { /* raw bytes: every scale, min and quant value, extreme included */
+                    for (uint64_t b = 0; b < rb; b++) W[r * rb + b] = (char)rnd_u32();
+                    for (int64_t i = 0; i < n / 256; i++) {
+                        df_block_q4_K *blk = (df_block_q4_K *)(W + r * rb) + i;
+                        blk->d = df_f32_to_f16(0.01f * (float)(rnd_u32() % 1000 + 1));
+                        blk->dmin = df_f32_to_f16(0.01f * (float)(rnd_u32() % 1000));
+                    }
+                }
+            }
+            memcpy(Wx, W, rb * n_out);
+            CHECK_EQ_INT(df_repack_rows(pool, DF_TYPE_Q4_K, DF_TYPE_Q4_K_X8, Wx, n, n_out), DF_OK);
+            char *back = malloc(rb * n_out);
+            memcpy(back, Wx, rb * n_out);
+            CHECK_EQ_INT(df_repack_rows(pool, DF_TYPE_Q4_K_X8, DF_TYPE_Q4_K, back, n, n_out), DF_OK);
+            CHECK_MSG(memcmp(back, W, rb * n_out) == 0, "Q4_K x8 layout round trip, n %lld", (long long)n);
+            free(back);
+            for (int t = 0; t < 4; t++) {
+                gen(x, n, t == 3 ? DATA_SPIKY : DATA_RANDOM, DF_TYPE_F32);
+                df_quantize_act(DF_TYPE_Q4_K, x, n, n, 1, act + t * arb);
+            }
+            for (int ti = 0; o && ti < 4; ti++) {
+                const df_kernel_table *k = df_kernels_by_name(names[ti]);
+                if (!k || !k->vec_dot_x8[DF_TYPE_Q4_K_X8]) continue;
+                int bad = 0;
+                for (int64_t g = 0; g < n_out / 8; g++) {
+                    float s8[8], s48[32], e;
+                    const char *wg = Wx + g * 8 * rb;
+                    for (int t = 0; t < 4; t++) {
+                        k->vec_dot_x8[DF_TYPE_Q4_K_X8](n, s8, wg, act + t * arb);
+                        for (int r = 0; r < 8; r++) {
+                            o->vec_dot_r8[DF_TYPE_Q4_K](n, &e, W + (8 * g + r) * rb, act + t * arb);
+                            bad += memcmp(&e, &s8[r], 4) != 0;
+                        }
+                    }
+                    k->vec_dot4_x8g[DF_TYPE_Q4_K_X8](n, s48, 8, wg, act, arb);
+                    for (int t = 0; t < 4; t++)
+                        for (int r = 0; r < 8; r++) {
+                            o->vec_dot_r8g[DF_TYPE_Q4_K](n, &e, W + (8 * g + r) * rb, act + t * arb);
+                            bad += memcmp(&e, &s48[8 * t + r], 4) != 0;
+                        }
+                }
+                CHECK_MSG(bad == 0, "%s Q4_K x8 n %lld data %d: %d dots differ from ggml's per-row orders",
+                          k->name, (long long)n, kind, bad);
+                checked++;
+            }
+            /* matmuls: repacked = file layout, bit for bit, plain and per-expert */
+            const int64_t ntoks[] = {1, 3, 4, 9, 12};
+            for (int nti = 0; nti < 5; nti++) {
+                const int64_t nt = ntoks[nti], ldy = n_out + 3;
+                float *X = malloc(n * nt * 4), *Y0 = malloc(ldy * nt * 4), *Y1 = malloc(ldy * nt * 4);
+                for (int64_t i = 0; i < n * nt; i++) X[i] = rnd_normal();
+                for (int id = 0; id < 2; id++) {
+                    for (int64_t i = 0; i < ldy * nt; i++) Y0[i] = Y1[i] = -7.0f;
+                    (id ? df_matmul_id : df_matmul)(pool, W, DF_TYPE_Q4_K, n, n_out, X, n, nt, Y0, ldy, NULL);
+                    (id ? df_matmul_id : df_matmul)(pool, Wx, DF_TYPE_Q4_K_X8, n, n_out, X, n, nt, Y1, ldy, NULL);
+                    if (df_kernels()->vec_dot_r8[DF_TYPE_Q4_K]) /* else Q4_K runs another order */
+                        CHECK_MSG(memcmp(Y0, Y1, ldy * nt * 4) == 0, "matmul%s Q4_K x8 n %lld tok %lld differs",
+                                  id ? "_id" : "", (long long)n, (long long)nt);
+                }
+                free(X); free(Y0); free(Y1);
+            }
+            free(W); free(Wx); free(act); free(x);
+        }
+    }
+    printf("Q4_K x8: %d table x size x data cases bit-equal to ggml's per-row orders\n", checked);
+    if (o) CHECK_MSG(checked >= 2 * 3 * (DATA_SPIKY + 2), "x8 tables checked: %d", checked);
+    CHECK(df_repack_rows(pool, DF_TYPE_Q4_K, DF_TYPE_Q4_K_X8, NULL, 256, 12) == DF_ERR_INVALID);
+    CHECK(df_repack_rows(pool, DF_TYPE_Q8_0, DF_TYPE_Q4_K_X8, NULL, 256, 8) == DF_ERR_INVALID);
+}
+
 int main(void) {
     df_init();
     test_pool(1);
@@ -423,6 +514,7 @@ int main(void) {
         test_matmul(pool, t, ti->blck == 1 ? 512 : ti->blck * (512 / ti->blck), 300, 20);
         test_matmul(pool, t, n_in, 40, 11); /* rows % 8 == 0: ggml's repacked gemm + gemv orders */
     }
+    test_q4k_x8(pool);
     df_pool_free(pool);
     TEST_MAIN_END("test_kernels");
 }

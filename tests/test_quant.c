@@ -30,6 +30,7 @@ static void test_table(void) {
         {26, "I32", 1, 4}, {27, "I64", 1, 8}, {28, "F64", 1, 8}, {29, "IQ1_M", 256, 56},
         {30, "BF16", 1, 2}, {34, "TQ1_0", 256, 54}, {35, "TQ2_0", 256, 66},
         {39, "MXFP4", 32, 17}, {40, "NVFP4", 64, 36}, {41, "Q1_0", 128, 18}, {42, "Q2_0", 64, 18},
+        {43, "Q4_K_X8", 256, 144}, /* in-memory repacked layout, not a file type */
     };
     int seen[DF_TYPE_COUNT] = {0};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
@@ -40,13 +41,15 @@ static void test_table(void) {
         CHECK_STR(t->name, want[i].name);
         CHECK_EQ_INT(t->blck, want[i].blck);
         CHECK_EQ_INT(t->bytes, want[i].bytes);
-        CHECK_EQ_INT(df_type_from_name(want[i].name), want[i].id);
+        CHECK_EQ_INT(df_type_from_name(want[i].name), want[i].id == DF_TYPE_Q4_K_X8 ? -1 : want[i].id);
         CHECK(df_type_info(t->vec_dot_type) != NULL);
     }
     for (int id = -3; id < DF_TYPE_COUNT + 5; id++)
         if (id < 0 || id >= DF_TYPE_COUNT || !seen[id]) CHECK_MSG(df_type_info(id) == NULL, "id %d", id);
     CHECK_EQ_INT(df_type_from_name("q4_k"), DF_TYPE_Q4_K);
     CHECK_EQ_INT(df_type_from_name("Q4_2"), -1);
+    CHECK_EQ_INT(df_type_from_name("Q4_K_X8"), -1); /* no file, tool or user names the layout */
+    CHECK(!df_type_info(DF_TYPE_Q4_K_X8)->can_compute && !df_type_info(DF_TYPE_Q4_K_X8)->can_quantize);
     CHECK_EQ_INT(df_type_from_name(""), -1);
     CHECK_EQ_INT(df_type_from_name(NULL), -1);
     CHECK_EQ_INT(df_type_row_bytes(DF_TYPE_Q8_0, 4096), 4096 / 32 * 34);

@@ -129,7 +129,7 @@ static int measure_matvec(df_pool *pool, bw_job *bj, int type, int64_t n_in, siz
     if (!ti || !ti->can_compute || !df_kernels()->vec_dot[type]) return df_err(DF_ERR_UNSUPPORTED, "type %s has no kernel", ti ? ti->name : "?");
     if (n_in % ti->blck) return df_err(DF_ERR_INVALID, "--n-in %lld not a multiple of %d", (long long)n_in, ti->blck);
     const uint64_t rb = df_type_row_bytes(type, n_in);
-    int64_t n_out = (int64_t)(bytes / rb);
+    int64_t n_out = (int64_t)(bytes / rb) / 8 * 8;
     if (n_out < 64) n_out = 64;
     char *W = df_aligned_alloc(4096, rb * n_out);
     if (!W) return DF_ERR_NOMEM;
@@ -148,6 +148,13 @@ static int measure_matvec(df_pool *pool, bw_job *bj, int type, int64_t n_in, siz
         } else { free(row); free(W); return df_err(DF_ERR_UNSUPPORTED, "cannot make %s weights", ti->name); }
     }
     for (int64_t r = nseed; r < n_out; r++) memcpy(W + r * rb, W + (r % nseed) * rb, rb);
+    /* the layout a loaded model's matmul weights get (df_repack_type: Q4_K as 8 interleaved rows) */
+    const int rtype = n_out % 8 == 0 ? df_repack_type(type) : -1;
+    if (rtype >= 0) {
+        int rc = df_repack_rows(pool, type, rtype, W, n_in, n_out);
+        if (rc) { free(row); free(W); return rc; }
+    }
+    const int mtype = rtype >= 0 ? rtype : type;
     int nt = n_tok > 1 ? n_tok : 1;
     float *X = malloc(n_in * nt * sizeof(float));
     for (int64_t i = 0; i < n_in * nt; i++) X[i] = rnd();
@@ -161,7 +168,7 @@ static int measure_matvec(df_pool *pool, bw_job *bj, int type, int64_t n_in, siz
     for (int r = 0; r < reps + 1; r++) {
         double b = bw_pass(pool, bj);
         uint64_t t0 = df_time_ns();
-        df_matmul_q(pool, W, type, n_in, n_out, act, 1, Y, n_out);
+        df_matmul_q(pool, W, mtype, n_in, n_out, act, 1, Y, n_out);
         double dt = (df_time_ns() - t0) / 1e9;
         if (r > 0 && total / dt > best) best = total / dt;
         if (r > 0 && b > bwl) bwl = b;
@@ -176,7 +183,7 @@ static int measure_matvec(df_pool *pool, bw_job *bj, int type, int64_t n_in, siz
         double bt = 0;
         for (int r = 0; r < reps; r++) {
             uint64_t t0 = df_time_ns();
-            df_matmul_q(pool, W, type, n_in, n_out, act, n_tok, Y, n_out);
+            df_matmul_q(pool, W, mtype, n_in, n_out, act, n_tok, Y, n_out);
             double dt = (df_time_ns() - t0) / 1e9;
             if (total / dt > bt) bt = total / dt;
         }

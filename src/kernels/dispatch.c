@@ -179,6 +179,8 @@ typedef struct {
     int64_t n_in, n_out, n_tok, ldy;
     int64_t rows_per_task;
     float *Y;
+    df_vec_dot_x8_fn dot_x8; /* repacked weights: 8 rows per call */
+    df_vec_dot4_x8_fn dot4_x8;
 } mm_job;
 
 #define MM_TOK_TILE 8
@@ -196,11 +198,33 @@ static int64_t mm_tokens(const mm_job *j, df_vec_dot_fn dot, df_vec_dot4_fn dot4
     return t;
 }
 
+/* repacked weights: rows [r0, r1) are whole 8-row groups */
+static void mm_task_x8(const mm_job *j, int64_t r0, int64_t r1) {
+    if (j->n_tok == 1) {
+        for (int64_t r = r0; r < r1; r += 8) j->dot_x8(j->n_in, &j->Y[r], j->W + r * j->wrb, j->act);
+        return;
+    }
+    for (int64_t t0 = 0; t0 < j->n_tok; t0 += MM_TOK_TILE) {
+        int64_t t1 = t0 + MM_TOK_TILE < j->n_tok ? t0 + MM_TOK_TILE : j->n_tok;
+        for (int64_t r = r0; r < r1; r += 8) {
+            const char *w = j->W + r * j->wrb;
+            int64_t t = t0;
+            for (; t + 4 <= t1 && t + 4 <= j->n_g; t += 4) /* ggml's gemm order */
+                j->dot4_x8(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
+            for (; t < t1; t++) j->dot_x8(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+        }
+    }
+}
+
 static void mm_task(void *ctx, int task, int thread) {
     const mm_job *j = ctx;
     const int64_t r0 = (int64_t)task * j->rows_per_task;
     int64_t r1 = r0 + j->rows_per_task;
     if (r1 > j->n_out) r1 = j->n_out;
+    if (j->dot_x8) {
+        mm_task_x8(j, r0, r1);
+        return;
+    }
     if (j->n_tok == 1) {
         for (int64_t r = r0; r < r1; r++) j->dot(j->n_in, &j->Y[r], j->W + r * j->wrb, j->act);
         return;
@@ -245,7 +269,12 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
         df_pool_run(pool, (int)(n_out / 4), f32_gemm_task, &g);
         return;
     }
-    const int r8 = kind != MM_3D && n_out % 8 == 0 && k->vec_dot_r8[wtype];
+    const int x8 = wtype == DF_TYPE_Q4_K_X8;
+    if (x8) {
+        DF_ASSERT(kind != MM_3D && n_out % 8 == 0);
+        if (!k->vec_dot_x8[wtype]) k = df_kernels_ref(); /* table switched after the weights were repacked */
+    }
+    const int r8 = !x8 && kind != MM_3D && n_out % 8 == 0 && k->vec_dot_r8[wtype];
     const int gemm = r8 && kind == MM_PLAIN && k->vec_dot_r8g[wtype];
     mm_job j = {
         .dot = r8 ? k->vec_dot_r8[wtype] : k->vec_dot[wtype],
@@ -263,7 +292,12 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
         .ldy = ldy,
         .Y = Y,
     };
-    DF_ASSERT(j.dot);
+    if (x8) {
+        j.dot_x8 = k->vec_dot_x8[wtype];
+        j.dot4_x8 = k->vec_dot4_x8g[wtype];
+        j.n_g = kind == MM_PLAIN ? n_tok - n_tok % 4 : 0;
+    }
+    DF_ASSERT(j.dot || j.dot_x8);
     const int nth = df_pool_size(pool);
     /* ~4 chunks per thread for balance; for several tokens also cap a chunk at ~256 KiB of
      * weights so it stays in L2 while the token tiles sweep over it. */
@@ -274,6 +308,7 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
         if (rpt > cap) rpt = cap;
     }
     if (rpt < 1) rpt = 1;
+    if (x8) rpt = (rpt + 7) / 8 * 8;
     j.rows_per_task = rpt;
     int64_t n_tasks = (n_out + rpt - 1) / rpt;
     DF_ASSERT(n_tasks <= 0x7fffffff);

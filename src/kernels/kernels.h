@@ -17,6 +17,13 @@ typedef void (*df_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq
  * activation rows, decoding the weights once (prompt processing). Must give the same bits as
  * four vec_dot calls of the same table. */
 typedef void (*df_vec_dot4_fn)(int64_t n, float *s, const void *w, const void *xq, size_t stride);
+/* Weights repacked as groups of 8 interleaved rows (DF_TYPE_Q4_K_X8, see df_repack_type):
+ * s[r] = row r of the group at w (n elements each) · activation row xq, r < 8, in ggml's gemv
+ * order for its repacked layout (bit-identical to vec_dot_r8 on the rows before repacking). */
+typedef void (*df_vec_dot_x8_fn)(int64_t n, float *s, const void *w, const void *xq);
+/* s[t*lds + r] for r < 8 and the 4 activation rows at xq + t*stride, in ggml's gemm order
+ * (bit-identical to vec_dot_r8g / vec_dot4_r8g before repacking). */
+typedef void (*df_vec_dot4_x8_fn)(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride);
 /* Convert an F32 activation row into a vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16/F32 copy). */
 typedef void (*df_from_float_fn)(const float *x, void *dst, int64_t n);
 
@@ -35,7 +42,36 @@ typedef struct df_kernel_table {
     df_vec_dot4_fn vec_dot4_r8[DF_TYPE_COUNT];
     df_vec_dot_fn vec_dot_r8g[DF_TYPE_COUNT];
     df_vec_dot4_fn vec_dot4_r8g[DF_TYPE_COUNT];
+    /* Indexed by a repacked type (DF_TYPE_Q4_K_X8). The reference table has scalar forms;
+     * a table whose slot differs from the reference one is what makes weights get repacked. */
+    df_vec_dot_x8_fn vec_dot_x8[DF_TYPE_COUNT];
+    df_vec_dot4_x8_fn vec_dot4_x8g[DF_TYPE_COUNT];
 } df_kernel_table;
+
+/* One super-block (256 columns) of 8 consecutive Q4_K rows r = 0..7, repacked (DF_TYPE_Q4_K_X8;
+ * same 144 bytes per row and block). q(r, e) is the 4-bit quant of element e of row r:
+ *   qs[64 z + 8 r + b] = q(r, 16 z + b) | q(r, 16 z + 8 + b) << 4       (z < 16, b < 8)
+ *   sc[8 r + j] = 6-bit scale of sub-block j | (bits 4-5 of its 6-bit min) << 6
+ *   mlo[k] = bits 0-3 of min k | bits 0-3 of min k + 32 << 4             (min index 8 r + j)
+ * so one 64-byte load holds 8 elements of each row in its low nibbles and the next 8 in its high
+ * nibbles, against one 8-byte activation chunk broadcast to all rows. A group of 8 rows of n
+ * columns is n / 256 such records in column order. */
+typedef struct {
+    uint8_t qs[1024];
+    df_f16 d[8], dmin[8];
+    uint8_t sc[64];
+    uint8_t mlo[32];
+} df_block_q4_Kx8;
+
+/* The in-memory layout the selected kernels want for weights of file type wtype that are only
+ * used by df_matmul / df_matmul_id (not df_matmul_3d, not row lookups), or -1 to keep the
+ * file's layout: DF_TYPE_Q4_K_X8 for Q4_K when the table has a native kernel for it and ggml's
+ * orders are on. Env DELTAFIN_REPACK=0 turns repacking off (A/B measurements, tests). */
+int df_repack_type(int wtype);
+/* Repack n_rows (a multiple of 8) rows of n_in columns in place from type `from` to `to`
+ * (Q4_K -> Q4_K_X8 or back), 8-row groups spread over the pool (may be NULL).
+ * DF_ERR_INVALID for other pairs or shapes, DF_ERR_NOMEM. */
+int df_repack_rows(df_pool *pool, int from, int to, void *data, int64_t n_in, int64_t n_rows);
 
 /* Non-zero (the default) unless env DELTAFIN_GGML_ORDER is "0": every float summation order
  * that matters for parity follows ggml's, bit-identical to a -march=native llama.cpp CPU build
@@ -55,7 +91,8 @@ int df_kernels_select(const char *name);
 uint64_t df_act_bytes(int wtype, int64_t n_in, int64_t n_tok);
 
 /* Y[t*ldy + o] = Σ_i W[o][i]·X[t*ldx + i] for t < n_tok, o < n_out.
- * W: n_out rows of n_in elements of type wtype (row stride df_type_row_bytes(wtype, n_in)).
+ * W: n_out rows of n_in elements of type wtype (row stride df_type_row_bytes(wtype, n_in));
+ * a repacked type (DF_TYPE_Q4_K_X8) needs n_out % 8 == 0 and is not for df_matmul_3d.
  * act: scratch of df_act_bytes(wtype, n_in, n_tok) bytes (NULL: the call allocates; avoid on
  * hot paths). Rows are split across the pool (pool may be NULL = calling thread only). */
 void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,

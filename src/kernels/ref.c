@@ -512,6 +512,65 @@ static void dot_tq2_0_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* ------------------------------------------------------------------ Q4_K x8 (repacked) x Q8_K */
+
+/* Exact integer sums of one x8 record for row r against y: per sub-block j the scale-weighted
+ * product sum is[j] and the min term ms[j] = m_j * (bsums[2j] + bsums[2j+1]). */
+static void q4kx8_sums(const df_block_q4_Kx8 *x, const df_block_q8_K *y, int r, int is[8], int ms[8]) {
+    for (int j = 0; j < 8; j++) {
+        int dot = 0;
+        for (int h = 0; h < 2; h++) {
+            const int z = 2 * j + h;
+            for (int k = 0; k < 8; k++) {
+                const uint8_t v = x->qs[64 * z + 8 * r + k];
+                dot += (v & 0xF) * y->qs[16 * z + k] + (v >> 4) * y->qs[16 * z + 8 + k];
+            }
+        }
+        const int i = 8 * r + j;
+        const int m = (i < 32 ? x->mlo[i] & 0xF : x->mlo[i - 32] >> 4) | (x->sc[i] >> 6) << 4;
+        is[j] = (x->sc[i] & 63) * dot;
+        ms[j] = m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+    }
+}
+
+/* ggml's gemv order: per block, one fma of the block's integer sum (and of its min term). */
+static void dot_q4_Kx8_q8_K(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_Kx8 *x = w;
+    const df_block_q8_K *y = xq;
+    for (int r = 0; r < 8; r++) {
+        float acc = 0, accm = 0;
+        for (int64_t i = 0; i < n / 256; i++) {
+            int is[8], ms[8], I = 0, M = 0;
+            q4kx8_sums(&x[i], &y[i], r, is, ms);
+            for (int j = 0; j < 8; j++) { I += is[j]; M += ms[j]; }
+            acc = fmaf((float)I, df_f16_to_f32(x[i].d[r]) * y[i].d, acc);
+            accm = fmaf((float)M, df_f16_to_f32(x[i].dmin[r]) * y[i].d, accm);
+        }
+        s[r] = acc - accm;
+    }
+}
+
+/* ggml's gemm order: one fma per 64 columns (sub-blocks 2c, 2c+1). */
+static void dot4_q4_Kx8_q8_K(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride) {
+    const df_block_q4_Kx8 *x = w;
+    for (int t = 0; t < 4; t++) {
+        const df_block_q8_K *y = (const df_block_q8_K *)((const char *)xq + t * stride);
+        for (int r = 0; r < 8; r++) {
+            float acc = 0, accm = 0;
+            for (int64_t i = 0; i < n / 256; i++) {
+                int is[8], ms[8];
+                q4kx8_sums(&x[i], &y[i], r, is, ms);
+                const float D = df_f16_to_f32(x[i].d[r]) * y[i].d, DM = df_f16_to_f32(x[i].dmin[r]) * y[i].d;
+                for (int c = 0; c < 4; c++) {
+                    acc = fmaf((float)(is[2 * c] + is[2 * c + 1]), D, acc);
+                    accm = fmaf((float)(ms[2 * c] + ms[2 * c + 1]), DM, accm);
+                }
+            }
+            s[t * lds + r] = acc - accm;
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ table */
 
 void df_kernels_fill_ref(df_kernel_table *t) {
@@ -542,6 +601,8 @@ void df_kernels_fill_ref(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_IQ1_M] = dot_iq1_m_q8_K;
     t->vec_dot[DF_TYPE_TQ1_0] = dot_tq1_0_q8_K;
     t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
+    t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K;
+    t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K;
 
     t->from_float[DF_TYPE_F32] = from_f32;
     t->from_float[DF_TYPE_F16] = from_f16;

@@ -6,6 +6,7 @@
  * does — same formulas as ref.c, different float summation order.
  * Threading: pure functions. */
 #include <immintrin.h>
+#include <string.h>
 #include <math.h>
 
 #include "kernels_impl.h"
@@ -713,6 +714,137 @@ static void dot4_q4_K_q8_K_ggml8g(int64_t n, float *s, const void *w, const void
     q4k_dot_nt(n, s, w, xq, stride, 4, 3);
 }
 
+/* ------------------------------------------------------------------ Q4_K x8 (repacked) x Q8_K */
+
+/* 8 interleaved rows (df_block_q4_Kx8): one 64-byte load holds 8 quants of each row in its low
+ * nibbles and the next 8 in its high ones; vpdpbusd against an 8-byte activation chunk broadcast
+ * to all rows gives 2 int32 lanes per row (2r, 2r+1), the 4 products of a sub-block stay below
+ * 2^15, so vpdpwssd applies the 6-bit sub-block scales (zero-extended into the lanes by one masked
+ * vpermb) and accumulates the block's exact integer sum. The float operations are ggml's (one fma
+ * per block and row for its gemv, per 64 columns for its gemm), with the 8 rows as vector lanes. */
+static inline __attribute__((always_inline)) DF_VBMI void q4kx8_scales(const df_block_q4_Kx8 *x, __m512i *scv,
+                                                                        __m512i *mnA, __m512i *mnB) {
+    const __m512i S = _mm512_loadu_si512((const void *)x->sc);
+    *scv = _mm512_and_si512(S, _mm512_set1_epi8(63));
+    const __m512i mh = _mm512_and_si512(_mm512_srli_epi16(S, 6), _mm512_set1_epi8(3));
+    const __m256i L = _mm256_loadu_si256((const __m256i *)x->mlo), m4 = _mm256_set1_epi8(0xF);
+    const __m512i ml = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(L, m4)),
+                                          _mm256_and_si256(_mm256_srli_epi16(L, 4), m4), 1);
+    const __m512i mn = _mm512_or_si512(ml, _mm512_slli_epi16(mh, 4)); /* byte 8r+j: min j of row r */
+    *mnA = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(mn));           /* rows 0-3 as int16 */
+    *mnB = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(mn, 1));     /* rows 4-7 */
+}
+/* the 8 sub-block sums bsums[2j] + bsums[2j+1] as int16, repeated in each 128-bit lane */
+static inline __attribute__((always_inline)) __m512i q8k_ysums(const df_block_q8_K *y) {
+    const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1));
+    return _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(s));
+}
+/* lanes 2r + 2r+1 -> lane r */
+static inline __attribute__((always_inline)) __m256i pairsum8(__m512i v) {
+    return _mm512_cvtepi64_epi32(_mm512_add_epi32(v, _mm512_srli_epi64(v, 32)));
+}
+static inline __attribute__((always_inline)) __m512i bcast8(const int8_t *p) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return _mm512_set1_epi64(v);
+}
+/* scale of sub-block j of each row r, zero-extended into int32 lanes 2r and 2r+1 */
+static inline __attribute__((always_inline)) DF_VBMI __m512i q4kx8_scale_j(__m512i scv, int j) {
+    const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(56, 56, 48, 48, 40, 40, 32, 32, 24, 24, 16, 16, 8, 8, 0, 0),
+                                         _mm512_set1_epi32(j));
+    return _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, idx, scv);
+}
+/* sub-block j's 4 quant vectors' products with activation y (P lanes 2r, 2r+1 of row r) */
+static inline __attribute__((always_inline)) __m512i q4kx8_sub(const df_block_q4_Kx8 *x, const int8_t *yq, int j) {
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m512i P = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const int z = 2 * j + h;
+        const __m512i W = _mm512_loadu_si512((const void *)(x->qs + 64 * z));
+        P = _mm512_dpbusd_epi32(P, _mm512_and_si512(W, m4), bcast8(yq + 16 * z));
+        P = _mm512_dpbusd_epi32(P, _mm512_and_si512(_mm512_srli_epi16(W, 4), m4), bcast8(yq + 16 * z + 8));
+    }
+    return P;
+}
+
+DF_VBMI static void dot_q4_Kx8_q8_K_vbmi(int64_t n, float *s, const void *w, const void *xq) {
+    const df_block_q4_Kx8 *x = w;
+    const df_block_q8_K *y = xq;
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m512i scv, mnA, mnB;
+        q4kx8_scales(&x[i], &scv, &mnA, &mnB);
+        __m512i I = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) I = _mm512_dpwssd_epi32(I, q4kx8_sub(&x[i], y[i].qs, j), q4kx8_scale_j(scv, j));
+        const __m512i ys = q8k_ysums(&y[i]);
+        const __m512i A = _mm512_madd_epi16(mnA, ys), B = _mm512_madd_epi16(mnB, ys); /* lane 4r+p: pair p of row r */
+        const __m512i M = _mm512_add_epi32(_mm512_permutex2var_epi32(A, ev, B), _mm512_permutex2var_epi32(A, od, B));
+        const __m256 yd = _mm256_set1_ps(y[i].d);
+        const __m256 D = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].d)), yd);
+        const __m256 DM = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].dmin)), yd);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(I)), D, acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(M)), DM, accm);
+    }
+    _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
+}
+
+DF_VBMI static void dot4_q4_Kx8_q8_K_vbmi(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride) {
+    const df_block_q4_Kx8 *x = w;
+    const __m512i m4 = _mm512_set1_epi8(0xF);
+    __m256 acc[4], accm[4];
+    for (int t = 0; t < 4; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        const df_block_q8_K *y[4];
+        for (int t = 0; t < 4; t++) y[t] = (const df_block_q8_K *)((const char *)xq + t * stride) + i;
+        __m512i scv, mnA, mnB;
+        q4kx8_scales(&x[i], &scv, &mnA, &mnB);
+        __m512i A[4], B[4];
+        __m256 D[4], DM[4];
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].d));
+        const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].dmin));
+        for (int t = 0; t < 4; t++) {
+            const __m512i ys = q8k_ysums(y[t]);
+            A[t] = _mm512_madd_epi16(mnA, ys);
+            B[t] = _mm512_madd_epi16(mnB, ys);
+            D[t] = _mm256_mul_ps(d8, _mm256_set1_ps(y[t]->d));
+            DM[t] = _mm256_mul_ps(dm8, _mm256_set1_ps(y[t]->d));
+        }
+#pragma GCC unroll 1
+        for (int c = 0; c < 4; c++) {
+            __m512i I[4];
+            for (int t = 0; t < 4; t++) I[t] = _mm512_setzero_si512();
+            for (int jj = 0; jj < 2; jj++) {
+                const int j = 2 * c + jj;
+                __m512i P[4];
+                for (int t = 0; t < 4; t++) P[t] = _mm512_setzero_si512();
+                for (int h = 0; h < 2; h++) {
+                    const int z = 2 * j + h;
+                    const __m512i W = _mm512_loadu_si512((const void *)(x[i].qs + 64 * z));
+                    const __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
+                    for (int t = 0; t < 4; t++) {
+                        P[t] = _mm512_dpbusd_epi32(P[t], lo, bcast8(y[t]->qs + 16 * z));
+                        P[t] = _mm512_dpbusd_epi32(P[t], hi, bcast8(y[t]->qs + 16 * z + 8));
+                    }
+                }
+                const __m512i sc = q4kx8_scale_j(scv, j);
+                for (int t = 0; t < 4; t++) I[t] = _mm512_dpwssd_epi32(I[t], P[t], sc);
+            }
+            /* min terms of sub-blocks 2c, 2c+1: lane 4r + c of A (rows 0-3) / B (rows 4-7) */
+            const __m512i ic = _mm512_add_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0),
+                                                _mm512_set1_epi32(c));
+            for (int t = 0; t < 4; t++) {
+                const __m256i Mc = _mm512_castsi512_si256(_mm512_permutex2var_epi32(A[t], ic, B[t]));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(I[t])), D[t], acc[t]);
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Mc), DM[t], accm[t]);
+            }
+        }
+    }
+    for (int t = 0; t < 4; t++) _mm256_storeu_ps(s + t * lds, _mm256_sub_ps(acc[t], accm[t]));
+}
+
 /* ------------------------------------------------------------------ Q5_K x Q8_K */
 
 static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
@@ -1201,6 +1333,8 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     if (__builtin_cpu_supports("avx512vbmi")) {
         t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_vbmi;
         t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_vbmi;
+        t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K_vbmi;
+        t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_vbmi;
     }
     if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg")) {
         iq2xxs_tables_init();

@@ -1,0 +1,139 @@
+/* repack.c — in-memory weight layouts for the matrix kernels: Q4_K rows repacked as groups of 8
+ * interleaved rows (DF_TYPE_Q4_K_X8, df_block_q4_Kx8 in kernels.h), the layout llama.cpp's CPU
+ * backend also repacks Q4_K into (q4_K_8x8) before its gemv / gemm. One load then feeds 8 rows,
+ * the activation chunk is shared by them, and the per-block scale work and reductions are
+ * amortised over 8 rows; the float operations are ggml's, so results do not change.
+ * Threading: pure functions on caller-owned memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_impl.h"
+
+int df_repack_type(int wtype) {
+    static _Atomic int off = -1;
+    int o = off;
+    if (o < 0) {
+        const char *e = getenv("DELTAFIN_REPACK");
+        o = e && !strcmp(e, "0");
+        off = o;
+    }
+    if (o || wtype != DF_TYPE_Q4_K || !df_ggml_order()) return -1;
+    const df_kernel_table *k = df_kernels();
+    const df_kernel_table *r = df_kernels_ref();
+    if (!k->vec_dot_x8[DF_TYPE_Q4_K_X8] || k->vec_dot_x8[DF_TYPE_Q4_K_X8] == r->vec_dot_x8[DF_TYPE_Q4_K_X8])
+        return -1; /* the scalar form is slower than the per-row SIMD kernels: keep the file's layout */
+    return DF_TYPE_Q4_K_X8;
+}
+
+static inline void q4k_scale_min(const uint8_t *q, int j, int *d, int *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* 8 standard blocks (one per row) -> one x8 record */
+static void pack_x8(const df_block_q4_K *b[8], df_block_q4_Kx8 *o) {
+    int mins[64];
+    for (int r = 0; r < 8; r++) {
+        o->d[r] = b[r]->d;
+        o->dmin[r] = b[r]->dmin;
+        uint8_t q[256]; /* element e's quant */
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                q[64 * c + l] = b[r]->qs[32 * c + l] & 0xF;
+                q[64 * c + 32 + l] = b[r]->qs[32 * c + l] >> 4;
+            }
+        for (int z = 0; z < 16; z++)
+            for (int k = 0; k < 8; k++) o->qs[64 * z + 8 * r + k] = (uint8_t)(q[16 * z + k] | q[16 * z + 8 + k] << 4);
+        for (int j = 0; j < 8; j++) {
+            int d, m;
+            q4k_scale_min(b[r]->scales, j, &d, &m);
+            o->sc[8 * r + j] = (uint8_t)(d | (m >> 4) << 6);
+            mins[8 * r + j] = m;
+        }
+    }
+    for (int k = 0; k < 32; k++) o->mlo[k] = (uint8_t)((mins[k] & 0xF) | (mins[k + 32] & 0xF) << 4);
+}
+
+/* one x8 record -> 8 standard blocks (the exact inverse of pack_x8) */
+static void unpack_x8(const df_block_q4_Kx8 *x, df_block_q4_K *o[8]) {
+    for (int r = 0; r < 8; r++) {
+        o[r]->d = x->d[r];
+        o[r]->dmin = x->dmin[r];
+        uint8_t q[256];
+        for (int z = 0; z < 16; z++)
+            for (int k = 0; k < 8; k++) {
+                const uint8_t v = x->qs[64 * z + 8 * r + k];
+                q[16 * z + k] = v & 0xF;
+                q[16 * z + 8 + k] = v >> 4;
+            }
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) o[r]->qs[32 * c + l] = (uint8_t)(q[64 * c + l] | q[64 * c + 32 + l] << 4);
+        int d[8], m[8];
+        for (int j = 0; j < 8; j++) {
+            const int k = 8 * r + j;
+            d[j] = x->sc[k] & 63;
+            m[j] = (k < 32 ? x->mlo[k] & 0xF : x->mlo[k - 32] >> 4) | (x->sc[k] >> 6) << 4;
+        }
+        uint8_t *s = o[r]->scales;
+        for (int j = 0; j < 4; j++) {
+            s[j] = (uint8_t)((d[j] & 63) | (d[j + 4] >> 4) << 6);
+            s[j + 4] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
+            s[j + 8] = (uint8_t)((d[j + 4] & 0xF) | (m[j + 4] & 0xF) << 4);
+        }
+    }
+}
+
+typedef struct {
+    bool pack;
+    char *data;
+    int64_t nb, n_groups, per_task;
+    _Atomic int nomem;
+} repack_job;
+
+static void repack_task(void *ctx, int task, int thread) {
+    (void)thread;
+    repack_job *j = ctx;
+    const int64_t nb = j->nb, g0 = (int64_t)task * j->per_task;
+    const int64_t g1 = g0 + j->per_task < j->n_groups ? g0 + j->per_task : j->n_groups;
+    const size_t group = (size_t)nb * 8 * sizeof(df_block_q4_K);
+    const bool pack = j->pack;
+    char *tmp = malloc(group);
+    if (!tmp) { j->nomem = 1; return; }
+    for (int64_t g = g0; g < g1; g++) {
+        char *base = j->data + (size_t)g * group;
+        memcpy(tmp, base, group);
+        for (int64_t i = 0; i < nb; i++) {
+            if (pack) {
+                const df_block_q4_K *b[8];
+                for (int r = 0; r < 8; r++) b[r] = (const df_block_q4_K *)tmp + (int64_t)r * nb + i;
+                pack_x8(b, (df_block_q4_Kx8 *)base + i);
+            } else {
+                df_block_q4_K *b[8];
+                for (int r = 0; r < 8; r++) b[r] = (df_block_q4_K *)base + (int64_t)r * nb + i;
+                unpack_x8((const df_block_q4_Kx8 *)tmp + i, b);
+            }
+        }
+    }
+    free(tmp);
+}
+
+int df_repack_rows(df_pool *pool, int from, int to, void *data, int64_t n_in, int64_t n_rows) {
+    const bool pack = from == DF_TYPE_Q4_K && to == DF_TYPE_Q4_K_X8;
+    if (!pack && !(from == DF_TYPE_Q4_K_X8 && to == DF_TYPE_Q4_K))
+        return df_err(DF_ERR_INVALID, "repack: no layout change from type %d to %d", from, to);
+    if (n_in <= 0 || n_in % 256 || n_rows < 0 || n_rows % 8)
+        return df_err(DF_ERR_INVALID, "repack: %lld x %lld is not whole 8-row groups of 256-column blocks",
+                      (long long)n_rows, (long long)n_in);
+    repack_job j = {.pack = pack, .data = data, .nb = n_in / 256, .n_groups = n_rows / 8};
+    const int64_t tasks = 4 * (int64_t)df_pool_size(pool);
+    j.per_task = (j.n_groups + tasks - 1) / tasks;
+    if (j.per_task < 1) j.per_task = 1;
+    df_pool_run(pool, (int)((j.n_groups + j.per_task - 1) / j.per_task), repack_task, &j);
+    if (j.nomem) return df_err(DF_ERR_NOMEM, "repack: %lld bytes", (long long)(j.nb * 8 * 144));
+    return DF_OK;
+}
