@@ -5,6 +5,7 @@
  * Threading: one mutex guards all slot state; I/O completions take it briefly. Checksums are
  * computed on the I/O thread before taking the lock. */
 #include "expert_store.h"
+#include "kernels/kernels.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -63,6 +64,8 @@ struct df_store {
     int last_layer;           /* layer of the last df_store_prefetch */
     uint64_t t_last_acq;      /* when the last acquire() returned */
     uint64_t gap_sum_ns, gap_n; /* layer-boundary gaps: last acquire of L -> routing of L+1 */
+    int *rtype;               /* [layer * NPARTS + part]: type the slot bytes are repacked to, -1 none */
+    int64_t *rn_in;           /* [layer * NPARTS + part]: columns (for the repack) */
 };
 
 int df_prefetch_parse(const char *s, int *mode) {
@@ -143,6 +146,27 @@ static int validate(const df_store_params *p) {
     return DF_OK;
 }
 
+/* The layout (layer, part) is repacked to after reads, or -1: every expert's part must have
+ * the same type and whole 8-row groups. */
+static int repack_target(df_store *s, int l, int part) {
+    const int64_t n_in = s->p.n_in ? s->p.n_in[l * DF_EXPERT_NPARTS + part] : 0;
+    if (n_in <= 0) return -1;
+    int type = -1, to = -1;
+    for (int e = 0; e < s->p.n_experts; e++) {
+        const df_expert_loc *lc = &s->locs[((size_t)l * s->p.n_experts + e) * DF_EXPERT_NPARTS + part];
+        if (!lc->nbytes) continue;
+        if (type < 0) {
+            type = lc->type;
+            to = df_repack_type(type);
+            if (to < 0) return -1;
+        }
+        const uint64_t rb = df_type_row_bytes(type, n_in);
+        if (lc->type != type || !rb || lc->nbytes % rb || (lc->nbytes / rb) % 8) return -1;
+    }
+    if (to >= 0) s->rn_in[l * DF_EXPERT_NPARTS + part] = n_in;
+    return to;
+}
+
 int df_store_create(const df_store_params *pin, df_store **out) {
     *out = NULL;
     int rc = validate(pin);
@@ -171,6 +195,16 @@ int df_store_create(const df_store_params *pin, df_store **out) {
         memcpy(s->records, pin->records, n * sizeof *s->records);
         s->p.records = s->records;
     }
+    s->rtype = df_malloc((size_t)pin->n_layers * DF_EXPERT_NPARTS * sizeof *s->rtype);
+    s->rn_in = df_calloc((size_t)pin->n_layers * DF_EXPERT_NPARTS, sizeof *s->rn_in);
+    if (!s->rtype || !s->rn_in) { df_store_free(s); return DF_ERR_NOMEM; }
+    for (int l = 0; l < pin->n_layers; l++)
+        for (int part = 0; part < DF_EXPERT_NPARTS; part++)
+            s->rtype[l * DF_EXPERT_NPARTS + part] = repack_target(s, l, part);
+    int n_rp = 0;
+    for (int k = 0; k < pin->n_layers * DF_EXPERT_NPARTS; k++) n_rp += s->rtype[k] >= 0;
+    if (n_rp) df_log(DF_LOG_DEBUG, "expert store: %d layer parts repacked to the kernels' layout after reads", n_rp);
+    s->p.n_in = NULL;
     s->p.paths = NULL; /* borrowed only during create */
     s->slot_bytes = compute_layout(&s->p, s->region_off);
     if (!s->slot_bytes) { df_store_free(s); return df_err(DF_ERR_INVALID, "expert store: the model has no routed expert bytes"); }
@@ -246,6 +280,8 @@ void df_store_free(df_store *s) {
     free(s->la_mark);
     free(s->la_npred);
     free(s->lyr);
+    free(s->rtype);
+    free(s->rn_in);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -273,6 +309,15 @@ static void on_read_done(df_io_req *r) {
                      l, e, df_io_file_path(s->io, rec->file), (unsigned long long)rec->offset,
                      (unsigned long long)rec->nbytes, (unsigned long long)rec->xxh64, (unsigned long long)h);
         }
+    }
+    for (int part = 0; !status && part < DF_EXPERT_NPARTS; part++) { /* the kernels' layout */
+        const int to = s->rtype[l * DF_EXPERT_NPARTS + part];
+        const df_expert_loc *lc = &s->locs[(size_t)key * DF_EXPERT_NPARTS + part];
+        if (to < 0 || !lc->nbytes || (sr->part >= 0 && sr->part != part)) continue;
+        uint8_t *p = sr->part >= 0 ? r->data : r->data + (lc->offset - s->records[key].offset);
+        const int64_t n_in = s->rn_in[l * DF_EXPERT_NPARTS + part];
+        status = df_repack_rows(NULL, lc->type, to, p, n_in, (int64_t)(lc->nbytes / df_type_row_bytes(lc->type, n_in)));
+        if (status) snprintf(err, sizeof err, "layer %d expert %d %s: %s", l, e, g_part_name[part], df_errmsg());
     }
     pthread_mutex_lock(&s->mu);
     if (status && !sl->status) {
@@ -388,7 +433,8 @@ static void fill_out(df_store *s, slot *sl, df_expert_w *out) {
     size_t key = (size_t)sl->key;
     for (int part = 0; part < DF_EXPERT_NPARTS; part++) {
         const df_expert_loc *lc = &s->locs[key * DF_EXPERT_NPARTS + part];
-        out->type[part] = lc->nbytes ? lc->type : -1;
+        const int to = s->rtype[(key / s->p.n_experts) * DF_EXPERT_NPARTS + part];
+        out->type[part] = lc->nbytes ? (to >= 0 ? to : lc->type) : -1;
         if (!lc->nbytes) { out->w[part] = NULL; continue; }
         if (s->records) out->w[part] = sl->rq[0].req.data + (lc->offset - s->records[key].offset);
         else {

@@ -31,6 +31,11 @@ typedef struct {
      * checksum; every present part must lie inside its record. Copied. */
     const df_store_record *records;
     bool verify;              /* check record checksums (default true) */
+    /* Optional [layer * DF_EXPERT_NPARTS + part]: columns of that part's matrices (0: unknown).
+     * Where the kernels want another layout for the type (df_repack_type, e.g. Q4_K as 8
+     * interleaved rows), each part is repacked in its slot after the read (and checksum), and
+     * acquire() reports the repacked type. Copied. */
+    const int64_t *n_in;
     const char *const *paths; /* files indexed by loc.shard / record.file */
     int n_files;
     uint64_t budget_bytes;    /* expert cache bytes: n_slots = budget / slot_bytes */

@@ -237,6 +237,7 @@ int df_stream_attach(df_model *m) {
     for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
     df_store_params sp = df_store_default_params();
     df_store_record *recs = NULL;
+    int64_t *n_in = NULL;
     if (m->pack) { /* one checksummed read per expert */
         recs = df_calloc((size_t)m->hp.n_layer * m->hp.n_expert + 1, sizeof *recs);
         if (!recs) { rc = DF_ERR_NOMEM; goto out; }
@@ -252,6 +253,12 @@ int df_stream_attach(df_model *m) {
     sp.n_layers = m->hp.n_layer;
     sp.n_experts = m->hp.n_expert;
     sp.locs = locs;
+    n_in = df_calloc((size_t)m->hp.n_layer * DF_EXPERT_NPARTS, sizeof *n_in);
+    if (!n_in) { rc = DF_ERR_NOMEM; goto out; }
+    for (int l = 0; l < m->hp.n_layer; l++)
+        for (int p = 0; m->layers[l].is_moe && p < DF_EXPERT_NPARTS; p++)
+            df_model_expert_shape(m, l, p, &n_in[l * DF_EXPERT_NPARTS + p], NULL, NULL);
+    sp.n_in = n_in; /* the store repacks experts to the kernels' layout after reading */
     sp.paths = paths;
     sp.n_files = m->gguf->n_shards;
     sp.min_slots = 2;
@@ -296,6 +303,7 @@ out:
     free(recs);
     free(locs);
     free(paths);
+    free(n_in);
     return rc;
 }
 

@@ -79,13 +79,15 @@ try:
         msg = f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)"
         report(rel <= PPL_TOL, f"{name} perplexity", msg)
     # 4. streaming: routed experts from disk through a tiny expert cache
-    for name in ("v3-q8_0", "lite-f32", "legacy-q8_0", "v3fused-q8_0", "v3-mxfp4"):
+    #    (v3w-q4_k-exps: Q4_K experts, repacked to 8 interleaved rows in the slots as when resident)
+    for name in ("v3-q8_0", "lite-f32", "legacy-q8_0", "v3fused-q8_0", "v3-mxfp4", "v3w-q4_k-exps"):
         if name not in path: continue
         prompt = "The little dog ran to the park and"
+        cache = "400K" if name == "v3w-q4_k-exps" else "96K" # 3 slots of its 120 KiB experts
         ref, e1 = greedy(path[name], prompt, {"DELTAFIN_STREAM": "0"})
-        st, e2 = greedy(path[name], prompt, {"DELTAFIN_EXPERT_CACHE": "96K"}, ["--io", "pread", "-v"])
+        st, e2 = greedy(path[name], prompt, {"DELTAFIN_EXPERT_CACHE": cache}, ["--io", "pread", "-v"])
         ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
-        report(ok, f"{name} streamed experts (96K cache, pread) = resident",
+        report(ok, f"{name} streamed experts ({cache} cache, pread) = resident",
                e1 or e2 or ("" if ok else f"{st['tokens']} vs {ref['tokens']}"))
     # 4b. fused gate_up experts through `deltafin pack` (packed record layout), streamed
     if "v3fused-q8_0" in path:
@@ -96,6 +98,14 @@ try:
         st, e2 = (None, f"pack: {last(err)}") if rc else greedy(pk, prompt, {"DELTAFIN_EXPERT_CACHE": "96K"}, ["--io", "pread"])
         ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
         report(ok, "v3fused-q8_0 packed + streamed = resident", e1 or e2 or ("" if ok else f"{st['tokens']}"))
+    if "v3w-q4_k-exps" in path: # packed records, repacked in the slot at the part's offset
+        pk = os.path.join(tmp, "q4k-packed.gguf")
+        rc, _, err = run(["pack", path["v3w-q4_k-exps"], pk])
+        prompt = "Once upon a time"
+        ref, e1 = greedy(path["v3w-q4_k-exps"], prompt)
+        st, e2 = (None, f"pack: {last(err)}") if rc else greedy(pk, prompt, {"DELTAFIN_EXPERT_CACHE": "400K"}, ["--io", "pread"])
+        ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
+        report(ok, "v3w-q4_k-exps packed + streamed = resident", e1 or e2 or ("" if ok else f"{st['tokens']}"))
     # 5. info: MLA KV bytes per token
     if "v3w-f32" in path:
         rc, out, err = run(["info", "-m", path["v3w-f32"]])

@@ -414,6 +414,14 @@ static void test_q4k_x8(df_pool *pool) {
                             bad += memcmp(&e, &s8[r], 4) != 0;
                         }
                     }
+                    if (k->vec_dot4_x8[DF_TYPE_Q4_K_X8]) { /* gemv order, 4 tokens at once */
+                        k->vec_dot4_x8[DF_TYPE_Q4_K_X8](n, s48, 8, wg, act, arb);
+                        for (int t = 0; t < 4; t++)
+                            for (int r = 0; r < 8; r++) {
+                                o->vec_dot_r8[DF_TYPE_Q4_K](n, &e, W + (8 * g + r) * rb, act + t * arb);
+                                bad += memcmp(&e, &s48[8 * t + r], 4) != 0;
+                            }
+                    }
                     k->vec_dot4_x8g[DF_TYPE_Q4_K_X8](n, s48, 8, wg, act, arb);
                     for (int t = 0; t < 4; t++)
                         for (int r = 0; r < 8; r++) {

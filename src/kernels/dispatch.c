@@ -180,7 +180,7 @@ typedef struct {
     int64_t rows_per_task;
     float *Y;
     df_vec_dot_x8_fn dot_x8; /* repacked weights: 8 rows per call */
-    df_vec_dot4_x8_fn dot4_x8;
+    df_vec_dot4_x8_fn dot4_x8, dot4_x8g;
 } mm_job;
 
 #define MM_TOK_TILE 8
@@ -210,7 +210,10 @@ static void mm_task_x8(const mm_job *j, int64_t r0, int64_t r1) {
             const char *w = j->W + r * j->wrb;
             int64_t t = t0;
             for (; t + 4 <= t1 && t + 4 <= j->n_g; t += 4) /* ggml's gemm order */
-                j->dot4_x8(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
+                j->dot4_x8g(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
+            if (j->dot4_x8) /* its gemv order, 4 tokens sharing the weight decode */
+                for (; t + 4 <= t1; t += 4)
+                    j->dot4_x8(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
             for (; t < t1; t++) j->dot_x8(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
         }
     }
@@ -294,7 +297,8 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     };
     if (x8) {
         j.dot_x8 = k->vec_dot_x8[wtype];
-        j.dot4_x8 = k->vec_dot4_x8g[wtype];
+        j.dot4_x8 = k->vec_dot4_x8[wtype];
+        j.dot4_x8g = k->vec_dot4_x8g[wtype];
         j.n_g = kind == MM_PLAIN ? n_tok - n_tok % 4 : 0;
     }
     DF_ASSERT(j.dot || j.dot_x8);

@@ -45,7 +45,8 @@ typedef struct df_kernel_table {
     /* Indexed by a repacked type (DF_TYPE_Q4_K_X8). The reference table has scalar forms;
      * a table whose slot differs from the reference one is what makes weights get repacked. */
     df_vec_dot_x8_fn vec_dot_x8[DF_TYPE_COUNT];
-    df_vec_dot4_x8_fn vec_dot4_x8g[DF_TYPE_COUNT];
+    df_vec_dot4_x8_fn vec_dot4_x8[DF_TYPE_COUNT];  /* 4 tokens in the gemv order (optional) */
+    df_vec_dot4_x8_fn vec_dot4_x8g[DF_TYPE_COUNT]; /* 4 tokens in the gemm order */
 } df_kernel_table;
 
 /* One super-block (256 columns) of 8 consecutive Q4_K rows r = 0..7, repacked (DF_TYPE_Q4_K_X8;

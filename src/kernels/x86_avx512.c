@@ -767,82 +767,96 @@ static inline __attribute__((always_inline)) __m512i q4kx8_sub(const df_block_q4
     return P;
 }
 
-DF_VBMI static void dot_q4_Kx8_q8_K_vbmi(int64_t n, float *s, const void *w, const void *xq) {
-    const df_block_q4_Kx8 *x = w;
-    const df_block_q8_K *y = xq;
-    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 256; i++) {
-        __m512i scv, mnA, mnB;
-        q4kx8_scales(&x[i], &scv, &mnA, &mnB);
-        __m512i I = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) I = _mm512_dpwssd_epi32(I, q4kx8_sub(&x[i], y[i].qs, j), q4kx8_scale_j(scv, j));
-        const __m512i ys = q8k_ysums(&y[i]);
-        const __m512i A = _mm512_madd_epi16(mnA, ys), B = _mm512_madd_epi16(mnB, ys); /* lane 4r+p: pair p of row r */
-        const __m512i M = _mm512_add_epi32(_mm512_permutex2var_epi32(A, ev, B), _mm512_permutex2var_epi32(A, od, B));
-        const __m256 yd = _mm256_set1_ps(y[i].d);
-        const __m256 D = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].d)), yd);
-        const __m256 DM = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].dmin)), yd);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(I)), D, acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(M)), DM, accm);
-    }
-    _mm256_storeu_ps(s, _mm256_sub_ps(acc, accm));
-}
-
-DF_VBMI static void dot4_q4_Kx8_q8_K_vbmi(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride) {
+/* NT activation rows (at `stride` bytes) share the weight decode; GEMM 0: ggml's gemv order
+ * (one fma per block), 1: its gemm order (one fma per 64 columns). Each row's float operations
+ * are the same for every NT. */
+static inline __attribute__((always_inline)) DF_VBMI void q4kx8_nt(int64_t n, float *s, size_t lds, const void *w,
+                                                                    const char *xq, size_t stride, const int NT,
+                                                                    const int GEMM) {
     const df_block_q4_Kx8 *x = w;
     const __m512i m4 = _mm512_set1_epi8(0xF);
+    const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
     __m256 acc[4], accm[4];
-    for (int t = 0; t < 4; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 256; i++) {
         const df_block_q8_K *y[4];
-        for (int t = 0; t < 4; t++) y[t] = (const df_block_q8_K *)((const char *)xq + t * stride) + i;
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) y[t] = (const df_block_q8_K *)(xq + t * stride) + i;
         __m512i scv, mnA, mnB;
         q4kx8_scales(&x[i], &scv, &mnA, &mnB);
         __m512i A[4], B[4];
         __m256 D[4], DM[4];
         const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].d));
         const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].dmin));
-        for (int t = 0; t < 4; t++) {
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
             const __m512i ys = q8k_ysums(y[t]);
-            A[t] = _mm512_madd_epi16(mnA, ys);
-            B[t] = _mm512_madd_epi16(mnB, ys);
+            A[t] = _mm512_madd_epi16(mnA, ys); /* lane 4r+p: min pair p of row r (rows 0-3) */
+            B[t] = _mm512_madd_epi16(mnB, ys); /* rows 4-7 */
             D[t] = _mm256_mul_ps(d8, _mm256_set1_ps(y[t]->d));
             DM[t] = _mm256_mul_ps(dm8, _mm256_set1_ps(y[t]->d));
         }
-#pragma GCC unroll 1
+        __m512i I[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) I[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            __m512i I[4];
-            for (int t = 0; t < 4; t++) I[t] = _mm512_setzero_si512();
             for (int jj = 0; jj < 2; jj++) {
                 const int j = 2 * c + jj;
                 __m512i P[4];
-                for (int t = 0; t < 4; t++) P[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) P[t] = _mm512_setzero_si512();
                 for (int h = 0; h < 2; h++) {
                     const int z = 2 * j + h;
                     const __m512i W = _mm512_loadu_si512((const void *)(x[i].qs + 64 * z));
                     const __m512i lo = _mm512_and_si512(W, m4), hi = _mm512_and_si512(_mm512_srli_epi16(W, 4), m4);
-                    for (int t = 0; t < 4; t++) {
+#pragma GCC unroll 4
+                    for (int t = 0; t < NT; t++) {
                         P[t] = _mm512_dpbusd_epi32(P[t], lo, bcast8(y[t]->qs + 16 * z));
                         P[t] = _mm512_dpbusd_epi32(P[t], hi, bcast8(y[t]->qs + 16 * z + 8));
                     }
                 }
                 const __m512i sc = q4kx8_scale_j(scv, j);
-                for (int t = 0; t < 4; t++) I[t] = _mm512_dpwssd_epi32(I[t], P[t], sc);
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) I[t] = _mm512_dpwssd_epi32(I[t], P[t], sc);
             }
-            /* min terms of sub-blocks 2c, 2c+1: lane 4r + c of A (rows 0-3) / B (rows 4-7) */
-            const __m512i ic = _mm512_add_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0),
-                                                _mm512_set1_epi32(c));
-            for (int t = 0; t < 4; t++) {
-                const __m256i Mc = _mm512_castsi512_si256(_mm512_permutex2var_epi32(A[t], ic, B[t]));
+            if (GEMM) {
+                /* min terms of sub-blocks 2c, 2c+1: lane 4r + c of A / B */
+                const __m512i ic = _mm512_add_epi32(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 28, 24, 20, 16, 12, 8, 4, 0),
+                                                    _mm512_set1_epi32(c));
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    const __m256i Mc = _mm512_castsi512_si256(_mm512_permutex2var_epi32(A[t], ic, B[t]));
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(I[t])), D[t], acc[t]);
+                    accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Mc), DM[t], accm[t]);
+                    I[t] = _mm512_setzero_si512();
+                }
+            }
+        }
+        if (!GEMM) {
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const __m512i M = _mm512_add_epi32(_mm512_permutex2var_epi32(A[t], ev, B[t]),
+                                                   _mm512_permutex2var_epi32(A[t], od, B[t]));
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(I[t])), D[t], acc[t]);
-                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Mc), DM[t], accm[t]);
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pairsum8(M)), DM[t], accm[t]);
             }
         }
     }
-    for (int t = 0; t < 4; t++) _mm256_storeu_ps(s + t * lds, _mm256_sub_ps(acc[t], accm[t]));
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(s + t * lds, _mm256_sub_ps(acc[t], accm[t]));
+}
+
+DF_VBMI static void dot_q4_Kx8_q8_K_vbmi(int64_t n, float *s, const void *w, const void *xq) {
+    q4kx8_nt(n, s, 0, w, xq, 0, 1, 0);
+}
+DF_VBMI static void dot4_q4_Kx8_q8_K_vbmi(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride) {
+    q4kx8_nt(n, s, lds, w, xq, stride, 4, 0);
+}
+DF_VBMI static void dot4_q4_Kx8_q8_K_g_vbmi(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride) {
+    q4kx8_nt(n, s, lds, w, xq, stride, 4, 1);
 }
 
 /* ------------------------------------------------------------------ Q5_K x Q8_K */
@@ -1334,7 +1348,8 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
         t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_vbmi;
         t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_vbmi;
         t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K_vbmi;
-        t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_vbmi;
+        t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_vbmi;
+        t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g_vbmi;
     }
     if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg")) {
         iq2xxs_tables_init();
