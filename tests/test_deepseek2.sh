@@ -89,23 +89,17 @@ try:
         ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
         report(ok, f"{name} streamed experts ({cache} cache, pread) = resident",
                e1 or e2 or ("" if ok else f"{st['tokens']} vs {ref['tokens']}"))
-    # 4b. fused gate_up experts through `deltafin pack` (packed record layout), streamed
-    if "v3fused-q8_0" in path:
-        pk = os.path.join(tmp, "fused-packed.gguf")
-        rc, _, err = run(["pack", path["v3fused-q8_0"], pk])
+    # 4b. through `deltafin pack` (packed record layout), streamed: fused gate_up experts, and Q4_K
+    #     experts repacked in the slot at their part's offset inside the record
+    for name, cache in (("v3fused-q8_0", "96K"), ("v3w-q4_k-exps", "400K")):
+        if name not in path: continue
+        pk = os.path.join(tmp, name + "-packed.gguf")
+        rc, _, err = run(["pack", path[name], pk])
         prompt = "Once upon a time"
-        ref, e1 = greedy(path["v3fused-q8_0"], prompt)
-        st, e2 = (None, f"pack: {last(err)}") if rc else greedy(pk, prompt, {"DELTAFIN_EXPERT_CACHE": "96K"}, ["--io", "pread"])
+        ref, e1 = greedy(path[name], prompt)
+        st, e2 = (None, f"pack: {last(err)}") if rc else greedy(pk, prompt, {"DELTAFIN_EXPERT_CACHE": cache}, ["--io", "pread"])
         ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
-        report(ok, "v3fused-q8_0 packed + streamed = resident", e1 or e2 or ("" if ok else f"{st['tokens']}"))
-    if "v3w-q4_k-exps" in path: # packed records, repacked in the slot at the part's offset
-        pk = os.path.join(tmp, "q4k-packed.gguf")
-        rc, _, err = run(["pack", path["v3w-q4_k-exps"], pk])
-        prompt = "Once upon a time"
-        ref, e1 = greedy(path["v3w-q4_k-exps"], prompt)
-        st, e2 = (None, f"pack: {last(err)}") if rc else greedy(pk, prompt, {"DELTAFIN_EXPERT_CACHE": "400K"}, ["--io", "pread"])
-        ok = not e1 and not e2 and ref["tokens"] == st["tokens"]
-        report(ok, "v3w-q4_k-exps packed + streamed = resident", e1 or e2 or ("" if ok else f"{st['tokens']}"))
+        report(ok, f"{name} packed + streamed = resident", e1 or e2 or ("" if ok else f"{st['tokens']}"))
     # 5. info: MLA KV bytes per token
     if "v3w-f32" in path:
         rc, out, err = run(["info", "-m", path["v3w-f32"]])

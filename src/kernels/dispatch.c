@@ -111,11 +111,26 @@ uint64_t df_act_bytes(int wtype, int64_t n_in, int64_t n_tok) {
     return out;
 }
 
+void df_q8_0_split(const void *src, void *dst, int64_t n) {
+    const df_block_q8_0 *b = src;
+    int8_t *q = dst;
+    df_f16 *d = (df_f16 *)(q + n);
+    for (int64_t i = 0; i < n / 32; i++) {
+        memcpy(q + 32 * i, b[i].qs, 32);
+        memcpy(&d[i], &b[i].d, sizeof(df_f16));
+    }
+}
+
+/* the activation converter of the table's kernels for weight type wtype */
+static df_from_float_fn act_fn(const df_kernel_table *k, int wtype, int vdt) {
+    return k->from_float_w[wtype] ? k->from_float_w[wtype] : k->from_float[vdt];
+}
+
 void df_quantize_act(int wtype, const float *X, int64_t ldx, int64_t n_in, int64_t n_tok, void *act) {
     const df_type_traits *t = df_type_info(wtype);
     DF_ASSERT(t && n_in % t->blck == 0);
     const df_kernel_table *k = df_kernels();
-    df_from_float_fn ff = k->from_float[t->vec_dot_type];
+    df_from_float_fn ff = act_fn(k, wtype, t->vec_dot_type);
     DF_ASSERT(ff);
     const uint64_t rb = df_type_row_bytes(t->vec_dot_type, n_in);
     for (int64_t i = 0; i < n_tok; i++) ff(X + i * ldx, (char *)act + i * rb, n_in);
@@ -145,7 +160,7 @@ void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, i
     }
     const df_type_traits *t = df_type_info(wtype);
     DF_ASSERT(t && n_in % t->blck == 0);
-    qa_job j = {.ff = df_kernels()->from_float[t->vec_dot_type], .X = X, .ldx = ldx, .n_in = n_in,
+    qa_job j = {.ff = act_fn(df_kernels(), wtype, t->vec_dot_type), .X = X, .ldx = ldx, .n_in = n_in,
                 .n_tok = n_tok, .rb = df_type_row_bytes(t->vec_dot_type, n_in), .act = act};
     DF_ASSERT(j.ff);
     j.per_task = (n_tok + nth - 1) / nth;

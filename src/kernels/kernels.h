@@ -47,7 +47,16 @@ typedef struct df_kernel_table {
     df_vec_dot_x8_fn vec_dot_x8[DF_TYPE_COUNT];
     df_vec_dot4_x8_fn vec_dot4_x8[DF_TYPE_COUNT];  /* 4 tokens in the gemv order (optional) */
     df_vec_dot4_x8_fn vec_dot4_x8g[DF_TYPE_COUNT]; /* 4 tokens in the gemm order */
+    /* Optional, indexed by weight type: this table's activation layout for that type's kernels
+     * (same bytes per row as its vec_dot_type; df_quantize_act uses it). Set for MXFP4 on
+     * AVX-512 VBMI: Q8_0 split into the row's n quants then its n/32 F16 scales
+     * (df_q8_0_split), so the kernel loads 64 quants at once and 8 scales as one vector. */
+    df_from_float_fn from_float_w[DF_TYPE_COUNT];
 } df_kernel_table;
+
+/* Rewrite one Q8_0 row of n elements into the split layout (n int8 quants, then n/32 F16
+ * scales, same bytes); src and dst must not overlap. */
+void df_q8_0_split(const void *src, void *dst, int64_t n);
 
 /* One super-block (256 columns) of 8 consecutive Q4_K rows r = 0..7, repacked (DF_TYPE_Q4_K_X8;
  * same 144 bytes per row and block). q(r, e) is the 4-bit quant of element e of row r:

@@ -199,6 +199,18 @@ static void from_q8_0(const float *x, void *dst, int64_t n) {
     }
 }
 
+/* Q8_0 activations in the split layout (df_q8_0_split) for the VBMI MXFP4 kernels */
+static void from_q8_0_split(const float *x, void *dst, int64_t n) {
+    int8_t *q = dst;
+    df_f16 *d = (df_f16 *)(q + n);
+    for (int64_t i = 0; i < n / 32; i++) {
+        df_block_q8_0 b;
+        from_q8_0(x + 32 * i, &b, 32);
+        memcpy(q + 32 * i, b.qs, 32);
+        memcpy(&d[i], &b.d, sizeof b.d);
+    }
+}
+
 static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8_1_variant(x, dst, n, DF_Q8_X86); }
 
 /* ------------------------------------------------------------------ 4-bit 32-blocks x Q8_0 */
@@ -345,7 +357,6 @@ static inline __attribute__((always_inline)) DF_VBMI void mxfp4_dot_vbmi_nt(int6
     const __m512i pi0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i pi1 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
     const __m256i ie = _mm256_castsi128_si256(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32 + 17, 32, 17, 0));
-    const __m512i id = _mm512_castsi128_si512(_mm_set_epi16(0, 0, 0, 0, 32 + 17, 32, 17, 0));
     const __mmask64 two_blocks = 0x3FFFFFFFFull;
     /* 8-block step: e of blocks 0-3 at bytes 0/17/34/51 of x[ib], of blocks 4-7 of x[ib+4];
      * d words of blocks 0-3 from (y[ib], y[ib+2]) into words 0-3, of 4-7 from (y[ib+4], y[ib+6])
@@ -353,7 +364,6 @@ static inline __attribute__((always_inline)) DF_VBMI void mxfp4_dot_vbmi_nt(int6
     const __m512i pi2 = _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4);
     const __m512i pi3 = _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6);
     const __m512i ie8 = _mm512_castsi128_si512(_mm_set_epi8(0, 0, 0, 0, 0, 0, 0, 0, 64 + 51, 64 + 34, 64 + 17, 64, 51, 34, 17, 0));
-    const __m512i id8 = _mm512_castsi128_si512(_mm_set_epi16(32 + 17, 32, 17, 0, 32 + 17, 32, 17, 0));
     __m512 acc0[4], acc1[4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) { acc0[t] = _mm512_setzero_ps(); acc1[t] = _mm512_setzero_ps(); }
@@ -377,16 +387,15 @@ static inline __attribute__((always_inline)) DF_VBMI void mxfp4_dot_vbmi_nt(int6
         const __m256 e8 = _mm256_scalef_ps(_mm256_set1_ps(1.0f), _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(eb), _mm256_set1_epi32(128))));
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
-            const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride) + ib;
-            const __m512i y0 = ld2x256(y[0].qs, y[1].qs), y1 = ld2x256(y[2].qs, y[3].qs);
-            const __m512i y2 = ld2x256(y[4].qs, y[5].qs), y3 = ld2x256(y[6].qs, y[7].qs);
+            const int8_t *yq = (const int8_t *)(xq + t * stride) + 32 * ib;
+            const df_f16 *yd = (const df_f16 *)(xq + t * stride + n) + ib;
+            const __m512i y0 = _mm512_loadu_si512((const void *)yq), y1 = _mm512_loadu_si512((const void *)(yq + 64));
+            const __m512i y2 = _mm512_loadu_si512((const void *)(yq + 128)), y3 = _mm512_loadu_si512((const void *)(yq + 192));
             const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a0, _mm512_mask_sub_epi8(y0, g0, _mm512_setzero_si512(), y0));
             const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a1, _mm512_mask_sub_epi8(y1, g1, _mm512_setzero_si512(), y1));
             const __m512i p2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a2, _mm512_mask_sub_epi8(y2, g2, _mm512_setzero_si512(), y2));
             const __m512i p3 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a3, _mm512_mask_sub_epi8(y3, g3, _mm512_setzero_si512(), y3));
-            const __m512i dlo = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)&y[0]), id8, _mm512_loadu_si512((const void *)&y[2]));
-            const __m512i dhi = _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)&y[4]), id8, _mm512_loadu_si512((const void *)&y[6]));
-            const __m256 s8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_mask_blend_epi16(0xF0, dlo, dhi))), e8);
+            const __m256 s8 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)yd)), e8);
             const __m512 sz = _mm512_castps256_ps512(s8);
             acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(pi0, sz), acc0[t]);
             acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(pi1, sz), acc1[t]);
@@ -410,27 +419,29 @@ static inline __attribute__((always_inline)) DF_VBMI void mxfp4_dot_vbmi_nt(int6
         const __m128 e4 = _mm_scalef_ps(_mm_set1_ps(1.0f), _mm_cvtepi32_ps(_mm_sub_epi32(_mm_cvtepu8_epi32(eb), _mm_set1_epi32(128))));
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
-            const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride) + ib;
-            const __m512i y0 = ld2x256(y[0].qs, y[1].qs), y1 = ld2x256(y[2].qs, y[3].qs);
+            const int8_t *yq = (const int8_t *)(xq + t * stride) + 32 * ib;
+            const df_f16 *yd = (const df_f16 *)(xq + t * stride + n) + ib;
+            const __m512i y0 = _mm512_loadu_si512((const void *)yq), y1 = _mm512_loadu_si512((const void *)(yq + 64));
             const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a0, _mm512_mask_sub_epi8(y0, g0, _mm512_setzero_si512(), y0));
             const __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a1, _mm512_mask_sub_epi8(y1, g1, _mm512_setzero_si512(), y1));
-            const __m128i dw = _mm512_castsi512_si128(_mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)&y[0]), id,
-                                                                                _mm512_loadu_si512((const void *)&y[2])));
-            const __m128 s4 = _mm_mul_ps(_mm_cvtph_ps(dw), e4);
+            const __m128 s4 = _mm_mul_ps(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)yd)), e4);
             acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(pi0, _mm512_castps128_ps512(s4)), acc0[t]);
             acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(pi1, _mm512_castps128_ps512(s4)), acc1[t]);
         }
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-        const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride);
+        const int8_t *yq = (const int8_t *)(xq + t * stride);
+        const df_f16 *yd = (const df_f16 *)(xq + t * stride + n);
         float sumf = hsum512(_mm512_add_ps(acc0[t], acc1[t]));
         for (int64_t jb = ib; jb < nb; jb++) {
             int sumi = 0;
             for (int j = 0; j < 16; j++)
-                sumi += y[jb].qs[j] * df_kvalues_mxfp4[x[jb].qs[j] & 0xF] +
-                        y[jb].qs[j + 16] * df_kvalues_mxfp4[x[jb].qs[j] >> 4];
-            sumf += (df_f16_to_f32(y[jb].d) * df_e8m0_half(x[jb].e)) * sumi;
+                sumi += yq[32 * jb + j] * df_kvalues_mxfp4[x[jb].qs[j] & 0xF] +
+                        yq[32 * jb + j + 16] * df_kvalues_mxfp4[x[jb].qs[j] >> 4];
+            df_f16 d;
+            memcpy(&d, &yd[jb], sizeof d);
+            sumf += (df_f16_to_f32(d) * df_e8m0_half(x[jb].e)) * sumi;
         }
         s[t] = sumf;
     }
@@ -1347,6 +1358,7 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     if (__builtin_cpu_supports("avx512vbmi")) {
         t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_vbmi;
         t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_vbmi;
+        t->from_float_w[DF_TYPE_MXFP4] = from_q8_0_split; /* the layout these two read */
         t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K_vbmi;
         t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_vbmi;
         t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g_vbmi;
