@@ -54,13 +54,6 @@ void df_swiglu_ggml(float *g, const float *u, int n);
 /* x[i] = silu(x[i]) over one row of n: in ggml's order as ggml_vec_silu_f32 (SIMD exp on whole
  * vectors, libm expf for the n % width leftover), else df_silu on every element. */
 void df_silu_row(float *x, int n);
-/* F32 matrix product of a batch as llamafile's tinyBLAS (used by ggml's mul_mat for F32 weights
- * and nt >= 2 tokens when n_in is a multiple of the vector width and n_out of 4):
- * Y[t*ldy + r] = W[r] . X[t*ldx] for rows r in [r0, r1) (a multiple of 4 rows) and t < nt,
- * W row-major [n_out][n_in]. Only when df_gemm_f32_ggml_applies() (avx512 / avx2 sets). */
-bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt);
-void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nt,
-                      float *Y, int64_t ldy);
 /* y[i] += x[i] */
 void df_add(float *y, const float *x, int n);
 #endif

@@ -15,7 +15,6 @@
 #endif
 
 #include "kernels_impl.h"
-#include "ops.h"
 
 static df_kernel_table g_ref, g_avx2, g_avx512, g_neon;
 static bool g_have_avx2, g_have_avx512, g_have_neon;

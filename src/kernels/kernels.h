@@ -97,6 +97,13 @@ const df_kernel_table *df_kernels_by_name(const char *name); /* NULL if not avai
  * thread runs kernels. Returns DF_ERR_UNSUPPORTED if `name` is not available here. */
 int df_kernels_select(const char *name);
 
+/* F32 matrix product of a batch as llamafile's tinyBLAS (used by ggml's mul_mat for F32 weights
+ * and nt >= 2 tokens when n_in is a multiple of the vector width and n_out of 4):
+ * Y[t*ldy + r] = W[r] . X[t*ldx] for rows r in [r0, r1) (a multiple of 4 rows) and t < nt,
+ * W row-major [n_out][n_in]. Only when df_gemm_f32_ggml_applies() (avx512 / avx2 sets). */
+bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt);
+void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nt,
+                      float *Y, int64_t ldy);
 /* Bytes needed to hold n_tok activation rows of n_in elements converted for weight type wtype. */
 uint64_t df_act_bytes(int wtype, int64_t n_in, int64_t n_tok);
 
