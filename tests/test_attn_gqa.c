@@ -15,12 +15,6 @@
 #include "util.h"
 
 static uint64_t rs;
-static float frand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (float)((rs >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1;
-}
 
 typedef struct {
     int dk, dv, nh, nhkv, nkv, nq;
@@ -38,15 +32,15 @@ static uint64_t run_case(df_pool *pool, const tcase *c, bool check_hash, bool f3
     float sinks[64];
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < NQ; t++)
-            for (int d = 0; d < DK; d++) q[((size_t)t * NH + h) * DK + d] = frand() * c->amp;
+            for (int d = 0; d < DK; d++) q[((size_t)t * NH + h) * DK + d] = df_test_frand(&rs) * c->amp;
     for (int h = 0; h < NHKV; h++)
         for (int p = 0; p < NKV; p++)
-            for (int d = 0; d < DK; d++) k[((size_t)p * NHKV + h) * DK + d] = df_f32_to_f16(frand() * c->amp);
+            for (int d = 0; d < DK; d++) k[((size_t)p * NHKV + h) * DK + d] = df_f32_to_f16(df_test_frand(&rs) * c->amp);
     for (int h = 0; h < NHKV; h++)
         for (int p = 0; p < NKV; p++)
-            for (int d = 0; d < DV; d++) v[((size_t)p * NHKV + h) * DV + d] = df_f32_to_f16(frand());
+            for (int d = 0; d < DV; d++) v[((size_t)p * NHKV + h) * DV + d] = df_f32_to_f16(df_test_frand(&rs));
     if (c->sinks)
-        for (int h = 0; h < NH; h++) sinks[h] = frand() * 3;
+        for (int h = 0; h < NH; h++) sinks[h] = df_test_frand(&rs) * 3;
     const int nth = df_pool_size(pool);
     const size_t st = df_attn_scratch_per_thread(DK, DV);
     char *scr = aligned_alloc(64, st * (size_t)nth);
@@ -84,15 +78,7 @@ static uint64_t run_case(df_pool *pool, const tcase *c, bool check_hash, bool f3
     CHECK_MSG(maxerr < 5e-3, "DK=%d DV=%d NQ=%d: max error %g vs double reference", DK, DV, NQ, maxerr);
 
     /* 2. bit parity with ggml */
-    uint64_t hh = 1469598103934665603ull;
-    for (size_t i = 0; i < (size_t)DV * NH * NQ; i++) {
-        uint32_t b;
-        memcpy(&b, &out[i], 4);
-        for (int j = 0; j < 4; j++) {
-            hh ^= (b >> (8 * j)) & 255;
-            hh *= 1099511628211ull;
-        }
-    }
+    const uint64_t hh = df_test_fnv(out, (size_t)DV * NH * NQ);
     if (check_hash && !f32) {
         CHECK_MSG(hh == c->ggml_hash, "DK=%d DV=%d NH=%d NHKV=%d NKV=%d NQ=%d sinks=%d: hash %016llx, ggml %016llx",
                   DK, DV, NH, NHKV, NKV, NQ, c->sinks, (unsigned long long)hh, (unsigned long long)c->ggml_hash);

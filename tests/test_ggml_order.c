@@ -21,27 +21,9 @@
 #include <stdint.h>
 
 static uint64_t rs;
-static float frand(void) {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (float)((rs >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1;
-}
 static void fill(float *x, int64_t n, float amp, uint64_t seed) {
     rs = seed;
-    for (int64_t i = 0; i < n; i++) x[i] = frand() * amp;
-}
-static uint64_t fnv(const float *x, int64_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, &x[i], 4);
-        for (int j = 0; j < 4; j++) {
-            h ^= (b >> (8 * j)) & 255;
-            h *= 1099511628211ull;
-        }
-    }
-    return h;
+    for (int64_t i = 0; i < n; i++) x[i] = df_test_frand(&rs) * amp;
 }
 #define SEED(i) ((uint64_t)(i) * 0x9e3779b97f4a7c15ull)
 
@@ -100,7 +82,7 @@ static void run_set(const char *isa) {
             }
         }
         CHECK_MSG(maxrel < 1e-5, "%s softmax n=%d: max relative error %g", isa, k->n, maxrel);
-        const uint64_t h = fnv(y, N);
+        const uint64_t h = df_test_fnv(y, N);
         if (h512) CHECK_MSG(h == k->h512, "%s softmax n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h512);
         if (h256) CHECK_MSG(h == k->h256, "%s softmax n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h256);
         /* in place gives the same */
@@ -125,7 +107,7 @@ static void run_set(const char *isa) {
             if (fabs(ref) > 1e-30 && !(e <= maxerr)) maxerr = e;
         }
         CHECK_MSG(maxerr < 2e-6, "%s swiglu n=%d: max relative error %g", isa, k->n, maxerr);
-        const uint64_t h = fnv(g, N);
+        const uint64_t h = df_test_fnv(g, N);
         if (h512) CHECK_MSG(h == k->h512, "%s swiglu n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h512);
         if (h256) CHECK_MSG(h == k->h256, "%s swiglu n=%d: hash %016llx, ggml %016llx", isa, k->n, (unsigned long long)h, (unsigned long long)k->h256);
         /* silu alone (ggml_vec_silu_f32, KDA's convolution) = SwiGLU against u = 1, bit for bit */
@@ -165,7 +147,7 @@ static void run_set(const char *isa) {
                 }
             }
         CHECK_MSG(maxerr < 1e-4 * sqrt((double)k->n_in), "%s gemm %dx%d: max error %g", isa, k->n_in, k->n_out, maxerr);
-        const uint64_t h = fnv(y, (int64_t)k->n_out * k->nt);
+        const uint64_t h = df_test_fnv(y, (size_t)k->n_out * k->nt);
         if (h512) CHECK_MSG(h == k->h512, "%s gemm %dx%dx%d: hash %016llx, ggml %016llx", isa, k->n_in, k->n_out, k->nt, (unsigned long long)h, (unsigned long long)k->h512);
         if (h256) CHECK_MSG(order_diff == 0, "%s gemm %dx%d: %d outputs not in tinyBLAS's AVX2 order", isa, k->n_in, k->n_out, order_diff);
         free(w);

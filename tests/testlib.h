@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <stdint.h>
 
 static int t_pass, t_fail;
 #define CHECK(cond)                                                                      \
@@ -42,6 +43,28 @@ static int t_pass, t_fail;
                                  __FILE__, __LINE__, #a, #b, _a ? _a : "(null)",          \
                                  _b ? _b : "(null)"); }                                  \
     } while (0)
+
+/* xorshift64 floats in [-1, 1): the sequence the recorded ggml hashes of test_attn_gqa and
+ * test_ggml_order were computed on (*s: the generator state). */
+static inline float df_test_frand(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1;
+}
+/* FNV-1a over the bytes of n floats (little-endian), as those hashes */
+static inline unsigned long long df_test_fnv(const float *x, size_t n) {
+    unsigned long long h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        unsigned int b;
+        memcpy(&b, &x[i], 4);
+        for (int j = 0; j < 4; j++) {
+            h ^= (b >> (8 * j)) & 255;
+            h *= 1099511628211ull;
+        }
+    }
+    return h;
+}
 
 static inline const char *df_fixture(const char *rel, char *buf, size_t cap) {
     const char *root = getenv("DELTAFIN_FIXTURES");
