@@ -20,7 +20,8 @@ BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
 FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
 EXP = "tests/data/expected"
 ONLY = os.environ.get("E2E_ONLY")
-NEAR_TIE = 0.01      # llama.cpp top-1 minus top-2 logit below which a divergence is a tie
+sys.path.insert(0, "tests/lib")
+from dfcheck import Checker, NEAR_TIE  # NEAR_TIE: llama.cpp top-1 minus top-2 below which a divergence is a tie
 PPL_TOL = 0.005      # relative
 TIMEOUT = 600
 env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
@@ -71,26 +72,10 @@ def ids(s):
     return [int(x) for x in s.split(",") if x != ""]
 
 def compare_greedy(name, row, got):
-    """Identical greedy ids, except after a step where llama.cpp itself was within NEAR_TIE of a tie."""
-    want_p, want_g = ids(row["prompt_ids"]), ids(row["gen_ids"])
-    gaps = [float(x) for x in row["gaps"].split(",") if x]
-    if got["prompt_tokens"] != want_p:
-        report("FAIL", name, f"prompt tokens differ: got {got['prompt_tokens']} want {want_p}")
-        return
-    g = got["tokens"]
-    for i in range(max(len(g), len(want_g))):
-        a = g[i] if i < len(g) else None
-        b = want_g[i] if i < len(want_g) else None
-        if a == b:
-            continue
-        gap = gaps[i] if i < len(gaps) else None
-        if gap is not None and gap < NEAR_TIE:
-            report("NOTE", name, f"same {i} ids, then a near-tie in llama.cpp (gap {gap:.4f}): "
-                                 f"got {a} want {b} — counted as pass")
-            return
-        report("FAIL", name, f"ids differ at step {i} (llama.cpp gap {gap}): got {g[:i+1]}... want {want_g[:i+1]}...")
-        return
-    report("PASS", name, f"{len(g)} ids identical")
+    """Identical greedy ids, except after a step where llama.cpp itself was within NEAR_TIE of a
+    tie (tests/lib/dfcheck.py greedy_verdict); such a pass is reported as a NOTE."""
+    ok, msg = Checker.greedy_verdict(got, row, NEAR_TIE)
+    report("FAIL" if not ok else "NOTE" if "near-tie" in msg else "PASS", name, msg)
 
 def parse_ppl(out, err):
     for text in (out, err):
