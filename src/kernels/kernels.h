@@ -75,8 +75,8 @@ typedef struct {
 
 /* The in-memory layout the selected kernels want for weights of file type wtype that are only
  * used by df_matmul / df_matmul_id (not df_matmul_3d, not row lookups), or -1 to keep the
- * file's layout: DF_TYPE_Q4_K_X8 for Q4_K when the table has a native kernel for it and ggml's
- * orders are on. Env DELTAFIN_REPACK=0 turns repacking off (A/B measurements, tests). */
+ * file's layout: DF_TYPE_Q4_K_X8 for Q4_K when the table has a native (AVX2 / AVX-512) kernel
+ * for it and ggml's orders are on. Env DELTAFIN_REPACK=0 turns repacking off (A/B measurements, tests). */
 int df_repack_type(int wtype);
 /* Repack n_rows (a multiple of 8) rows of n_in columns in place from type `from` to `to`
  * (Q4_K -> Q4_K_X8 or back), 8-row groups spread over the pool (may be NULL).

@@ -4,6 +4,7 @@
  * saturation) + madd to int32, scaled per block in float as llama.cpp's AVX2 code does.
  * Threading: pure functions. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels_impl.h"
 
@@ -926,6 +927,119 @@ static void from_q8_0(const float *x, void *dst, int64_t n) {
 
 static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8_1_variant(x, dst, n, DF_Q8_X86); }
 
+/* ------------------------------------------------------------------ Q4_K x8 (repacked) x Q8_K */
+
+/* 8 interleaved rows (df_block_q4_Kx8) with 256-bit vectors: a 64-byte quant chunk is two halves
+ * of 4 rows; pmaddubsw against the broadcast 8-byte activation chunk, the 4 pair sums of a
+ * sub-block added in int16 (< 2^14), pmaddwd by the sub-block scales (pshufb from the decoded
+ * scale bytes) leaves 2 int32 lanes per row. Exact integer sums; the float operations are ggml's
+ * gemv (GEMM 0) or gemm (GEMM 1) order with the 8 rows as lanes, as in the AVX-512 form. */
+static _Alignas(32) uint8_t k_q4kx8_scidx[8][32]; /* pshufb: int16 k of a 128-bit lane <- byte 8(k/4) + j */
+
+/* lanes (2r, 2r+1) of half 0 (rows 0-3) and of half 1 (rows 4-7) -> the 8 row sums in order */
+static inline __attribute__((always_inline)) __m256i q4kx8_rows(__m256i h0, __m256i h1) {
+    return _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(h0, h1), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+}
+
+static inline __attribute__((always_inline)) void q4kx8_nt(int64_t n, float *s, size_t lds, const void *w,
+                                                            const char *xq, size_t stride, const int NT, const int GEMM) {
+    const df_block_q4_Kx8 *x = w;
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3), m63 = _mm256_set1_epi8(63);
+    const __m256i ord = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 acc[4], accm[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        const df_block_q8_K *y[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) y[t] = (const df_block_q8_K *)(xq + t * stride) + i;
+        /* scales (byte 8r + j, per half) and mins */
+        const __m256i S0 = _mm256_loadu_si256((const __m256i *)x[i].sc), S1 = _mm256_loadu_si256((const __m256i *)(x[i].sc + 32));
+        const __m256i sc0 = _mm256_and_si256(S0, m63), sc1 = _mm256_and_si256(S1, m63);
+        const __m256i L = _mm256_loadu_si256((const __m256i *)x[i].mlo);
+        const __m256i mn0 = _mm256_or_si256(_mm256_and_si256(L, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(S0, 6), m3), 4));
+        const __m256i mn1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L, 4), m4),
+                                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(S1, 6), m3), 4));
+        const __m256i mp[4] = {_mm256_cvtepu8_epi16(_mm256_castsi256_si128(mn0)), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(mn0, 1)),
+                               _mm256_cvtepu8_epi16(_mm256_castsi256_si128(mn1)), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(mn1, 1))};
+        __m256i U[4][4]; /* [token][chunk]: min terms of the chunk's 2 sub-blocks, rows in order 0,2,4,6,1,3,5,7 */
+        __m256 D[4], DM[4];
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].d));
+        const __m256 dm8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x[i].dmin));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const __m256i ys32 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[t]->bsums), _mm256_set1_epi16(1));
+            const __m256i ys = _mm256_permute4x64_epi64(_mm256_packs_epi32(ys32, ys32), 0x88); /* [ys0..7 | ys0..7] */
+            __m256i A[4];
+            for (int q = 0; q < 4; q++) A[q] = _mm256_madd_epi16(mp[q], ys); /* rows 2q, 2q+1: 4 chunks each */
+            const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
+            const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
+            U[t][0] = _mm256_unpacklo_epi64(t0, t2);
+            U[t][1] = _mm256_unpackhi_epi64(t0, t2);
+            U[t][2] = _mm256_unpacklo_epi64(t1, t3);
+            U[t][3] = _mm256_unpackhi_epi64(t1, t3);
+            D[t] = _mm256_mul_ps(d8, _mm256_set1_ps(y[t]->d));
+            DM[t] = _mm256_mul_ps(dm8, _mm256_set1_ps(y[t]->d));
+        }
+        __m256i I[4][2];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) I[t][0] = I[t][1] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            for (int jj = 0; jj < 2; jj++) {
+                const int j = 2 * c + jj;
+                const __m256i ctl = _mm256_load_si256((const __m256i *)k_q4kx8_scidx[j]);
+                for (int h = 0; h < 2; h++) {
+                    const __m256i sc16 = _mm256_shuffle_epi8(h ? sc1 : sc0, ctl);
+                    __m256i P[4];
+#pragma GCC unroll 4
+                    for (int t = 0; t < NT; t++) P[t] = _mm256_setzero_si256();
+                    for (int zz = 0; zz < 2; zz++) {
+                        const int z = 2 * j + zz;
+                        const __m256i W = _mm256_loadu_si256((const __m256i *)(x[i].qs + 64 * z + 32 * h));
+                        const __m256i lo = _mm256_and_si256(W, m4), hi = _mm256_and_si256(_mm256_srli_epi16(W, 4), m4);
+#pragma GCC unroll 4
+                        for (int t = 0; t < NT; t++) {
+                            int64_t a, b;
+                            memcpy(&a, y[t]->qs + 16 * z, 8);
+                            memcpy(&b, y[t]->qs + 16 * z + 8, 8);
+                            P[t] = _mm256_add_epi16(P[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi64x(a)),
+                                                                           _mm256_maddubs_epi16(hi, _mm256_set1_epi64x(b))));
+                        }
+                    }
+#pragma GCC unroll 4
+                    for (int t = 0; t < NT; t++) I[t][h] = _mm256_add_epi32(I[t][h], _mm256_madd_epi16(P[t], sc16));
+                }
+            }
+            if (GEMM) {
+#pragma GCC unroll 4
+                for (int t = 0; t < NT; t++) {
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4kx8_rows(I[t][0], I[t][1])), D[t], acc[t]);
+                    accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(U[t][c], ord)), DM[t], accm[t]);
+                    I[t][0] = I[t][1] = _mm256_setzero_si256();
+                }
+            }
+        }
+        if (!GEMM) {
+#pragma GCC unroll 4
+            for (int t = 0; t < NT; t++) {
+                const __m256i M = _mm256_add_epi32(_mm256_add_epi32(U[t][0], U[t][1]), _mm256_add_epi32(U[t][2], U[t][3]));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q4kx8_rows(I[t][0], I[t][1])), D[t], acc[t]);
+                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_permutevar8x32_epi32(M, ord)), DM[t], accm[t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(s + t * lds, _mm256_sub_ps(acc[t], accm[t]));
+}
+
+static void dot_q4_Kx8_q8_K(int64_t n, float *s, const void *w, const void *xq) { q4kx8_nt(n, s, 0, w, xq, 0, 1, 0); }
+static void dot4_q4_Kx8_q8_K(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride) {
+    q4kx8_nt(n, s, lds, w, xq, stride, 4, 0);
+}
+static void dot4_q4_Kx8_q8_K_g(int64_t n, float *s, size_t lds, const void *w, const void *xq, size_t stride) {
+    q4kx8_nt(n, s, lds, w, xq, stride, 4, 1);
+}
+
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
     for (int e = 0; e < 256; e++) k_e8m0_half[e] = df_e8m0_half((uint8_t)e);
@@ -945,6 +1059,14 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     if (df_ggml_order()) {
         t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
         t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;
+        for (int j = 0; j < 8; j++)
+            for (int b = 0; b < 32; b++) {
+                const int k = (b % 16) / 2; /* int16 k of the 128-bit lane */
+                k_q4kx8_scidx[j][b] = b % 2 ? 0x80 : (uint8_t)(8 * (k / 4) + j);
+            }
+        t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K;
+        t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K;
+        t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g;
     }
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
