@@ -141,16 +141,17 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols) {
 #define GX_P4 0x1.573e2ep-5f
 #define GX_P5 0x1.0e4020p-7f
 
+#if defined(__x86_64__)
 enum { GX_SCALAR = 1, GX_AVX2 = 8, GX_AVX512 = 16 };
 
+/* the selected kernel table's vector width (only the x86 forms of the ops below use it) */
 static int ggml_vec_kind(void) {
-#if defined(__x86_64__)
     const char *isa = df_kernels()->name;
     if (!strcmp(isa, "avx512")) return GX_AVX512;
     if (!strcmp(isa, "avx2")) return GX_AVX2;
-#endif
     return GX_SCALAR;
 }
+#endif
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f,avx512dq,fma")))
