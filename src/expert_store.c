@@ -198,11 +198,10 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     s->rtype = df_malloc((size_t)pin->n_layers * DF_EXPERT_NPARTS * sizeof *s->rtype);
     s->rn_in = df_calloc((size_t)pin->n_layers * DF_EXPERT_NPARTS, sizeof *s->rn_in);
     if (!s->rtype || !s->rn_in) { df_store_free(s); return DF_ERR_NOMEM; }
+    int n_rp = 0;
     for (int l = 0; l < pin->n_layers; l++)
         for (int part = 0; part < DF_EXPERT_NPARTS; part++)
-            s->rtype[l * DF_EXPERT_NPARTS + part] = repack_target(s, l, part);
-    int n_rp = 0;
-    for (int k = 0; k < pin->n_layers * DF_EXPERT_NPARTS; k++) n_rp += s->rtype[k] >= 0;
+            n_rp += (s->rtype[l * DF_EXPERT_NPARTS + part] = repack_target(s, l, part)) >= 0;
     if (n_rp) df_log(DF_LOG_DEBUG, "expert store: %d layer parts repacked to the kernels' layout after reads", n_rp);
     s->p.n_in = NULL;
     s->p.paths = NULL; /* borrowed only during create */

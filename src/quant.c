@@ -705,16 +705,6 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
     return scale;
 }
 
-static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
 /* ------------------------------------------------------------------ Q2_K */
 
 static void q_q2_K(const float *x, void *dst, int64_t n) {
@@ -899,8 +889,8 @@ static void qk45_scales(const float *x, int nmax, float rmin, int nstep, uint8_t
     *dd = df_f32_to_f16(max_scale / 63.f);
     *dmin = df_f32_to_f16(max_min / 63.f);
     for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        get_scale_min_k4(j, scales12, &sc, &m);
+        int sc, m;
+        df_scale_min_k4(j, scales12, &sc, &m);
         const float d = df_f16_to_f32(*dd) * sc;
         if (!d) continue;
         const float dm = df_f16_to_f32(*dmin) * m;
@@ -928,10 +918,10 @@ static void deq_q4_K(const void *src, float *y, int64_t n) {
         const uint8_t *q = b[i].qs;
         int is = 0;
         for (int j = 0; j < 256; j += 64, q += 32, is += 2) {
-            uint8_t sc, m;
-            get_scale_min_k4(is + 0, b[i].scales, &sc, &m);
+            int sc, m;
+            df_scale_min_k4(is + 0, b[i].scales, &sc, &m);
             const float d1 = d * sc, m1 = min * m;
-            get_scale_min_k4(is + 1, b[i].scales, &sc, &m);
+            df_scale_min_k4(is + 1, b[i].scales, &sc, &m);
             const float d2 = d * sc, m2 = min * m;
             for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
             for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
@@ -969,10 +959,10 @@ static void deq_q5_K(const void *src, float *y, int64_t n) {
         int is = 0;
         uint8_t u1 = 1, u2 = 2;
         for (int j = 0; j < 256; j += 64) {
-            uint8_t sc, m;
-            get_scale_min_k4(is + 0, b[i].scales, &sc, &m);
+            int sc, m;
+            df_scale_min_k4(is + 0, b[i].scales, &sc, &m);
             const float d1 = d * sc, m1 = min * m;
-            get_scale_min_k4(is + 1, b[i].scales, &sc, &m);
+            df_scale_min_k4(is + 1, b[i].scales, &sc, &m);
             const float d2 = d * sc, m2 = min * m;
             for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
             for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;

@@ -109,6 +109,17 @@ extern const uint32_t df_iq3s_grid[512];
 extern const uint64_t df_iq1s_grid[2048]; /* bytes are int8 in {-1, 0, 1} */
 extern const uint8_t df_ksigns_iq2xs[128];
 #define DF_IQ1S_DELTA 0.125f
+/* 6-bit scale *d and min *m of sub-block j (0..7) from the 12 packed scale bytes q of a Q4_K /
+ * Q5_K block (ggml's get_scale_min_k4). */
+static inline void df_scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
 /* E8M0 "half" scale of MXFP4: 2^(e-128) as float (denormal for e < 2). */
 static inline float df_e8m0_half(uint8_t e) {
     return e < 2 ? df_bits_f32(0x00200000u << e) : df_bits_f32((uint32_t)(e - 1) << 23);

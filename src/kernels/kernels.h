@@ -72,6 +72,10 @@ typedef struct {
     uint8_t sc[64];
     uint8_t mlo[32];
 } df_block_q4_Kx8;
+/* the 6-bit min of sub-block j of row r, k = 8 r + j (its scale is sc[k] & 63) */
+static inline int df_q4kx8_min(const df_block_q4_Kx8 *x, int k) {
+    return (k < 32 ? x->mlo[k] & 0xF : x->mlo[k - 32] >> 4) | (x->sc[k] >> 6) << 4;
+}
 
 /* The in-memory layout the selected kernels want for weights of file type wtype that are only
  * used by df_matmul / df_matmul_id (not df_matmul_3d, not row lookups), or -1 to keep the

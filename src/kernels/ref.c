@@ -192,16 +192,6 @@ static void dot_q3_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
-static inline void scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q4_K *x = w;
     const df_block_q8_K *y = xq;
@@ -210,7 +200,7 @@ static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
         int isum = 0, summs = 0;
         for (int k = 0; k < 8; k++) {
             int sc, m;
-            scale_min_k4(k, x[i].scales, &sc, &m);
+            df_scale_min_k4(k, x[i].scales, &sc, &m);
             const uint8_t *q = x[i].qs + 32 * (k / 2);
             const int8_t *q8 = y[i].qs + 32 * k;
             int sub = 0;
@@ -231,7 +221,7 @@ static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
         int isum = 0, summs = 0;
         for (int k = 0; k < 8; k++) {
             int sc, m;
-            scale_min_k4(k, x[i].scales, &sc, &m);
+            df_scale_min_k4(k, x[i].scales, &sc, &m);
             const uint8_t *q = x[i].qs + 32 * (k / 2);
             const int8_t *q8 = y[i].qs + 32 * k;
             int sub = 0;
@@ -527,9 +517,8 @@ static void q4kx8_sums(const df_block_q4_Kx8 *x, const df_block_q8_K *y, int r, 
             }
         }
         const int i = 8 * r + j;
-        const int m = (i < 32 ? x->mlo[i] & 0xF : x->mlo[i - 32] >> 4) | (x->sc[i] >> 6) << 4;
         is[j] = (x->sc[i] & 63) * dot;
-        ms[j] = m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+        ms[j] = df_q4kx8_min(x, i) * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
     }
 }
 

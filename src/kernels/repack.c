@@ -25,16 +25,6 @@ int df_repack_type(int wtype) {
     return DF_TYPE_Q4_K_X8;
 }
 
-static inline void q4k_scale_min(const uint8_t *q, int j, int *d, int *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* 8 standard blocks (one per row) -> one x8 record */
 static void pack_x8(const df_block_q4_K *b[8], df_block_q4_Kx8 *o) {
     int mins[64];
@@ -54,7 +44,7 @@ static void pack_x8(const df_block_q4_K *b[8], df_block_q4_Kx8 *o) {
         }
         for (int j = 0; j < 8; j++) {
             int d, m;
-            q4k_scale_min(b[r]->scales, j, &d, &m);
+            df_scale_min_k4(j, b[r]->scales, &d, &m);
             o->sc[8 * r + j] = (uint8_t)(d | (m >> 4) << 6);
             mins[8 * r + j] = m;
         }
@@ -80,7 +70,7 @@ static void unpack_x8(const df_block_q4_Kx8 *x, df_block_q4_K *o[8]) {
         for (int j = 0; j < 8; j++) {
             const int k = 8 * r + j;
             d[j] = x->sc[k] & 63;
-            m[j] = (k < 32 ? x->mlo[k] & 0xF : x->mlo[k - 32] >> 4) | (x->sc[k] >> 6) << 4;
+            m[j] = df_q4kx8_min(x, k);
         }
         uint8_t *s = o[r]->scales;
         for (int j = 0; j < 4; j++) {
