@@ -6,7 +6,7 @@ SAN     ?=
 OPT     ?= -O2
 GIT_DEF := -DDF_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(OPT) -g \
-                 -fno-omit-frame-pointer -Iinclude -Isrc -pthread \
+                 -fno-omit-frame-pointer -Iinclude -Isrc -I. -pthread \
                  $(GIT_DEF)
 ifeq ($(SAN),1)
   CFLAGS_COMMON += -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -20,19 +20,23 @@ ifeq ($(HAVE_URING),1)
   LIBS += -luring
 endif
 
-LIB_SRC  := $(sort $(wildcard src/*.c src/kernels/*.c src/models/*.c))
+# The engine (src/*/: base format kernels model weights forward runtime text) is
+# libdeltafin.a; the application layer (app/: CLI, server, config, download) and the dev tools
+# (dev/: gen-random, llama2.c import) are libdeltafin-app.a, linked only into the binary.
+LIB_SRC  := $(sort $(wildcard src/*/*.c))
 ifneq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out src/kernels/x86_%.c,$(LIB_SRC))
 endif
 ifneq ($(ARCH),aarch64)
   LIB_SRC := $(filter-out src/kernels/arm_%.c,$(LIB_SRC))
 endif
-TOOL_SRC := $(sort $(wildcard tools/*.c))
+TOOL_SRC := $(sort $(wildcard app/*.c app/cli/*.c dev/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIBA     := $(BUILD)/libdeltafin.a
+APPA     := $(BUILD)/libdeltafin-app.a
 BIN      := $(BUILD)/deltafin
 
 # Per-file ISA flags: SIMD kernels are compiled for their ISA and chosen at run time.
@@ -58,12 +62,16 @@ $(LIBA): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(TOOL_OBJ) $(LIBA)
-	$(CC) $(LDSAN) -o $@ $(TOOL_OBJ) $(LIBA) $(LIBS) $(LDFLAGS)
+$(APPA): $(filter-out $(BUILD)/app/cli/main.o,$(TOOL_OBJ))
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(LIBA) tests/testlib.h
+$(BIN): $(BUILD)/app/cli/main.o $(APPA) $(LIBA)
+	$(CC) $(LDSAN) -o $@ $(BUILD)/app/cli/main.o $(APPA) $(LIBA) $(LIBS) $(LDFLAGS)
+
+$(BUILD)/tests/%: tests/%.c $(LIBA) $(APPA) tests/testlib.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests -o $@ $< $(LIBA) $(LIBS) $(LDSAN) $(LDFLAGS)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -Itests -o $@ $< $(APPA) $(LIBA) $(LIBS) $(LDSAN) $(LDFLAGS)
 
 # The README's test command: unit tests, tool-level tests, corpus replays.
 test: all
@@ -85,12 +93,13 @@ bench: all
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
 fuzz: $(FUZZ_BIN)
-build-fuzz/%: fuzz/%.c $(LIB_SRC)
+FUZZ_APP := app/server.c
+build-fuzz/%: fuzz/%.c $(LIB_SRC) $(FUZZ_APP)
 	@mkdir -p build-fuzz
-	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
+	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -I. \
 	  $(GIT_DEF) $(if $(HAVE_URING),-DDF_HAVE_URING=1) \
 	  -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 \
-	  -o $@ $< $(LIB_SRC) $(LIBS)
+	  -o $@ $< $(LIB_SRC) $(FUZZ_APP) $(LIBS)
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -2,7 +2,7 @@
  * Any input must either be rejected with an error message or parse into a structure whose
  * getters/lookups/reads work; accepted inputs are re-written with the writer (to a memfd) and
  * re-read, and the two parses must agree (round-trip property). */
-#include "gguf.h"
+#include "format/gguf.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

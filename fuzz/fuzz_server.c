@@ -2,8 +2,8 @@
  * (src/server.c df_srv_parse): byte 0 picks the endpoint (chat, completion, tokenize,
  * detokenize), the rest is the request body. Checks: no crash, an error always carries a status
  * in 400..599 and a valid-UTF-8 JSON error body; a parsed request's strings are valid UTF-8. */
-#include "server.h"
-#include "util.h"
+#include "app/server.h"
+#include "base/util.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -6,8 +6,8 @@
  * Input: byte 0 selects vocabulary and flags, the rest is the text.
  * Properties: no crash; the count is the same with and without an output buffer; streamed
  * output is valid UTF-8; valid UTF-8 text round-trips through tokens (parse_special off). */
-#include "gguf.h"
-#include "tokenizer.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
 
 static const char *k_pres[] = {"gpt-2", "llama-bpe", "qwen2", "deepseek-v3", "kimi-k2", "gpt-4o",
                                "deepseek-llm", "qwen35", "falcon", "default"};

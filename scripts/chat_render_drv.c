@@ -1,8 +1,8 @@
 /* chat_render_drv.c — tiny driver for scripts/chat_crosscheck.py: renders one template with the C
  * engine.  Usage: drv TEMPLATE MESSAGES.json TOOLS.json|- AGP(0/1) EXTRA.json|- BOS|- EOS|-
  * Prints the render on stdout (exit 0) or the error on stderr (exit 1). */
-#include "chat.h"
-#include "util.h"
+#include "text/chat.h"
+#include "base/util.h"
 /* drv template msgs.json tools.json|- agp(0/1) extra.json|- bos|- eos|- */
 static char *rd(const char *p) { if (!strcmp(p, "-")) return NULL; char *d; size_t n; if (df_read_file(p, &d, &n)) return NULL; return d; }
 int main(int argc, char **argv) {

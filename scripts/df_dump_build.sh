@@ -34,7 +34,7 @@ def patch(p, pairs):
         assert a in s, (p,a)
         s=s.replace(a,b,1)
     open(p,'w').write(s)
-patch('src/attn_mla.c',[
+patch('src/forward/attn_mla.c',[
 ('#include "quant.h"\n','#include "quant.h"\n#include "dbgdump.h"\n'),
 ("""    /* queries */""","""    dbg_dump("attn_norm", il, x, (long)nt * D);
     /* queries */"""),
@@ -51,7 +51,7 @@ patch('src/attn_mla.c',[
 ("""    mmw(c, L->wo, b.ov, (int64_t)nh * dv, nt, out, D);""","""    dbg_dump("kqv_out", il, b.ov, (long)nt * nh * dv);
     mmw(c, L->wo, b.ov, (int64_t)nh * dv, nt, out, D);"""),
 ])
-patch('src/session.c',[
+patch('src/forward/session.c',[
 ('#include "session.h"\n','#include "session.h"\n#include "dbgdump.h"\nint g_dbg_step = -1;\n'),
 ("""    if (L->is_moe) {
         int rc = df_moe_forward(c, il, c->x, nt, c->y);""","""    dbg_dump("ffn_inp", il, c->h, (long)nt * D);
@@ -84,7 +84,7 @@ patch('src/session.c',[
     g_dbg_step++;
 """),
 ])
-patch('src/moe.c',[
+patch('src/forward/moe.c',[
 ('#include <math.h>\n','#include <math.h>\n#include "dbgdump.h"\n'),
 ("""    /* shared expert */
     if (L->gate_shexp) {""","""    dbg_dump("ffn_moe_out", il, out, (long)nt * D);
@@ -95,7 +95,7 @@ PY
 F="-std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread"
 L="-lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread"
 [ -f /usr/include/liburing.h ] && { F="$F -DDF_HAVE_URING=1"; L="$L -luring"; }
-for f in attn_mla session moe; do gcc $F -c src/$f.c -o $f.o; done
+for f in attn_mla session moe; do gcc $F -c src/forward/$f.c -o $f.o; done
 # shellcheck disable=SC2086
 gcc $F -o df_dump "$OLDPWD/scripts/df_logits.c" attn_mla.o session.o moe.o lib.a $L
 echo "$OUT/df_dump" >&2

@@ -8,7 +8,7 @@
  * router chose (`step layer e:n,e:n,...`, n = tokens of the step), like llama_oracle --routes. */
 #include "deltafin.h"
 #include "kernels/kernels.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

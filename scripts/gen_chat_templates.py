@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Generate src/chat_templates.c: the chat templates listed in tests/data/chat/templates.json
+"""Generate src/text/chat_templates.c: the chat templates listed in tests/data/chat/templates.json
 embedded as C string literals (df_chat_builtins[]).
 
     /usr/bin/python3 scripts/gen_chat_templates.py [fixtures/templates dir]
@@ -61,7 +61,7 @@ def main():
     parts.append("const df_chat_builtin df_chat_builtins[] = {\n" +
                  "".join('    {"%s", %s},\n' % (n, i) for n, i in names) + "};\n")
     parts.append("const int df_chat_n_builtins = %d;\n" % len(names))
-    with open(os.path.join(ROOT, "src", "chat_templates.c"), "w", encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "src", "text", "chat_templates.c"), "w", encoding="utf-8") as f:
         f.write("\n".join(parts))
 
 

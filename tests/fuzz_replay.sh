@@ -16,8 +16,8 @@ for src in fuzz/fuzz_*.c; do
     name=$(basename "$src" .c); name=${name#fuzz_}
     corpus="fuzz/corpus/$name"
     bin="$out/replay_$name"
-    if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g $SAN -Iinclude -Isrc -o "$bin" "$src" \
-            fuzz/replay_main.c "$LIB" $LIBS; then
+    if ! ${CC:-gcc} -std=c11 -D_GNU_SOURCE -O1 -g $SAN -Iinclude -Isrc -I. -o "$bin" "$src" \
+            fuzz/replay_main.c "$BUILD/libdeltafin-app.a" "$LIB" $LIBS; then
         echo "fuzz_replay: $name: build failed"; status=1; continue
     fi
     # a target whose corpus is not committed yet is reported, not failed

@@ -9,10 +9,10 @@
  *      exactly these inputs (xorshift64 below; Q, K, V generated in ggml's [head][row][dim]
  *      order; K, V rounded to F16 round-to-nearest-even; causal mask, scale 1/sqrt(DK)). */
 #include "testlib.h"
-#include "session.h"
+#include "forward/session.h"
 #include "kernels/kernels.h"
-#include "threadpool.h"
-#include "util.h"
+#include "base/threadpool.h"
+#include "base/util.h"
 
 static uint64_t rs;
 

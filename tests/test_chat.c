@@ -4,9 +4,9 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 
-#include "chat.h"
+#include "text/chat.h"
 #include "testlib.h"
-#include "util.h"
+#include "base/util.h"
 
 #define DATA "tests/data/chat"
 #define FIXED_NOW 1768478400 /* 2026-01-15 12:00:00 UTC, as in render_chat_expected.py */

@@ -1,7 +1,7 @@
 /* test_config.c — deltafin.yaml parsing: every key, defaults, and each error class with
  * the line it names. Flag-over-file precedence is tested end to end in test_config_cli.sh. */
-#include "config.h"
-#include "expert_store.h"
+#include "app/config.h"
+#include "weights/expert_store.h"
 #include "testlib.h"
 #include <unistd.h>
 

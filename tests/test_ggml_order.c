@@ -15,9 +15,9 @@
  *      (it needs ggml's thread pool): there the GEMM is checked against the order written out
  *      in scalar code (one 8-lane FMA accumulator, lanes reduced (0+4 + 2+6) + (1+5 + 3+7)). */
 #include "testlib.h"
-#include "ops.h"
+#include "forward/ops.h"
 #include "kernels/kernels.h"
-#include "util.h"
+#include "base/util.h"
 #include <stdint.h>
 
 static uint64_t rs;

@@ -1,5 +1,5 @@
 /* test_gguf.c — GGUF reader/writer: fixtures, getters, round trip, malformed files, splits. */
-#include "gguf.h"
+#include "format/gguf.h"
 #include "testlib.h"
 
 #include <fcntl.h>

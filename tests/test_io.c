@@ -2,7 +2,7 @@
  * short read and corruption, a file truncated after open and a range past EOF each give an
  * error naming the file and offset; O_DIRECT falls back on tmpfs; auto caches its choice;
  * low-priority requests wait for normal ones, df_io_cancel is all-or-nothing, df_io_promote. */
-#include "io.h"
+#include "weights/io.h"
 #include "testlib.h"
 
 #include <fcntl.h>

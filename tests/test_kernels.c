@@ -5,10 +5,10 @@
 #include <stdatomic.h>
 
 #include "kernels/kernels.h"
-#include "quant.h"
+#include "kernels/quant.h"
 #include "testlib.h"
-#include "ops.h"
-#include "threadpool.h"
+#include "forward/ops.h"
+#include "base/threadpool.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd_u32(void) {

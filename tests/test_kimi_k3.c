@@ -5,8 +5,8 @@
  * plan counts the KDA state and MLA-only KV rows. llama.cpp parity is tests/test_kimi_k3.sh. */
 #include "testlib.h"
 #include "deltafin.h"
-#include "model.h"
-#include "session.h"
+#include "model/model.h"
+#include "forward/session.h"
 #include <libgen.h>
 #include <math.h>
 #include <unistd.h>

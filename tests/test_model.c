@@ -8,9 +8,9 @@
  *    `llama-completion -m llama-2-tiny-random.gguf -p "Hello world" -n 16 --temp 0 -no-cnv`,
  *    prompt ids [1, 15043, 3186]; text " processedlijParam współcro ogni heading igual existed
  *    VARCHAR causing Kun sandgenderolasʀ"). */
-#include "model.h"
-#include "session.h"
-#include "quant.h"
+#include "model/model.h"
+#include "forward/session.h"
+#include "kernels/quant.h"
 #include "testlib.h"
 
 #include <fcntl.h>

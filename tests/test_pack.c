@@ -3,8 +3,8 @@
  * location the pack reports, records 4 KiB aligned with matching XXH64; the store reads
  * packed records with every engine; a corrupted record, a malformed index and an
  * interrupted pack each fail clearly (the interrupted one leaves no output file). */
-#include "pack.h"
-#include "quant.h"
+#include "format/pack.h"
+#include "kernels/quant.h"
 #include "testlib.h"
 
 #include <fcntl.h>

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <openssl/evp.h>
 
-#include "gguf.h"
-#include "quant.h"
+#include "format/gguf.h"
+#include "kernels/quant.h"
 #include "testlib.h"
 
 static uint64_t g_rng = 0x1234567887654321ull;

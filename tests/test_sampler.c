@@ -1,6 +1,6 @@
 /* test_sampler.c — the default sampling chain against hand-computed distributions. */
 #include "deltafin.h"
-#include "util.h"
+#include "base/util.h"
 #include "testlib.h"
 
 #include <math.h>

@@ -3,8 +3,8 @@
  * slot that got evicted and reused would show up as wrong bytes), never exceed the budget;
  * hit/miss accounting; router look-ahead (scoring, reads, promotion/withdrawal, auto gate); hot set; records with checksums; injected EIO / short read /
  * corruption and a truncated file each give an error naming layer, expert, file and offset. */
-#include "expert_store.h"
-#include "memplan.h"
+#include "weights/expert_store.h"
+#include "runtime/plan.h"
 #include "testlib.h"
 
 #include <pthread.h>

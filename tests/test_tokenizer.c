@@ -7,8 +7,8 @@
  *  3. special tokens (partitioning, parse_special, EOG set, gpt-oss quirks), byte fallback,
  *     invalid UTF-8, the streaming detokenizer, API edge cases. */
 #include "testlib.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "format/gguf.h"
+#include "text/tokenizer.h"
 
 #include <unistd.h>
 

@@ -5,7 +5,7 @@
  * Threading: pure functions. */
 #include <arm_neon.h>
 
-#include "kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 /* ------------------------------------------------------------------ F16 */
 

@@ -14,7 +14,7 @@
 #include <sys/auxv.h>
 #endif
 
-#include "kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 static df_kernel_table g_ref, g_avx2, g_avx512, g_neon;
 static bool g_have_avx2, g_have_avx512, g_have_neon;

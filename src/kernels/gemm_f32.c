@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 /* vector width in floats of the selected table's ggml build (1: no tinyBLAS path) */
 static int vec_width(void) {

@@ -2,7 +2,7 @@
  * Data tables from ggml-common.h (llama.cpp, MIT licence, Copyright (c) 2023-2024 The ggml
  * authors); they cannot be derived from a formula. Each table is checked against the SHA-256
  * in formats.md §2.5 by tests/test_quant.c. */
-#include "quant.h"
+#include "kernels/quant.h"
 
 const uint64_t df_iq2xxs_grid[256] = {
     0x0808080808080808ull, 0x080808080808082bull, 0x0808080808081919ull, 0x0808080808082b08ull,

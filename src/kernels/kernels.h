@@ -8,8 +8,8 @@
  * Threading: tables are immutable after df_kernels_init(); kernels are reentrant. */
 #ifndef DF_KERNELS_H
 #define DF_KERNELS_H
-#include "quant.h"
-#include "threadpool.h"
+#include "kernels/quant.h"
+#include "base/threadpool.h"
 
 /* s = dot(weight row w (type T, n elements), activation row xq (vec_dot_type of T, n elems)) */
 typedef void (*df_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq);

@@ -3,7 +3,7 @@
  * copy of the reference table (AVX-512: of the AVX2 table). */
 #ifndef DF_KERNELS_IMPL_H
 #define DF_KERNELS_IMPL_H
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 void df_kernels_fill_ref(df_kernel_table *t);
 #if defined(__x86_64__)

@@ -4,7 +4,7 @@
  * Threading: pure functions. */
 #include <math.h>
 
-#include "kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 /* ------------------------------------------------------------------ float types */
 

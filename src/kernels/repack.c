@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 int df_repack_type(int wtype) {
     static _Atomic int off = -1;

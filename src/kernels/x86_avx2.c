@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <math.h>
 
-#include "kernels_impl.h"
+#include "kernels/kernels_impl.h"
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 

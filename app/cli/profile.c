@@ -1,0 +1,240 @@
+/* profile.c — `deltafin profile`: count how often the router picks each (layer, expert) over a
+ * file of prompts and write the counts as a `--hot` file (src/expert_store.c,
+ * df_store_read_hot_file: "layer expert count" lines, `#` comments), most used first, so
+ * `deltafin run --hot FILE` pins the hottest experts that fit in the expert cache. Every
+ * non-empty line of the file is one prompt (--whole: the whole file is one prompt), processed
+ * from an empty context (BOS and special tokens as `deltafin run`), then -n tokens are
+ * generated greedily; the router's choices for every decoded token are counted
+ * (deltafin_ctx_count_routes). As in llama.cpp, the last layer runs only the rows whose
+ * logits are needed (the last prompt token, each generated token), so only those are counted
+ * there. A summary (top experts, per-layer skew) goes to stderr. */
+#include "app/cli/cli_args.h"
+#include "deltafin.h"
+#include "app/cli/load_progress.h"
+#include "base/util.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: deltafin profile -m MODEL -f PROMPTS.txt [options]\n"
+        "Count the experts the router picks over a prompt file and write a --hot file for\n"
+        "`deltafin run --hot FILE` (lines \"layer expert count\", most used first).\n"
+        "\n"
+        "  -m, --model PATH        GGUF file (an MoE model)\n"
+        "  -f, --file PATH         prompts: one per non-empty line\n"
+        "      --whole             treat the whole file as one prompt\n"
+        "  -o, --output PATH       hot file to write (default: - = stdout)\n"
+        "  -n, --n-predict N       tokens to generate greedily after each prompt (default: 0)\n"
+        "  -c, --ctx-size N        context size (default: 0 = min(training context, 4096));\n"
+        "                          longer prompts are cut to fit\n"
+        "  -t, --threads N         threads (default: 0 = all cores)\n"
+        "      --mem-limit SIZE    memory limit, as for `deltafin run` (default: available RAM)\n"
+        "      --top N             experts listed in the summary (default: 10)\n"
+        "  -h, --help              this help\n");
+}
+
+typedef struct { int l, e; uint32_t c; } ent;
+static int cmp_ent(const void *a, const void *b) {
+    const ent *x = a, *y = b;
+    if (x->c != y->c) return x->c < y->c ? 1 : -1;
+    if (x->l != y->l) return x->l - y->l;
+    return x->e - y->e;
+}
+
+/* Decode one prompt (+ n_gen greedy tokens) from position 0; adds to *n_tok the tokens decoded. */
+static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, size_t len, int n_gen,
+                          int32_t **buf, int *cap, uint64_t *n_tok, uint64_t *n_gen_tok, int *n_cut) {
+    int np = deltafin_tokenize(m, text, len, true, true, NULL, 0);
+    if (np < 0) return np;
+    if (np > *cap) {
+        int32_t *nb = realloc(*buf, sizeof(int32_t) * (size_t)np);
+        if (!nb) return df_err(DF_ERR_NOMEM, "out of memory");
+        *buf = nb;
+        *cap = np;
+    }
+    np = deltafin_tokenize(m, text, len, true, true, *buf, np);
+    if (np < 0) return np;
+    if (np == 0) return DF_OK;
+    const int room = deltafin_ctx_n_ctx(c) - n_gen;
+    if (np > room) { np = room; (*n_cut)++; }
+    int rc = deltafin_ctx_truncate(c, 0);
+    if (rc < 0) return rc;
+    rc = deltafin_decode(c, *buf, np, false);
+    if (rc < 0) return rc;
+    *n_tok += (uint64_t)np;
+    const int nv = deltafin_model_n_vocab(m);
+    for (int i = 0; i < n_gen; i++) {
+        const float *lg = deltafin_logits(c, -1);
+        int32_t best = 0;
+        for (int v = 1; v < nv; v++)
+            if (lg[v] > lg[best]) best = v;
+        if (deltafin_token_is_eog(m, best)) break;
+        rc = deltafin_decode(c, &best, 1, false);
+        if (rc < 0) return rc;
+        (*n_tok)++;
+        (*n_gen_tok)++;
+    }
+    return DF_OK;
+}
+
+int cmd_profile(int argc, char **argv) {
+    const char *model = NULL, *pfile = NULL, *out_path = "-";
+    int n_gen = 0, n_ctx = 0, n_threads = 0, n_top = 10;
+    bool whole = false;
+    uint64_t mem_limit = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const bool more = i + 1 < argc;
+#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else if (ARG("-m", "--model")) model = argv[++i];
+        else if (ARG("-f", "--file")) pfile = argv[++i];
+        else if (ARG("-o", "--output")) out_path = argv[++i];
+        else if (ARG("-n", "--n-predict")) n_gen = df_cli_int(argv, &i);
+        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
+        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
+        else if (ARG("--top", "--top")) n_top = df_cli_int(argv, &i);
+        else if (!strcmp(a, "--whole")) whole = true;
+        else if (ARG("--mem-limit", "--mem_limit")) {
+            if (df_parse_size(argv[++i], &mem_limit) < 0) {
+                fprintf(stderr, "profile: bad --mem-limit '%s'\n", argv[i]);
+                return 2;
+            }
+        }
+        else { fprintf(stderr, "profile: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
+#undef ARG
+    }
+    if (!model || !pfile) { usage(stderr); return 2; }
+    if (n_gen < 0 || n_ctx < 0 || n_top < 0) { fprintf(stderr, "profile: -n, -c and --top must be >= 0\n"); return 2; }
+
+    int ret = 1;
+    char *text = NULL;
+    size_t tlen = 0;
+    deltafin_model *m = NULL;
+    deltafin_ctx *c = NULL;
+    int32_t *buf = NULL;
+    int cap = 0;
+    ent *v = NULL;
+    FILE *out = NULL;
+
+    if (df_read_file(pfile, &text, &tlen) < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    deltafin_model_params mp = deltafin_model_default_params();
+    df_load_progress load_progress = {0};
+    mp.progress_cb = df_load_progress_cb;
+    mp.progress_ud = &load_progress;
+    mp.n_threads = n_threads;
+    mp.mem_limit = mem_limit;
+    int rc = deltafin_model_load(model, &mp, &m);
+    if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = n_threads;
+    rc = deltafin_ctx_create(m, &cp, &c);
+    if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    if (n_gen >= deltafin_ctx_n_ctx(c)) {
+        fprintf(stderr, "profile: -n %d leaves no room for a prompt in a context of %d\n", n_gen, deltafin_ctx_n_ctx(c));
+        goto done;
+    }
+    rc = deltafin_ctx_count_routes(c);
+    if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+
+    uint64_t n_tok = 0, n_gtok = 0;
+    int n_prompts = 0, n_cut = 0;
+    const uint64_t t0 = df_time_ns();
+    if (whole) {
+        rc = profile_prompt(m, c, text, tlen, n_gen, &buf, &cap, &n_tok, &n_gtok, &n_cut);
+        n_prompts = 1;
+    } else {
+        for (size_t p = 0; p < tlen && rc >= 0;) {
+            size_t e = p;
+            while (e < tlen && text[e] != '\n') e++;
+            size_t l = e;
+            if (l > p && text[l - 1] == '\r') l--;
+            bool blank = true;
+            for (size_t k = p; k < l && blank; k++) blank = text[k] == ' ' || text[k] == '\t';
+            if (!blank) {
+                rc = profile_prompt(m, c, text + p, l - p, n_gen, &buf, &cap, &n_tok, &n_gtok, &n_cut);
+                n_prompts++;
+            }
+            p = e + 1;
+        }
+    }
+    if (rc < 0) { fprintf(stderr, "profile: prompt %d: %s\n", n_prompts, deltafin_errmsg()); goto done; }
+    if (n_tok == 0) { fprintf(stderr, "profile: %s has no prompt text\n", pfile); goto done; }
+    const double secs = (double)(df_time_ns() - t0) / 1e9;
+    if (n_cut) fprintf(stderr, "profile: warning: %d prompt(s) cut to fit the context of %d\n", n_cut, deltafin_ctx_n_ctx(c));
+
+    const uint32_t *cnt;
+    int L, E;
+    if (deltafin_ctx_route_counts(c, &cnt, &L, &E) < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    v = malloc(sizeof *v * (size_t)L * (size_t)E);
+    if (!v) { fprintf(stderr, "profile: out of memory\n"); goto done; }
+    int n = 0, n_moe = 0;
+    uint64_t total = 0;
+    for (int l = 0; l < L; l++) {
+        bool used = false;
+        for (int e = 0; e < E; e++) {
+            uint32_t k = cnt[(size_t)l * E + e];
+            if (k) { v[n++] = (ent){l, e, k}; used = true; total += k; }
+        }
+        n_moe += used;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_ent);
+
+    out = strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
+    if (!out) { fprintf(stderr, "profile: %s: %s\n", out_path, strerror(errno)); goto done; }
+    fprintf(out, "# deltafin profile of %s over %s: %d prompts, %llu tokens (%llu prompt + %llu generated), "
+                 "%d MoE layers, %d experts, %llu selections\n"
+                 "# layer expert count (most used first; for deltafin run --hot)\n",
+            model, pfile, n_prompts, (unsigned long long)n_tok, (unsigned long long)(n_tok - n_gtok),
+            (unsigned long long)n_gtok, n_moe, E, (unsigned long long)total);
+    for (int i = 0; i < n; i++) fprintf(out, "%d %d %u\n", v[i].l, v[i].e, v[i].c);
+    if (out != stdout ? fclose(out) != 0 : fflush(out) != 0) {
+        out = NULL;
+        fprintf(stderr, "profile: writing %s failed\n", out_path);
+        goto done;
+    }
+    out = NULL;
+
+    /* summary */
+    fprintf(stderr, "profile: %d prompts, %llu tokens in %.2f s, %llu expert selections in %d MoE layers, "
+                    "%d of %d (layer, expert) pairs used\n",
+            n_prompts, (unsigned long long)n_tok, secs, (unsigned long long)total, n_moe, n, n_moe * E);
+    if (n_top > n) n_top = n;
+    if (n_top > 0) {
+        fprintf(stderr, "top experts:");
+        for (int i = 0; i < n_top; i++) {
+            uint64_t lt = 0;
+            for (int e = 0; e < E; e++) lt += cnt[(size_t)v[i].l * E + e];
+            fprintf(stderr, " %d:%d %.1f%%", v[i].l, v[i].e, lt ? 100.0 * v[i].c / (double)lt : 0.0);
+        }
+        fprintf(stderr, "  (share of the layer's selections)\n");
+    }
+    fprintf(stderr, "per layer: used experts, top expert share, max/mean, effective experts (exp entropy)\n");
+    for (int l = 0; l < L; l++) {
+        const uint32_t *r = cnt + (size_t)l * E;
+        uint64_t lt = 0;
+        uint32_t mx = 0;
+        int nu = 0;
+        for (int e = 0; e < E; e++) { lt += r[e]; if (r[e] > mx) mx = r[e]; nu += r[e] > 0; }
+        if (!lt) continue;
+        double h = 0;
+        for (int e = 0; e < E; e++)
+            if (r[e]) { double p = r[e] / (double)lt; h -= p * log(p); }
+        fprintf(stderr, "  layer %3d: %4d/%d used, top %5.1f%%, max/mean %.2f, effective %.1f\n", l, nu, E,
+                100.0 * mx / (double)lt, mx * (double)E / (double)lt, exp(h));
+    }
+    ret = 0;
+done:
+    if (out && out != stdout) fclose(out);
+    free(v);
+    free(buf);
+    free(text);
+    deltafin_ctx_free(c);
+    deltafin_model_free(m);
+    return ret;
+}

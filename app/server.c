@@ -1,0 +1,1684 @@
+/* server.c — OpenAI-compatible HTTP server: request parsing/validation, a bounded request
+ * queue, a round-robin scheduler over --parallel slots, SSE streaming, /metrics.
+ * Invariants: a slot's deltafin_ctx is touched only by the scheduler thread, and its cached
+ * token list always equals the ctx's KV contents; a job is freed when its last holder (the
+ * connection and/or the scheduler) drops it (refs under s->mu). Untrusted input never crashes:
+ * every request problem becomes an OpenAI-format error body with a proper status.
+ * Threading: libmicrohttpd runs one thread per connection (handlers may block while they wait
+ * for their job); one scheduler thread runs every decode; s->mu guards jobs, queue, slots'
+ * bookkeeping and metrics. */
+#include "app/server.h"
+#include "text/chat.h"
+#include "base/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* ============================== errors, UTF-8 ============================================== */
+
+static size_t utf8_seq(const unsigned char *s, size_t n);
+
+int df_srv_set_error(df_srv_error *e, int status, const char *type, const char *code,
+                     const char *fmt, ...) {
+    e->status = status;
+    snprintf(e->type, sizeof e->type, "%s", type);
+    snprintf(e->code, sizeof e->code, "%s", code ? code : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    /* messages may quote user input: keep them valid UTF-8 (cut at the first bad byte) */
+    size_t n = strlen(e->message);
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_seq((const unsigned char *)e->message + i, n - i);
+        if (!l) { e->message[i] = 0; break; }
+        i += l;
+    }
+    return status;
+}
+
+char *df_srv_error_json(const df_srv_error *e) {
+    cJSON *o = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(er, "message", e->message);
+    cJSON_AddStringToObject(er, "type", e->type);
+    if (e->code[0]) cJSON_AddStringToObject(er, "code", e->code);
+    else cJSON_AddNullToObject(er, "code");
+    cJSON_AddNullToObject(er, "param");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* length of the valid UTF-8 sequence at s (n bytes available), 0 if invalid/incomplete */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+    else return 0;
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) return 0;
+    if (cp >= 0xd800 && cp <= 0xdfff) return 0;
+    return len;
+}
+
+bool df_srv_utf8_ok(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_seq(u + i, n - i);
+        if (!l) return false;
+        i += l;
+    }
+    return true;
+}
+
+char *df_srv_utf8_sanitize(const char *s, size_t n) {
+    char *o = malloc(n * 3 + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_seq(u + i, n - i);
+        if (!l) { memcpy(o + k, "\xef\xbf\xbd", 3); k += 3; i++; continue; }
+        memcpy(o + k, u + i, l);
+        k += l;
+        i += l;
+    }
+    o[k] = 0;
+    return o;
+}
+
+/* ============================== request parsing ============================================ */
+
+#define BAD(...) df_srv_set_error(err, 400, "invalid_request_error", "invalid_value", __VA_ARGS__)
+#define BADTYPE(...) df_srv_set_error(err, 400, "invalid_request_error", "invalid_type", __VA_ARGS__)
+
+static char *own(df_srv_req *r, char *s) {
+    if (!s) return NULL;
+    char **no = realloc(r->owned, sizeof(char *) * (size_t)(r->n_owned + 1));
+    if (!no) { free(s); return NULL; }
+    r->owned = no;
+    r->owned[r->n_owned++] = s;
+    return s;
+}
+
+void df_srv_req_free(df_srv_req *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_owned; i++) free(r->owned[i]);
+    free(r->owned);
+    free(r->msgs);
+    free(r->tools_json);
+    free(r->prompt_ids);
+    cJSON_Delete(r->root);
+    memset(r, 0, sizeof *r);
+}
+
+/* optional field helpers: 0 = absent/null (default kept), 1 = set, <0 = error (err filled) */
+static int get_num(const cJSON *o, const char *k, double lo, double hi, double *v, df_srv_error *err) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsNumber(x)) return -BADTYPE("'%s' must be a number", k);
+    double d = x->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi) return -BAD("'%s' = %g is out of range [%g, %g]", k, d, lo, hi);
+    *v = d;
+    return 1;
+}
+static int get_int(const cJSON *o, const char *k, double lo, double hi, int64_t *v, df_srv_error *err) {
+    double d;
+    int rc = get_num(o, k, lo, hi, &d, err);
+    if (rc <= 0) return rc;
+    if (d != floor(d)) return -BADTYPE("'%s' must be an integer", k);
+    *v = (int64_t)d;
+    return 1;
+}
+static int get_bool(const cJSON *o, const char *k, bool *v, df_srv_error *err) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!x || cJSON_IsNull(x)) return 0;
+    if (!cJSON_IsBool(x)) return -BADTYPE("'%s' must be a boolean", k);
+    *v = cJSON_IsTrue(x);
+    return 1;
+}
+
+/* content: string, null, or an array of {"type":"text","text":...} parts (concatenated) */
+static int msg_content(df_srv_req *r, const cJSON *c, int idx, const char **out, df_srv_error *err) {
+    *out = NULL;
+    if (!c || cJSON_IsNull(c)) return 0;
+    if (cJSON_IsString(c)) { *out = c->valuestring; return 0; }
+    if (!cJSON_IsArray(c)) return BADTYPE("messages[%d].content must be a string or an array of parts", idx);
+    size_t total = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, c) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
+        const cJSON *tx = cJSON_GetObjectItemCaseSensitive(p, "text");
+        if (!cJSON_IsObject(p) || !cJSON_IsString(t))
+            return BADTYPE("messages[%d].content parts must be objects with a 'type'", idx);
+        if (strcmp(t->valuestring, "text"))
+            return df_srv_set_error(err, 400, "invalid_request_error", "unsupported_content",
+                                    "messages[%d]: content part type '%.40s' is not supported (text only)", idx, t->valuestring);
+        if (!cJSON_IsString(tx)) return BADTYPE("messages[%d].content text part needs a string 'text'", idx);
+        total += strlen(tx->valuestring);
+    }
+    char *s = own(r, malloc(total + 1));
+    if (!s) return df_srv_set_error(err, 500, "server_error", "out_of_memory", "out of memory");
+    size_t k = 0;
+    cJSON_ArrayForEach(p, c) {
+        const char *tx = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
+        size_t l = strlen(tx);
+        memcpy(s + k, tx, l);
+        k += l;
+    }
+    s[k] = 0;
+    *out = s;
+    return 0;
+}
+
+static int parse_messages(df_srv_req *r, const cJSON *root, df_srv_error *err) {
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!ms) return BAD("'messages' is required");
+    if (!cJSON_IsArray(ms)) return BADTYPE("'messages' must be an array");
+    int n = cJSON_GetArraySize(ms);
+    if (n <= 0) return BAD("'messages' must not be empty");
+    if (n > 100000) return BAD("too many messages (%d)", n);
+    r->msgs = calloc((size_t)n, sizeof *r->msgs);
+    if (!r->msgs) return df_srv_set_error(err, 500, "server_error", "out_of_memory", "out of memory");
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, ms) {
+        deltafin_chat_msg *d = &r->msgs[i];
+        if (!cJSON_IsObject(m)) return BADTYPE("messages[%d] must be an object", i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role)) return BADTYPE("messages[%d].role must be a string", i);
+        const char *rl = role->valuestring;
+        if (!strcmp(rl, "developer")) rl = "system";
+        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant") && strcmp(rl, "tool"))
+            return BAD("messages[%d].role '%.40s' is not one of system, developer, user, assistant, tool", i, rl);
+        d->role = rl;
+        int rc = msg_content(r, cJSON_GetObjectItemCaseSensitive(m, "content"), i, &d->content, err);
+        if (rc) return rc;
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (tc && !cJSON_IsNull(tc)) {
+            if (!cJSON_IsArray(tc)) return BADTYPE("messages[%d].tool_calls must be an array", i);
+            if (strcmp(rl, "assistant")) return BAD("messages[%d]: only assistant messages have tool_calls", i);
+            const cJSON *t;
+            cJSON_ArrayForEach(t, tc) {
+                const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+                if (!cJSON_IsObject(t) || !cJSON_IsObject(fn) ||
+                    !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name")))
+                    return BADTYPE("messages[%d].tool_calls entries need a function with a name", i);
+                const cJSON *a = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+                if (a && !cJSON_IsString(a) && !cJSON_IsObject(a))
+                    return BADTYPE("messages[%d].tool_calls function arguments must be a string or object", i);
+            }
+            d->tool_calls_json = own(r, cJSON_PrintUnformatted(tc));
+            if (!d->tool_calls_json) return df_srv_set_error(err, 500, "server_error", "out_of_memory", "out of memory");
+        }
+        if (!d->content && !d->tool_calls_json && strcmp(rl, "assistant"))
+            return BAD("messages[%d].content is required", i);
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+        if (id && !cJSON_IsNull(id)) {
+            if (!cJSON_IsString(id)) return BADTYPE("messages[%d].tool_call_id must be a string", i);
+            d->tool_call_id = id->valuestring;
+        }
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
+        if (nm && !cJSON_IsNull(nm)) {
+            if (!cJSON_IsString(nm)) return BADTYPE("messages[%d].name must be a string", i);
+            d->name = nm->valuestring;
+        }
+        i++;
+    }
+    r->n_msgs = n;
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    if (tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools)) return BADTYPE("'tools' must be an array");
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) {
+            if (!cJSON_IsObject(t)) return BADTYPE("'tools' entries must be objects");
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+            if (!cJSON_IsObject(fn) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name")))
+                return BADTYPE("'tools' entries need a function with a name");
+        }
+        if (cJSON_GetArraySize(tools) > 0) {
+            r->tools_json = cJSON_PrintUnformatted(tools);
+            if (!r->tools_json) return df_srv_set_error(err, 500, "server_error", "out_of_memory", "out of memory");
+        }
+    }
+    return 0;
+}
+
+static int parse_ids(df_srv_req *r, const cJSON *a, const char *what, df_srv_error *err) {
+    int n = cJSON_GetArraySize(a);
+    r->prompt_ids = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (!r->prompt_ids) return df_srv_set_error(err, 500, "server_error", "out_of_memory", "out of memory");
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+            x->valuedouble > INT32_MAX)
+            return BADTYPE("'%s'[%d] must be a non-negative integer token id", what, i);
+        r->prompt_ids[i++] = (int32_t)x->valuedouble;
+    }
+    r->n_prompt_ids = n;
+    return 0;
+}
+
+static int parse_sampling(df_srv_req *r, const cJSON *root, const df_srv_limits *lim, df_srv_error *err) {
+    deltafin_sampler_params *sp = &r->sp;
+    *sp = deltafin_sampler_default_params();
+    double d;
+    int64_t v;
+    int rc;
+    if ((rc = get_num(root, "temperature", 0, 2, &d, err)) < 0) return -rc;
+    if (rc) sp->temp = (float)d;
+    if ((rc = get_num(root, "top_p", 0, 1, &d, err)) < 0) return -rc;
+    if (rc) sp->top_p = (float)d;
+    if ((rc = get_num(root, "min_p", 0, 1, &d, err)) < 0) return -rc;
+    if (rc) sp->min_p = (float)d;
+    if ((rc = get_int(root, "top_k", -1, 1 << 30, &v, err)) < 0) return -rc;
+    if (rc) sp->top_k = (int)v;
+    if ((rc = get_num(root, "frequency_penalty", -2, 2, &d, err)) < 0) return -rc;
+    if (rc) sp->freq_penalty = (float)d;
+    if ((rc = get_num(root, "presence_penalty", -2, 2, &d, err)) < 0) return -rc;
+    if (rc) sp->presence_penalty = (float)d;
+    if ((rc = get_num(root, "repeat_penalty", 0, 10, &d, err)) < 0) return -rc;
+    if (rc) sp->repeat_penalty = (float)d;
+    if ((rc = get_int(root, "seed", -9.2e18, 1.8e19, &v, err)) < 0) return -rc;
+    if (rc) {
+        double sd = cJSON_GetObjectItemCaseSensitive(root, "seed")->valuedouble;
+        sp->seed = sd < 0 ? UINT64_MAX : (sd >= 1.8446744073709552e19 ? UINT64_MAX - 1 : (uint64_t)sd);
+    }
+    int64_t n = 1;
+    if ((rc = get_int(root, "n", -1e18, 1e18, &n, err)) < 0) return -rc;
+    if (n != 1) return df_srv_set_error(err, 400, "invalid_request_error", "unsupported_value", "only n = 1 is supported");
+
+    r->max_tokens = -2; /* not given */
+    const char *mk = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, mk);
+    if (mt && !cJSON_IsNull(mt)) {
+        if (!cJSON_IsNumber(mt) || mt->valuedouble != floor(mt->valuedouble))
+            return BADTYPE("'%s' must be an integer", mk);
+        double x = mt->valuedouble;
+        int limit = lim && lim->max_tokens_limit > 0 ? lim->max_tokens_limit : (1 << 24);
+        if (x < 1) return BAD("'%s' must be at least 1 (got %.0f)", mk, x);
+        if (x > limit) return BAD("'%s' = %.0f exceeds the limit of %d tokens (the context size)", mk, x, limit);
+        r->max_tokens = (int)x;
+    }
+
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (st && !cJSON_IsNull(st)) {
+        if (cJSON_IsString(st)) {
+            if (st->valuestring[0]) r->stop[r->n_stop++] = st->valuestring;
+        } else if (cJSON_IsArray(st)) {
+            if (cJSON_GetArraySize(st) > DF_SRV_MAX_STOP) return BAD("at most %d stop sequences", DF_SRV_MAX_STOP);
+            const cJSON *x;
+            cJSON_ArrayForEach(x, st) {
+                if (!cJSON_IsString(x)) return BADTYPE("'stop' entries must be strings");
+                if (x->valuestring[0]) r->stop[r->n_stop++] = x->valuestring;
+            }
+        } else return BADTYPE("'stop' must be a string or an array of strings");
+    }
+    if ((rc = get_bool(root, "stream", &r->stream, err)) < 0) return -rc;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) return BADTYPE("'stream_options' must be an object");
+        if ((rc = get_bool(so, "include_usage", &r->include_usage, err)) < 0) return -rc;
+    }
+    /* logprobs: chat = boolean + top_logprobs 0..20; completion = integer 0..5 */
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (r->kind == DF_SRV_CHAT) {
+        if ((rc = get_bool(root, "logprobs", &r->logprobs, err)) < 0) return -rc;
+        if ((rc = get_int(root, "top_logprobs", 0, DF_SRV_MAX_TOP_LOGPROBS, &v, err)) < 0) return -rc;
+        if (rc) {
+            if (!r->logprobs) return BAD("'top_logprobs' requires 'logprobs': true");
+            r->top_logprobs = (int)v;
+        }
+    } else if (lp && !cJSON_IsNull(lp)) {
+        if (cJSON_IsBool(lp)) { r->logprobs = cJSON_IsTrue(lp); }
+        else if ((rc = get_int(root, "logprobs", 0, 5, &v, err)) < 0) return -rc;
+        else { r->logprobs = true; r->top_logprobs = (int)v; }
+    }
+    if ((rc = get_bool(root, "echo", &r->echo, err)) < 0) return -rc;
+    if (r->echo) return df_srv_set_error(err, 400, "invalid_request_error", "unsupported_value", "'echo' is not supported");
+    return 0;
+}
+
+int df_srv_parse(int kind, const char *body, size_t len, const df_srv_limits *lim,
+                 df_srv_req *out, df_srv_error *err) {
+    memset(out, 0, sizeof *out);
+    memset(err, 0, sizeof *err);
+    out->kind = kind;
+    if (!body || len == 0) return BAD("empty request body (expected a JSON object)");
+    if (!df_srv_utf8_ok(body, len))
+        return df_srv_set_error(err, 400, "invalid_request_error", "invalid_utf8", "request body is not valid UTF-8");
+    if (memchr(body, 0, len)) return BAD("request body contains a NUL byte");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root) {
+        size_t off = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return df_srv_set_error(err, 400, "invalid_request_error", "invalid_json",
+                                "malformed JSON near byte %zu", off);
+    }
+    out->root = root;
+    /* only whitespace may follow the value */
+    for (const char *p = end; p && p < body + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
+            df_srv_set_error(err, 400, "invalid_request_error", "invalid_json", "trailing data after the JSON value at byte %zu", (size_t)(p - body));
+            goto fail;
+        }
+    if (!cJSON_IsObject(root)) { BADTYPE("request body must be a JSON object"); goto fail; }
+    const cJSON *mdl = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (mdl && !cJSON_IsNull(mdl)) {
+        if (!cJSON_IsString(mdl)) { BADTYPE("'model' must be a string"); goto fail; }
+        out->model = mdl->valuestring;
+    }
+    int rc;
+    switch (kind) {
+    case DF_SRV_CHAT:
+        if ((rc = parse_messages(out, root, err))) goto fail;
+        if ((rc = parse_sampling(out, root, lim, err))) goto fail;
+        break;
+    case DF_SRV_COMPLETION: {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (!p) { BAD("'prompt' is required"); goto fail; }
+        if (cJSON_IsString(p)) out->prompt = p->valuestring;
+        else if (cJSON_IsArray(p)) {
+            const cJSON *f = p->child;
+            if (!f) { BAD("'prompt' must not be empty"); goto fail; }
+            if (cJSON_IsString(f)) {
+                if (cJSON_GetArraySize(p) != 1) {
+                    df_srv_set_error(err, 400, "invalid_request_error", "unsupported_value", "only one prompt per request is supported");
+                    goto fail;
+                }
+                out->prompt = f->valuestring;
+            } else if (cJSON_IsArray(f)) {
+                if (cJSON_GetArraySize(p) != 1) {
+                    df_srv_set_error(err, 400, "invalid_request_error", "unsupported_value", "only one prompt per request is supported");
+                    goto fail;
+                }
+                if (parse_ids(out, f, "prompt", err)) goto fail;
+            } else if (parse_ids(out, p, "prompt", err)) goto fail;
+        } else { BADTYPE("'prompt' must be a string, an array of token ids or an array of one string"); goto fail; }
+        if (out->prompt && !out->prompt[0]) { BAD("'prompt' must not be empty"); goto fail; }
+        if (!out->prompt && out->n_prompt_ids == 0) { BAD("'prompt' must not be empty"); goto fail; }
+        const cJSON *sfx = cJSON_GetObjectItemCaseSensitive(root, "suffix");
+        if (sfx && !cJSON_IsNull(sfx)) {
+            df_srv_set_error(err, 400, "invalid_request_error", "unsupported_value", "'suffix' is not supported");
+            goto fail;
+        }
+        if ((rc = parse_sampling(out, root, lim, err))) goto fail;
+        break;
+    }
+    case DF_SRV_TOKENIZE: {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "content");
+        if (!cJSON_IsString(c)) { BADTYPE("'content' must be a string"); goto fail; }
+        out->content = c->valuestring;
+        out->parse_special = true;
+        if ((rc = get_bool(root, "add_special", &out->add_special, err)) < 0) goto fail;
+        if ((rc = get_bool(root, "parse_special", &out->parse_special, err)) < 0) goto fail;
+        break;
+    }
+    case DF_SRV_DETOKENIZE: {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+        if (!cJSON_IsArray(t)) { BADTYPE("'tokens' must be an array of token ids"); goto fail; }
+        if (parse_ids(out, t, "tokens", err)) goto fail;
+        break;
+    }
+    default:
+        df_srv_set_error(err, 404, "invalid_request_error", "not_found", "unknown endpoint");
+        goto fail;
+    }
+    return 0;
+fail:
+    if (!err->status) df_srv_set_error(err, 400, "invalid_request_error", "invalid_value", "invalid request");
+    df_srv_req_free(out);
+    out->kind = kind;
+    return err->status;
+}
+
+bool df_srv_model_ok(const char *requested, const char *served_id) {
+    if (!requested || !requested[0]) return true;
+    if (served_id && !strcmp(requested, served_id)) return true;
+    return !strcmp(requested, "default") || !strcmp(requested, "deltafin") || !strncmp(requested, "gpt-", 4);
+}
+
+/* ============================== server ===================================================== */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+enum { J_QUEUED = 0, J_ACTIVE = 1, J_DONE = 2 };
+
+typedef struct {
+    int32_t id;
+    float lp;
+    int n_top;
+    int32_t top_ids[DF_SRV_MAX_TOP_LOGPROBS + 1];
+    float top_lps[DF_SRV_MAX_TOP_LOGPROBS + 1];
+} tokrec;
+
+typedef struct job {
+    struct job *next;             /* queue link */
+    int refs;                     /* holders: connection, scheduler (under s->mu) */
+    df_srv_req req;
+    int32_t *prompt;
+    int n_prompt;
+    int max_tokens;               /* -1: until EOG / full context */
+    int state;
+    atomic_int cancel;
+    int slot;
+    /* output, under s->mu */
+    char *text;                   /* raw generated bytes (after a stop-string cut) */
+    size_t len, cap, safe;        /* safe: bytes that may be sent (no partial stop/UTF-8) */
+    tokrec *recs;                 /* when logprobs */
+    int n_rec, cap_rec;
+    int n_gen, n_cached;
+    const char *finish;           /* "stop" "length" "cancelled" "error" */
+    int err_status;
+    char err_msg[256];
+    pthread_cond_t cv;
+    uint64_t t_submit, t_start, t_end;
+    char id[48];
+    long created;
+} job;
+
+typedef struct {
+    deltafin_ctx *ctx;
+    int32_t *cache;               /* tokens in the ctx's KV cache, [n_ctx] */
+    int n_cache;
+    job *j;
+    int phase;                    /* 0 prompt, 1 generate */
+    bool started;
+    deltafin_sampler *smp;
+    uint64_t last_used;
+    deltafin_stats st;            /* snapshot under s->mu */
+} slot;
+
+struct df_server {
+    df_server_params p;
+    char *host, *api_key, *model_id, *chat_template;
+    struct MHD_Daemon *d;
+    int port;
+    deltafin_model *m;
+    int n_vocab, n_ctx;
+    slot *slots;
+    int n_slots;
+    pthread_mutex_t mu;
+    pthread_cond_t sched_cv;      /* work for the scheduler */
+    pthread_cond_t idle_cv;       /* a job finished (drain) */
+    pthread_t sched;
+    bool sched_running;
+    job *q_head, *q_tail;
+    int q_len;
+    atomic_int ready, draining, stopping;
+    atomic_int n_inflight;        /* HTTP requests between first callback and completion */
+    bool stopped;
+    uint64_t id_counter;
+    /* metrics (under mu) */
+    uint64_t m_requests, m_errors, m_completed, m_cancelled, m_rejected;
+    uint64_t m_prompt_tokens, m_cached_tokens, m_gen_tokens;
+};
+
+static const char *SERVED_OBJECT_OWNER = "deltafin";
+
+/* session.c references the chat module weakly (a build without it still links); a static
+ * archive then only brings chat.o in if something references it strongly: the server needs
+ * templates, so it does. */
+const void *df_server_chat_link_[] = {(const void *)df_chat_render_json, (const void *)df_chat_builtin_template};
+
+df_server_params df_server_default_params(void) {
+    df_server_params p;
+    memset(&p, 0, sizeof p);
+    p.host = "127.0.0.1";
+    p.port = 8080;
+    p.n_parallel = 2;
+    p.n_queue = 64;
+    p.max_body = 1 << 20;
+    p.timeout_s = 60;
+    p.n_batch = 512;
+    p.default_max_tokens = -1;
+    p.model_id = "deltafin";
+    p.cache_prompt = true;
+    return p;
+}
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+static void job_unref_locked(job *j) {
+    if (--j->refs > 0) return;
+    df_srv_req_free(&j->req);
+    free(j->prompt);
+    free(j->text);
+    free(j->recs);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+/* end of the longest prefix of text[from..limit) made of whole characters (invalid bytes count
+ * as one character each); an incomplete sequence at the very end is held back unless final */
+static size_t utf8_boundary(const char *t, size_t from, size_t limit, bool final) {
+    const unsigned char *u = (const unsigned char *)t;
+    size_t i = from;
+    while (i < limit) {
+        size_t l = utf8_seq(u + i, limit - i);
+        if (l) { i += l; continue; }
+        if (!final) {
+            /* valid but incomplete prefix at the end? */
+            unsigned c = u[i];
+            size_t need = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+            if (need && limit - i < need) {
+                bool ok = true;
+                for (size_t k = i + 1; k < limit; k++) if ((u[k] & 0xc0) != 0x80) ok = false;
+                if (ok) return i;
+            }
+        }
+        i++;
+    }
+    return i;
+}
+
+/* append generated bytes, apply stop strings; returns true if a stop string matched */
+static bool job_append(job *j, const char *piece, size_t n) {
+    if (j->len + n + 1 > j->cap) {
+        size_t nc = (j->len + n + 1) * 2;
+        char *nt = realloc(j->text, nc);
+        if (!nt) return false;
+        j->text = nt;
+        j->cap = nc;
+    }
+    size_t old = j->len;
+    memcpy(j->text + j->len, piece, n);
+    j->len += n;
+    j->text[j->len] = 0;
+    size_t maxstop = 0;
+    for (int i = 0; i < j->req.n_stop; i++) {
+        size_t l = strlen(j->req.stop[i]);
+        if (l > maxstop) maxstop = l;
+    }
+    if (!maxstop) { j->safe = utf8_boundary(j->text, j->safe, j->len, false); return false; }
+    size_t from = old >= maxstop ? old - maxstop + 1 : 0;
+    const char *best = NULL;
+    for (int i = 0; i < j->req.n_stop; i++) {
+        const char *hit = memmem(j->text + from, j->len - from, j->req.stop[i], strlen(j->req.stop[i]));
+        if (hit && (!best || hit < best)) best = hit;
+    }
+    if (best) {
+        j->len = (size_t)(best - j->text);
+        j->text[j->len] = 0;
+        if (j->safe > j->len) j->safe = j->len;
+        return true;
+    }
+    /* hold back the longest suffix that could start a stop string */
+    size_t hold = 0;
+    for (int i = 0; i < j->req.n_stop; i++) {
+        size_t l = strlen(j->req.stop[i]);
+        for (size_t k = l - 1 < j->len ? l - 1 : j->len; k > hold; k--)
+            if (!memcmp(j->text + j->len - k, j->req.stop[i], k)) { hold = k; break; }
+    }
+    j->safe = utf8_boundary(j->text, j->safe, j->len - hold, false);
+    return false;
+}
+
+static void slot_snapshot_locked(slot *sl) { deltafin_ctx_stats(sl->ctx, &sl->st); }
+
+/* under mu: finish the slot's job */
+static void finish_locked(df_server *s, slot *sl, const char *reason, int err_status, const char *msg) {
+    job *j = sl->j;
+    j->finish = reason;
+    if (err_status) {
+        j->err_status = err_status;
+        snprintf(j->err_msg, sizeof j->err_msg, "%s", msg ? msg : "generation failed");
+    }
+    j->safe = utf8_boundary(j->text ? j->text : "", j->safe, j->len, true);
+    j->state = J_DONE;
+    j->t_end = df_time_ns();
+    if (!strcmp(reason, "cancelled")) {
+        s->m_cancelled++;
+        if (atomic_load(&s->stopping) && !j->err_status) {
+            j->err_status = 503;
+            snprintf(j->err_msg, sizeof j->err_msg, "server is shutting down");
+        }
+    }
+    else if (!err_status) s->m_completed++;
+    s->m_gen_tokens += (uint64_t)j->n_gen;
+    pthread_cond_broadcast(&j->cv);
+    pthread_cond_broadcast(&s->idle_cv);
+    deltafin_sampler_free(sl->smp);
+    sl->smp = NULL;
+    sl->j = NULL;
+    sl->last_used = df_time_ns();
+    slot_snapshot_locked(sl);
+    job_unref_locked(j);
+}
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* one scheduler turn for an active slot: a prompt batch or one generated token.
+ * Called without the lock; takes it to publish results. */
+static void slot_step(df_server *s, slot *sl) {
+    job *j = sl->j;
+    if (!sl->started) {
+        sl->started = true;
+        int keep = s->p.cache_prompt ? common_prefix(sl->cache, sl->n_cache, j->prompt, j->n_prompt) : 0;
+        if (keep >= j->n_prompt) keep = j->n_prompt - 1; /* re-decode the last one for its logits */
+        deltafin_ctx_truncate(sl->ctx, keep);
+        sl->n_cache = keep;
+        sl->smp = deltafin_sampler_create(&j->req.sp);
+        pthread_mutex_lock(&s->mu);
+        j->n_cached = keep;
+        s->m_cached_tokens += (uint64_t)keep;
+        s->m_prompt_tokens += (uint64_t)j->n_prompt;
+        if (!sl->smp) { finish_locked(s, sl, "error", 500, "cannot create the sampler"); pthread_mutex_unlock(&s->mu); return; }
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < j->n_prompt; i++) deltafin_sampler_accept(sl->smp, j->prompt[i]);
+    }
+    int rc;
+    if (sl->phase == 0) {
+        int n = j->n_prompt - sl->n_cache;
+        if (n > s->p.n_batch) n = s->p.n_batch;
+        rc = deltafin_decode(sl->ctx, j->prompt + sl->n_cache, n, false);
+        pthread_mutex_lock(&s->mu);
+        if (rc < 0) {
+            sl->n_cache = deltafin_ctx_pos(sl->ctx);
+            if (rc == DF_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
+            else finish_locked(s, sl, "error", 500, deltafin_errmsg());
+        } else {
+            memcpy(sl->cache + sl->n_cache, j->prompt + sl->n_cache, sizeof(int32_t) * (size_t)n);
+            sl->n_cache += n;
+            if (sl->n_cache == j->n_prompt) sl->phase = 1;
+            slot_snapshot_locked(sl);
+        }
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    const float *lg = deltafin_logits(sl->ctx, -1);
+    if (!lg) {
+        pthread_mutex_lock(&s->mu);
+        finish_locked(s, sl, "error", 500, "no logits");
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    int32_t id = deltafin_sampler_sample(sl->smp, lg, s->n_vocab);
+    deltafin_sampler_accept(sl->smp, id);
+    tokrec rec;
+    if (j->req.logprobs) {
+        rec.n_top = deltafin_sampler_top(sl->smp, j->req.top_logprobs + 1, rec.top_ids, rec.top_lps);
+        rec.id = id;
+        rec.lp = rec.n_top > 0 ? rec.top_lps[0] : 0.0f;
+    }
+    bool eog = deltafin_token_is_eog(s->m, id);
+    char piece[512];
+    int pn = 0;
+    if (!eog) {
+        pn = deltafin_token_to_piece(s->m, id, false, piece, (int)sizeof piece);
+        if (pn < 0 || pn > (int)sizeof piece) pn = 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (eog) { finish_locked(s, sl, "stop", 0, NULL); pthread_mutex_unlock(&s->mu); return; }
+    j->n_gen++;
+    if (j->req.logprobs) {
+        if (j->n_rec == j->cap_rec) {
+            int nc = j->cap_rec ? j->cap_rec * 2 : 64;
+            tokrec *nr = realloc(j->recs, sizeof(tokrec) * (size_t)nc);
+            if (nr) { j->recs = nr; j->cap_rec = nc; }
+        }
+        if (j->n_rec < j->cap_rec) j->recs[j->n_rec++] = rec;
+    }
+    bool stop = job_append(j, piece, (size_t)pn);
+    pthread_cond_broadcast(&j->cv);
+    if (stop) { finish_locked(s, sl, "stop", 0, NULL); pthread_mutex_unlock(&s->mu); return; }
+    if ((j->max_tokens >= 0 && j->n_gen >= j->max_tokens) || sl->n_cache >= s->n_ctx) {
+        finish_locked(s, sl, "length", 0, NULL);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    pthread_mutex_unlock(&s->mu);
+    rc = deltafin_decode(sl->ctx, &id, 1, false);
+    pthread_mutex_lock(&s->mu);
+    if (rc < 0) {
+        sl->n_cache = deltafin_ctx_pos(sl->ctx);
+        if (rc == DF_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
+        else finish_locked(s, sl, "error", 500, deltafin_errmsg());
+    } else {
+        sl->cache[sl->n_cache++] = id;
+        slot_snapshot_locked(sl);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *sched_main(void *arg) {
+    df_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        /* hand queued jobs to free slots: the one whose cache shares the longest prefix */
+        while (s->q_head) {
+            int best = -1, best_len = -1;
+            for (int i = 0; i < s->n_slots; i++) {
+                if (s->slots[i].j) continue;
+                int l = common_prefix(s->slots[i].cache, s->slots[i].n_cache, s->q_head->prompt, s->q_head->n_prompt);
+                if (l > best_len || (l == best_len && s->slots[i].last_used < s->slots[best].last_used)) { best = i; best_len = l; }
+            }
+            if (best < 0) break;
+            job *j = s->q_head;
+            s->q_head = j->next;
+            if (!s->q_head) s->q_tail = NULL;
+            s->q_len--;
+            slot *sl = &s->slots[best];
+            sl->j = j;
+            sl->phase = 0;
+            sl->started = false;
+            j->slot = best;
+            j->state = J_ACTIVE;
+            j->t_start = df_time_ns();
+        }
+        int active = 0;
+        for (int i = 0; i < s->n_slots; i++) active += s->slots[i].j != NULL;
+        if (!active) {
+            if (atomic_load(&s->stopping)) break;
+            pthread_cond_wait(&s->sched_cv, &s->mu);
+            continue;
+        }
+        for (int i = 0; i < s->n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->j) continue;
+            if (atomic_load(&sl->j->cancel)) { finish_locked(s, sl, "cancelled", 0, NULL); continue; }
+            pthread_mutex_unlock(&s->mu);
+            slot_step(s, sl);
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+    /* cancel whatever is still queued */
+    while (s->q_head) {
+        job *j = s->q_head;
+        s->q_head = j->next;
+        j->finish = "cancelled";
+        j->err_status = 503;
+        snprintf(j->err_msg, sizeof j->err_msg, "server is shutting down");
+        j->state = J_DONE;
+        pthread_cond_broadcast(&j->cv);
+        job_unref_locked(j);
+    }
+    s->q_tail = NULL;
+    s->q_len = 0;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- HTTP helpers ------------------------------------------------------------------------- */
+
+typedef struct {
+    df_server *s;
+    char *body;
+    size_t len, cap;
+    bool too_big;
+    int status;                   /* last status sent (for the log) */
+} conn;
+
+static enum MHD_Result send_str(df_server *s, struct MHD_Connection *c, int status, const char *ctype, char *body) {
+    if (!body) { body = df_strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":null}}"); status = 500; }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(body); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    pthread_mutex_lock(&s->mu);
+    if (status >= 400) s->m_errors++;
+    if (status == 429 || status == 503) s->m_rejected++;
+    pthread_mutex_unlock(&s->mu);
+    return ret;
+}
+
+static enum MHD_Result send_json(df_server *s, struct MHD_Connection *c, int status, cJSON *o) {
+    char *t = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return send_str(s, c, status, "application/json", t);
+}
+
+static enum MHD_Result send_err(df_server *s, struct MHD_Connection *c, const df_srv_error *e) {
+    return send_str(s, c, e->status, "application/json", df_srv_error_json(e));
+}
+
+static enum MHD_Result send_error(df_server *s, struct MHD_Connection *c, int status, const char *type,
+                                  const char *code, const char *msg) {
+    df_srv_error e;
+    df_srv_set_error(&e, status, type, code, "%s", msg);
+    return send_err(s, c, &e);
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? (int)ci->connect_fd : -1;
+}
+
+static bool peer_closed(int fd) {
+    if (fd < 0) return false;
+    struct pollfd pf = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&pf, 1, 0) <= 0) return false;
+    if (pf.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return true;
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return true;
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return true;
+    return false;
+}
+
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static cJSON *piece_json_bytes(const char *p, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((unsigned char)p[i]));
+    return a;
+}
+
+/* token text for logprobs (sanitized to valid UTF-8) */
+static char *tok_text(df_server *s, int32_t id, char *raw, int *rawn) {
+    int n = deltafin_token_to_piece(s->m, id, false, raw, 256);
+    if (n < 0 || n > 256) n = 0;
+    *rawn = n;
+    return df_srv_utf8_sanitize(raw, (size_t)n);
+}
+
+static double lp_val(float x) { return isfinite(x) ? (double)x : -9999.0; }
+
+/* logprobs object for recs [a, b) */
+static cJSON *logprobs_json(df_server *s, const job *j, int a, int b) {
+    char raw[256];
+    int rn;
+    if (j->req.kind == DF_SRV_CHAT) {
+        cJSON *o = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(o, "content");
+        for (int i = a; i < b; i++) {
+            const tokrec *r = &j->recs[i];
+            cJSON *e = cJSON_CreateObject();
+            char *t = tok_text(s, r->id, raw, &rn);
+            cJSON_AddStringToObject(e, "token", t ? t : "");
+            free(t);
+            cJSON_AddNumberToObject(e, "logprob", lp_val(r->lp));
+            cJSON_AddItemToObject(e, "bytes", piece_json_bytes(raw, rn));
+            cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
+            /* top_logprobs: the top_logprobs most likely tokens (chosen one included if it is) */
+            int idx[DF_SRV_MAX_TOP_LOGPROBS + 1], ni = 0;
+            for (int k = 0; k < r->n_top; k++) idx[ni++] = k;
+            for (int x = 1; x < ni; x++) /* insertion sort by logprob desc */
+                for (int y = x; y > 0 && r->top_lps[idx[y]] > r->top_lps[idx[y - 1]]; y--) {
+                    int tmp = idx[y]; idx[y] = idx[y - 1]; idx[y - 1] = tmp;
+                }
+            for (int k = 0; k < ni && k < j->req.top_logprobs; k++) {
+                cJSON *te = cJSON_CreateObject();
+                char *tt = tok_text(s, r->top_ids[idx[k]], raw, &rn);
+                cJSON_AddStringToObject(te, "token", tt ? tt : "");
+                free(tt);
+                cJSON_AddNumberToObject(te, "logprob", lp_val(r->top_lps[idx[k]]));
+                cJSON_AddItemToObject(te, "bytes", piece_json_bytes(raw, rn));
+                cJSON_AddItemToArray(tops, te);
+            }
+            cJSON_AddItemToArray(content, e);
+        }
+        return o;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+    size_t off = 0;
+    for (int i = 0; i < b; i++) {
+        const tokrec *r = &j->recs[i];
+        char *t = tok_text(s, r->id, raw, &rn);
+        if (i >= a) {
+            cJSON_AddItemToArray(toks, cJSON_CreateString(t ? t : ""));
+            cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp_val(r->lp)));
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+            cJSON *m = cJSON_CreateObject();
+            int idx[DF_SRV_MAX_TOP_LOGPROBS + 1], ni = 0;
+            for (int k = 0; k < r->n_top; k++) idx[ni++] = k;
+            for (int x = 1; x < ni; x++)
+                for (int y = x; y > 0 && r->top_lps[idx[y]] > r->top_lps[idx[y - 1]]; y--) {
+                    int tmp = idx[y]; idx[y] = idx[y - 1]; idx[y - 1] = tmp;
+                }
+            for (int k = 0, added = 0; k < ni && added < j->req.top_logprobs; k++) {
+                char tmp[256];
+                int tn;
+                char *tt = tok_text(s, r->top_ids[idx[k]], tmp, &tn);
+                if (tt && !cJSON_GetObjectItemCaseSensitive(m, tt)) {
+                    cJSON_AddNumberToObject(m, tt, lp_val(r->top_lps[idx[k]]));
+                    added++;
+                }
+                free(tt);
+            }
+            cJSON_AddItemToArray(tops, m);
+        }
+        off += (size_t)rn;
+        free(t);
+    }
+    return o;
+}
+
+static cJSON *usage_json(const job *j) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
+    return u;
+}
+
+static cJSON *response_head(df_server *s, const job *j, const char *object) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)j->created);
+    cJSON_AddStringToObject(o, "model", s->model_id);
+    cJSON_AddStringToObject(o, "system_fingerprint", "deltafin-" DELTAFIN_VERSION);
+    return o;
+}
+
+/* full (non-streamed) response, under mu */
+static cJSON *final_json(df_server *s, const job *j) {
+    bool chat = j->req.kind == DF_SRV_CHAT;
+    cJSON *o = response_head(s, j, chat ? "chat.completion" : "text_completion");
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c0);
+    cJSON_AddNumberToObject(c0, "index", 0);
+    char *text = df_srv_utf8_sanitize(j->text ? j->text : "", j->len);
+    if (chat) {
+        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", text ? text : "");
+    } else {
+        cJSON_AddStringToObject(c0, "text", text ? text : "");
+    }
+    free(text);
+    if (j->req.logprobs) cJSON_AddItemToObject(c0, "logprobs", logprobs_json(s, j, 0, j->n_rec));
+    else cJSON_AddNullToObject(c0, "logprobs");
+    cJSON_AddStringToObject(c0, "finish_reason", j->finish ? j->finish : "stop");
+    cJSON_AddItemToObject(o, "usage", usage_json(j));
+    return o;
+}
+
+/* ---- streaming ---------------------------------------------------------------------------- */
+
+typedef struct {
+    df_server *s;
+    job *j;
+    int fd;
+    char *out;
+    size_t out_len, out_pos, out_cap;
+    size_t sent;
+    int rec_sent;
+    bool role_sent, finished;
+} stream_st;
+
+static void out_add(stream_st *ss, const char *a, size_t n) {
+    if (ss->out_len + n + 1 > ss->out_cap) {
+        size_t nc = (ss->out_len + n + 1) * 2;
+        char *no = realloc(ss->out, nc);
+        if (!no) return;
+        ss->out = no;
+        ss->out_cap = nc;
+    }
+    memcpy(ss->out + ss->out_len, a, n);
+    ss->out_len += n;
+}
+
+static void out_event(stream_st *ss, cJSON *o) {
+    char *t = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!t) return;
+    out_add(ss, "data: ", 6);
+    out_add(ss, t, strlen(t));
+    out_add(ss, "\n\n", 2);
+    free(t);
+}
+
+static cJSON *chunk_json(stream_st *ss, const char *text, bool role, int rec_a, int rec_b, const char *finish) {
+    df_server *s = ss->s;
+    job *j = ss->j;
+    bool chat = j->req.kind == DF_SRV_CHAT;
+    cJSON *o = response_head(s, j, chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddItemToArray(ch, c0);
+    cJSON_AddNumberToObject(c0, "index", 0);
+    if (chat) {
+        cJSON *d = cJSON_AddObjectToObject(c0, "delta");
+        if (role) cJSON_AddStringToObject(d, "role", "assistant");
+        if (text) cJSON_AddStringToObject(d, "content", text);
+    } else {
+        cJSON_AddStringToObject(c0, "text", text ? text : "");
+    }
+    if (j->req.logprobs && rec_b > rec_a) cJSON_AddItemToObject(c0, "logprobs", logprobs_json(s, j, rec_a, rec_b));
+    else cJSON_AddNullToObject(c0, "logprobs");
+    if (finish) cJSON_AddStringToObject(c0, "finish_reason", finish);
+    else cJSON_AddNullToObject(c0, "finish_reason");
+    return o;
+}
+
+/* under mu: turn new job output into SSE events; returns true if something was added */
+static bool stream_build(stream_st *ss) {
+    job *j = ss->j;
+    bool chat = j->req.kind == DF_SRV_CHAT;
+    size_t before = ss->out_len;
+    if (chat && !ss->role_sent) {
+        out_event(ss, chunk_json(ss, "", true, 0, 0, NULL));
+        ss->role_sent = true;
+    }
+    if (j->safe > ss->sent || (j->req.logprobs && j->n_rec > ss->rec_sent && j->state == J_DONE)) {
+        char *t = df_srv_utf8_sanitize(j->text + ss->sent, j->safe - ss->sent);
+        int rb = j->state == J_DONE ? j->n_rec : j->n_rec;
+        out_event(ss, chunk_json(ss, t ? t : "", false, ss->rec_sent, rb, NULL));
+        free(t);
+        ss->sent = j->safe;
+        ss->rec_sent = rb;
+    }
+    if (j->state == J_DONE) {
+        if (j->err_status) {
+            df_srv_error e;
+            df_srv_set_error(&e, j->err_status, "server_error", "generation_failed", "%s", j->err_msg);
+            char *t = df_srv_error_json(&e);
+            if (t) { out_add(ss, "data: ", 6); out_add(ss, t, strlen(t)); out_add(ss, "\n\n", 2); free(t); }
+        } else if (j->finish && strcmp(j->finish, "cancelled")) {
+            out_event(ss, chunk_json(ss, chat ? NULL : "", false, 0, 0, j->finish));
+            if (j->req.include_usage) {
+                cJSON *o = response_head(ss->s, j, chat ? "chat.completion.chunk" : "text_completion");
+                cJSON_AddArrayToObject(o, "choices");
+                cJSON_AddItemToObject(o, "usage", usage_json(j));
+                out_event(ss, o);
+            }
+        }
+        out_add(ss, "data: [DONE]\n\n", 14);
+        ss->finished = true;
+    }
+    return ss->out_len > before;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    stream_st *ss = cls;
+    df_server *s = ss->s;
+    for (;;) {
+        if (ss->out_pos < ss->out_len) {
+            size_t n = ss->out_len - ss->out_pos;
+            if (n > max) n = max;
+            memcpy(buf, ss->out + ss->out_pos, n);
+            ss->out_pos += n;
+            if (ss->out_pos == ss->out_len) ss->out_pos = ss->out_len = 0;
+            return (ssize_t)n;
+        }
+        if (ss->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&s->mu);
+        bool got = stream_build(ss);
+        if (!got) {
+            timed_wait(&ss->j->cv, &s->mu, 100);
+            if (ss->j->state != J_DONE && (peer_closed(ss->fd) || atomic_load(&s->stopping) == 2)) {
+                atomic_store(&ss->j->cancel, 1);
+                pthread_mutex_unlock(&s->mu);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+static void stream_free(void *cls) {
+    stream_st *ss = cls;
+    df_server *s = ss->s;
+    pthread_mutex_lock(&s->mu);
+    if (ss->j->state != J_DONE) {
+        atomic_store(&ss->j->cancel, 1);
+        if (ss->j->state == J_ACTIVE && ss->j->slot >= 0) deltafin_ctx_cancel(s->slots[ss->j->slot].ctx);
+        pthread_cond_signal(&s->sched_cv);
+    }
+    job_unref_locked(ss->j);
+    pthread_mutex_unlock(&s->mu);
+    free(ss->out);
+    free(ss);
+}
+
+/* ---- endpoints ---------------------------------------------------------------------------- */
+
+static bool auth_ok(df_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h) return false;
+    if (strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    /* constant-time compare */
+    size_t a = strlen(h), b = strlen(s->api_key);
+    unsigned diff = (unsigned)(a ^ b);
+    for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned)(h[i] ^ s->api_key[i]);
+    return diff == 0;
+}
+
+static enum MHD_Result ep_health(df_server *s, struct MHD_Connection *c) {
+    if (atomic_load(&s->draining))
+        return send_error(s, c, 503, "unavailable_error", "shutting_down", "server is shutting down");
+    if (!atomic_load(&s->ready))
+        return send_error(s, c, 503, "unavailable_error", "loading", "Loading model");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "ok");
+    return send_json(s, c, 200, o);
+}
+
+static enum MHD_Result ep_models(df_server *s, struct MHD_Connection *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *d = cJSON_AddArrayToObject(o, "data"), *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "id", s->model_id);
+    cJSON_AddStringToObject(e, "object", "model");
+    cJSON_AddNumberToObject(e, "created", (double)time(NULL));
+    cJSON_AddStringToObject(e, "owned_by", SERVED_OBJECT_OWNER);
+    if (s->m) {
+        cJSON *meta = cJSON_AddObjectToObject(e, "meta");
+        cJSON_AddStringToObject(meta, "arch", deltafin_model_arch(s->m));
+        cJSON_AddNumberToObject(meta, "n_vocab", s->n_vocab);
+        cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx);
+        cJSON_AddNumberToObject(meta, "n_ctx_train", deltafin_model_n_ctx_train(s->m));
+    }
+    cJSON_AddItemToArray(d, e);
+    return send_json(s, c, 200, o);
+}
+
+static enum MHD_Result ep_metrics(df_server *s, struct MHD_Connection *c) {
+    size_t cap = 8192, n = 0;
+    char *b = malloc(cap);
+    if (!b) return MHD_NO;
+    uint64_t ph = 0, pm = 0, br = 0, pns = 0, gns = 0, pt = 0, gt = 0;
+    pthread_mutex_lock(&s->mu);
+    int processing = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        const deltafin_stats *st = &s->slots[i].st;
+        /* the expert store is shared by the slots: its counters are model-wide, so take the
+         * newest (largest) snapshot rather than a sum */
+        if (st->expert_hits > ph) ph = st->expert_hits;
+        if (st->expert_misses > pm) pm = st->expert_misses;
+        if (st->bytes_read > br) br = st->bytes_read;
+        pns += st->prompt_ns; gns += st->gen_ns; pt += st->n_prompt_tokens; gt += st->n_gen_tokens;
+        processing += s->slots[i].j != NULL;
+    }
+#define M(type, name, help, fmt, val)                                                               \
+    n += (size_t)snprintf(b + n, cap - n, "# HELP deltafin_%s %s\n# TYPE deltafin_%s %s\ndeltafin_%s " fmt "\n", \
+                          name, help, name, type, name, val)
+    M("counter", "requests_total", "HTTP requests received", "%llu", (unsigned long long)s->m_requests);
+    M("counter", "requests_errors_total", "HTTP responses with status >= 400", "%llu", (unsigned long long)s->m_errors);
+    M("counter", "requests_rejected_total", "requests refused with 429/503 (queue full, loading, draining)", "%llu", (unsigned long long)s->m_rejected);
+    M("counter", "completions_total", "generations finished", "%llu", (unsigned long long)s->m_completed);
+    M("counter", "completions_cancelled_total", "generations stopped by a client disconnect or shutdown", "%llu", (unsigned long long)s->m_cancelled);
+    M("counter", "prompt_tokens_total", "prompt tokens of all requests", "%llu", (unsigned long long)s->m_prompt_tokens);
+    M("counter", "prompt_tokens_cached_total", "prompt tokens reused from a slot's KV cache", "%llu", (unsigned long long)s->m_cached_tokens);
+    M("counter", "prompt_tokens_processed_total", "prompt tokens decoded", "%llu", (unsigned long long)pt);
+    M("counter", "tokens_generated_total", "generated tokens", "%llu", (unsigned long long)s->m_gen_tokens);
+    M("gauge", "prompt_tokens_per_second", "prompt throughput of the decode steps", "%.3f", pns ? pt / (pns / 1e9) : 0.0);
+    M("gauge", "generation_tokens_per_second", "generation throughput of the decode steps", "%.3f", gns ? gt / (gns / 1e9) : 0.0);
+    M("gauge", "requests_processing", "requests holding a slot", "%d", processing);
+    M("gauge", "requests_queued", "requests waiting for a slot", "%d", s->q_len);
+    M("gauge", "slots", "parallel slots", "%d", s->n_slots);
+    M("counter", "expert_cache_hits_total", "routed-expert cache hits", "%llu", (unsigned long long)ph);
+    M("counter", "expert_cache_misses_total", "routed-expert cache misses", "%llu", (unsigned long long)pm);
+    M("counter", "bytes_read_total", "bytes read from disk for routed experts", "%llu", (unsigned long long)br);
+    pthread_mutex_unlock(&s->mu);
+    M("gauge", "memory_rss_bytes", "resident set size", "%llu", (unsigned long long)df_cur_rss());
+    M("gauge", "memory_peak_rss_bytes", "peak resident set size", "%llu", (unsigned long long)df_peak_rss());
+#undef M
+    if (n >= cap) n = cap - 1;
+    b[n] = 0;
+    return send_str(s, c, 200, "text/plain; version=0.0.4", b);
+}
+
+static enum MHD_Result ep_tokenize(df_server *s, struct MHD_Connection *c, conn *cn, int kind) {
+    df_srv_req r;
+    df_srv_error e;
+    if (df_srv_parse(kind, cn->body, cn->len, NULL, &r, &e)) return send_err(s, c, &e);
+    cJSON *o = cJSON_CreateObject();
+    if (kind == DF_SRV_TOKENIZE) {
+        size_t len = strlen(r.content);
+        int n = deltafin_tokenize(s->m, r.content, len, r.add_special, r.parse_special, NULL, 0);
+        int32_t *ids = n > 0 ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+        if (n > 0 && ids) n = deltafin_tokenize(s->m, r.content, len, r.add_special, r.parse_special, ids, n);
+        cJSON *a = cJSON_AddArrayToObject(o, "tokens");
+        for (int i = 0; ids && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+        free(ids);
+        if (n < 0) {
+            cJSON_Delete(o);
+            df_srv_req_free(&r);
+            return send_error(s, c, 400, "invalid_request_error", "tokenize_failed", deltafin_errmsg());
+        }
+    } else {
+        size_t cap = 64, len = 0;
+        char *t = malloc(cap);
+        for (int i = 0; t && i < r.n_prompt_ids; i++) {
+            if (r.prompt_ids[i] >= s->n_vocab) {
+                free(t);
+                cJSON_Delete(o);
+                df_srv_error er;
+                df_srv_set_error(&er, 400, "invalid_request_error", "invalid_token", "token id %d is outside the vocabulary (%d tokens)", r.prompt_ids[i], s->n_vocab);
+                df_srv_req_free(&r);
+                return send_err(s, c, &er);
+            }
+            char piece[512];
+            int n = deltafin_token_to_piece(s->m, r.prompt_ids[i], false, piece, (int)sizeof piece);
+            if (n < 0 || n > (int)sizeof piece) continue;
+            if (len + (size_t)n + 1 > cap) {
+                cap = (len + (size_t)n + 1) * 2;
+                char *nt = realloc(t, cap);
+                if (!nt) { free(t); t = NULL; break; }
+                t = nt;
+            }
+            memcpy(t + len, piece, (size_t)n);
+            len += (size_t)n;
+        }
+        char *san = t ? df_srv_utf8_sanitize(t, len) : NULL;
+        cJSON_AddStringToObject(o, "content", san ? san : "");
+        free(san);
+        free(t);
+    }
+    df_srv_req_free(&r);
+    return send_json(s, c, 200, o);
+}
+
+/* prompt ids of a request (chat: rendered with the chat template), or an error */
+static int build_prompt(df_server *s, job *j, df_srv_error *e) {
+    df_srv_req *r = &j->req;
+    if (r->prompt_ids) {
+        for (int i = 0; i < r->n_prompt_ids; i++)
+            if (r->prompt_ids[i] >= s->n_vocab)
+                return df_srv_set_error(e, 400, "invalid_request_error", "invalid_token", "prompt token id %d is outside the vocabulary (%d tokens)", r->prompt_ids[i], s->n_vocab);
+        j->prompt = r->prompt_ids;
+        j->n_prompt = r->n_prompt_ids;
+        r->prompt_ids = NULL;
+        return 0;
+    }
+    char *rendered = NULL;
+    const char *text = r->prompt;
+    if (r->kind == DF_SRV_CHAT) {
+        int rc = deltafin_chat_render(s->m, s->chat_template, r->msgs, r->n_msgs, r->tools_json, true, &rendered);
+        if (rc < 0)
+            return df_srv_set_error(e, 400, "invalid_request_error", "template_error", "cannot render the chat template: %s", deltafin_errmsg());
+        text = rendered;
+    }
+    size_t len = strlen(text);
+    int n = deltafin_tokenize(s->m, text, len, true, true, NULL, 0);
+    if (n > 0) {
+        j->prompt = malloc(sizeof(int32_t) * (size_t)n);
+        if (!j->prompt) { free(rendered); return df_srv_set_error(e, 500, "server_error", "out_of_memory", "out of memory"); }
+        n = deltafin_tokenize(s->m, text, len, true, true, j->prompt, n);
+    }
+    free(rendered);
+    if (n < 0) return df_srv_set_error(e, 400, "invalid_request_error", "tokenize_failed", "cannot tokenize the prompt: %s", deltafin_errmsg());
+    /* a template that writes the BOS text itself + a tokenizer that adds BOS: keep one */
+    int32_t bos = deltafin_token_bos(s->m);
+    if (n >= 2 && bos >= 0 && j->prompt[0] == bos && j->prompt[1] == bos) {
+        memmove(j->prompt, j->prompt + 1, sizeof(int32_t) * (size_t)(n - 1));
+        n--;
+    }
+    j->n_prompt = n;
+    if (n <= 0) return df_srv_set_error(e, 400, "invalid_request_error", "empty_prompt", "the prompt is empty after tokenization");
+    return 0;
+}
+
+static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn *cn, int kind) {
+    df_srv_limits lim = {.max_tokens_limit = s->n_ctx};
+    df_srv_error e;
+    job *j = calloc(1, sizeof *j);
+    if (!j) return MHD_NO;
+    if (df_srv_parse(kind, cn->body, cn->len, &lim, &j->req, &e)) { free(j); return send_err(s, c, &e); }
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 1;
+    j->slot = -1;
+    atomic_init(&j->cancel, 0);
+    if (!df_srv_model_ok(j->req.model, s->model_id)) {
+        df_srv_set_error(&e, 404, "invalid_request_error", "model_not_found",
+                         "The model '%.100s' does not exist (this server serves '%.100s')", j->req.model, s->model_id);
+        goto fail;
+    }
+    if (build_prompt(s, j, &e)) goto fail;
+    if (j->n_prompt >= s->n_ctx) {
+        df_srv_set_error(&e, 400, "invalid_request_error", "context_length_exceeded",
+                         "the prompt has %d tokens but the context holds %d (including at least one generated token)",
+                         j->n_prompt, s->n_ctx);
+        goto fail;
+    }
+    j->max_tokens = j->req.max_tokens == -2 ? s->p.default_max_tokens : j->req.max_tokens;
+    j->t_submit = df_time_ns();
+    j->created = (long)time(NULL);
+    pthread_mutex_lock(&s->mu);
+    if (atomic_load(&s->draining)) {
+        pthread_mutex_unlock(&s->mu);
+        df_srv_set_error(&e, 503, "unavailable_error", "shutting_down", "server is shutting down");
+        goto fail;
+    }
+    if (s->q_len >= s->p.n_queue) {
+        int ql = s->q_len;
+        pthread_mutex_unlock(&s->mu);
+        df_srv_set_error(&e, 429, "rate_limit_error", "queue_full",
+                         "server busy: %d requests already waiting for %d slots, retry later", ql, s->n_slots);
+        goto fail;
+    }
+    snprintf(j->id, sizeof j->id, "%s-%llx%04x", kind == DF_SRV_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)++s->id_counter, (unsigned)(df_time_ns() & 0xffff));
+    j->refs = 2; /* connection + scheduler */
+    if (s->q_tail) s->q_tail->next = j;
+    else s->q_head = j;
+    s->q_tail = j;
+    s->q_len++;
+    pthread_cond_signal(&s->sched_cv);
+    int fd = conn_fd(c);
+    if (j->req.stream) {
+        stream_st *ss = calloc(1, sizeof *ss);
+        if (!ss) { atomic_store(&j->cancel, 1); job_unref_locked(j); pthread_mutex_unlock(&s->mu); return MHD_NO; }
+        ss->s = s;
+        ss->j = j;
+        ss->fd = fd;
+        pthread_mutex_unlock(&s->mu);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, ss, stream_free);
+        if (!r) { stream_free(ss); return MHD_NO; }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    while (j->state != J_DONE) {
+        timed_wait(&j->cv, &s->mu, 100);
+        if (j->state != J_DONE && (peer_closed(fd) || atomic_load(&s->stopping) == 2)) {
+            atomic_store(&j->cancel, 1);
+            if (j->state == J_ACTIVE && j->slot >= 0) deltafin_ctx_cancel(s->slots[j->slot].ctx);
+            pthread_cond_signal(&s->sched_cv);
+            job_unref_locked(j);
+            pthread_mutex_unlock(&s->mu);
+            return MHD_NO; /* close the connection */
+        }
+    }
+    if (j->err_status) {
+        df_srv_set_error(&e, j->err_status, j->err_status == 503 ? "unavailable_error" : "server_error",
+                         "generation_failed", "%s", j->err_msg);
+        job_unref_locked(j);
+        pthread_mutex_unlock(&s->mu);
+        return send_err(s, c, &e);
+    }
+    cJSON *o = final_json(s, j);
+    if (s->p.verbose)
+        df_log(DF_LOG_INFO, "%s: prompt %d (cached %d), generated %d, %s, %.1f ms", j->id, j->n_prompt, j->n_cached,
+               j->n_gen, j->finish, (j->t_end - j->t_submit) / 1e6);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+    return send_json(s, c, 200, o);
+fail:
+    j->refs = 1;
+    pthread_mutex_lock(&s->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+    return send_err(s, c, &e);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    df_server *s = cls;
+    conn *cn = *con_cls;
+    if (!cn) {
+        cn = calloc(1, sizeof *cn);
+        if (!cn) return MHD_NO;
+        cn->s = s;
+        *con_cls = cn;
+        atomic_fetch_add(&s->n_inflight, 1);
+        pthread_mutex_lock(&s->mu);
+        s->m_requests++;
+        pthread_mutex_unlock(&s->mu);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *endp;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &endp, 10);
+            if (errno || endp == cl || v > s->p.max_body) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "request body is larger than the limit of %zu bytes", s->p.max_body);
+                cn->too_big = true;
+                return send_error(s, c, 413, "invalid_request_error", "payload_too_large", msg);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (cn->too_big) return MHD_YES;
+        if (cn->len + n > s->p.max_body) { cn->too_big = true; return MHD_YES; }
+        if (cn->len + n + 1 > cn->cap) {
+            size_t nc = (cn->len + n + 1) * 2;
+            if (nc > s->p.max_body + 1) nc = s->p.max_body + 1;
+            char *nb = realloc(cn->body, nc);
+            if (!nb) { cn->too_big = true; return MHD_YES; }
+            cn->body = nb;
+            cn->cap = nc;
+        }
+        memcpy(cn->body + cn->len, upload_data, n);
+        cn->len += n;
+        cn->body[cn->len] = 0;
+        return MHD_YES;
+    }
+    if (cn->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body is larger than the limit of %zu bytes", s->p.max_body);
+        return send_error(s, c, 413, "invalid_request_error", "payload_too_large", msg);
+    }
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
+        if (!get) return send_error(s, c, 405, "invalid_request_error", "method_not_allowed", "use GET");
+        return ep_health(s, c);
+    }
+    if (!strcmp(method, "OPTIONS")) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        enum MHD_Result ret = MHD_queue_response(c, 204, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    if (!auth_ok(s, c))
+        return send_error(s, c, 401, "authentication_error", "invalid_api_key", "missing or invalid API key (Authorization: Bearer ...)");
+    int kind = 0;
+    bool need_post = true;
+    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/chat/completions")) kind = DF_SRV_CHAT;
+    else if (!strcmp(url, "/v1/completions") || !strcmp(url, "/completions")) kind = DF_SRV_COMPLETION;
+    else if (!strcmp(url, "/tokenize")) kind = DF_SRV_TOKENIZE;
+    else if (!strcmp(url, "/detokenize")) kind = DF_SRV_DETOKENIZE;
+    else if (!strcmp(url, "/v1/models") || !strcmp(url, "/models")) { kind = 100; need_post = false; }
+    else if (!strcmp(url, "/metrics")) { kind = 101; need_post = false; }
+    else {
+        char msg[160];
+        snprintf(msg, sizeof msg, "unknown endpoint %s %.100s", method, url);
+        return send_error(s, c, 404, "invalid_request_error", "not_found", msg);
+    }
+    if (need_post ? !post : !get)
+        return send_error(s, c, 405, "invalid_request_error", "method_not_allowed", need_post ? "use POST" : "use GET");
+    if (kind == 100) return ep_models(s, c);
+    if (kind == 101) return ep_metrics(s, c);
+    if (atomic_load(&s->draining))
+        return send_error(s, c, 503, "unavailable_error", "shutting_down", "server is shutting down");
+    if (!atomic_load(&s->ready))
+        return send_error(s, c, 503, "unavailable_error", "loading", "Loading model");
+    if (kind == DF_SRV_TOKENIZE || kind == DF_SRV_DETOKENIZE) return ep_tokenize(s, c, cn, kind);
+    return ep_generate(s, c, cn, kind);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    conn *cn = *con_cls;
+    if (!cn) return;
+    atomic_fetch_sub(&cn->s->n_inflight, 1);
+    free(cn->body);
+    free(cn);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    df_server *s = cls;
+    if (!s->p.verbose) return;
+    char b[512];
+    vsnprintf(b, sizeof b, fmt, ap);
+    size_t n = strlen(b);
+    while (n && (b[n - 1] == '\n')) b[--n] = 0;
+    df_log(DF_LOG_INFO, "http: %s", b);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+int df_server_start(const df_server_params *pp, df_server **out) {
+    *out = NULL;
+    df_server_params p = pp ? *pp : df_server_default_params();
+    if (p.n_parallel < 1 || p.n_parallel > 256) return df_err(DF_ERR_INVALID, "--parallel %d out of range 1..256", p.n_parallel);
+    if (p.n_queue < 0) return df_err(DF_ERR_INVALID, "--queue %d must be >= 0", p.n_queue);
+    if (p.port < 0 || p.port > 65535) return df_err(DF_ERR_INVALID, "--port %d out of range", p.port);
+    if (p.max_body < 16) return df_err(DF_ERR_INVALID, "--max-body too small");
+    if (p.timeout_s < 1) p.timeout_s = 1;
+    if (p.n_batch <= 0) p.n_batch = 512;
+    df_server *s = calloc(1, sizeof *s);
+    if (!s) return df_err(DF_ERR_NOMEM, "out of memory");
+    s->host = df_strdup(p.host ? p.host : "127.0.0.1");
+    s->api_key = p.api_key && p.api_key[0] ? df_strdup(p.api_key) : NULL;
+    s->model_id = df_strdup(p.model_id ? p.model_id : "deltafin");
+    s->chat_template = p.chat_template && p.chat_template[0] ? df_strdup(p.chat_template) : NULL;
+    p.host = s->host; p.api_key = s->api_key; p.model_id = s->model_id; p.chat_template = s->chat_template;
+    s->p = p;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->sched_cv, NULL);
+    pthread_cond_init(&s->idle_cv, NULL);
+
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    const struct sockaddr *sa;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    if (inet_pton(AF_INET, s->host, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)p.port);
+        sa = (const struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, s->host, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)p.port);
+        sa = (const struct sockaddr *)&a6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        df_server_free(s);
+        return df_err(DF_ERR_INVALID, "--host '%s' is not an IPv4 or IPv6 address", p.host);
+    }
+    s->d = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, sa,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p.timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(p.n_queue + p.n_parallel + 64),
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        int en = errno;
+        df_server_free(s);
+        return df_err(DF_ERR_IO, "cannot listen on %s:%d (%s)", p.host, p.port, strerror(en));
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : p.port;
+    *out = s;
+    return DF_OK;
+}
+
+int df_server_port(const df_server *s) { return s->port; }
+
+int df_server_set_model(df_server *s, deltafin_model *m) {
+    if (s->m) return df_err(DF_ERR_INVALID, "server already has a model");
+    s->slots = calloc((size_t)s->p.n_parallel, sizeof *s->slots);
+    if (!s->slots) return df_err(DF_ERR_NOMEM, "out of memory");
+    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    cp.n_ctx = s->p.n_ctx;
+    cp.n_batch = s->p.n_batch;
+    cp.n_threads = s->p.n_threads;
+    for (int i = 0; i < s->p.n_parallel; i++) {
+        int rc = deltafin_ctx_create(m, &cp, &s->slots[i].ctx);
+        if (rc < 0) return df_err_prefix(rc, "slot %d", i);
+        s->n_slots = i + 1;
+        s->slots[i].cache = malloc(sizeof(int32_t) * (size_t)deltafin_ctx_n_ctx(s->slots[i].ctx));
+        if (!s->slots[i].cache) return df_err(DF_ERR_NOMEM, "out of memory");
+    }
+    s->n_ctx = deltafin_ctx_n_ctx(s->slots[0].ctx);
+    s->n_vocab = deltafin_model_n_vocab(m);
+    if (s->p.n_batch > s->n_ctx) s->p.n_batch = s->n_ctx;
+    s->m = m;
+    if (pthread_create(&s->sched, NULL, sched_main, s)) return df_err(DF_ERR_INTERNAL, "cannot start the scheduler thread");
+    s->sched_running = true;
+    atomic_store(&s->ready, 1);
+    return DF_OK;
+}
+
+void df_server_stop(df_server *s, int drain_ms) {
+    if (!s || s->stopped) return;
+    s->stopped = true;
+    atomic_store(&s->draining, 1);
+    if (s->d) MHD_quiesce_daemon(s->d); /* no new connections */
+    pthread_mutex_lock(&s->mu);
+    uint64_t deadline = df_time_ns() + (uint64_t)(drain_ms > 0 ? drain_ms : 0) * 1000000ull;
+    for (;;) {
+        bool busy = s->q_len > 0;
+        for (int i = 0; i < s->n_slots; i++) busy |= s->slots[i].j != NULL;
+        if (!busy || !s->sched_running || df_time_ns() >= deadline) break;
+        timed_wait(&s->idle_cv, &s->mu, 50);
+    }
+    /* past the deadline: cancel what is left */
+    for (job *j = s->q_head; j; j = j->next) atomic_store(&j->cancel, 1);
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].j) { atomic_store(&s->slots[i].j->cancel, 1); deltafin_ctx_cancel(s->slots[i].ctx); }
+    atomic_store(&s->stopping, 1);
+    pthread_cond_broadcast(&s->sched_cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->sched_running) { pthread_join(s->sched, NULL); s->sched_running = false; }
+    /* A finished job's answer is still being written by its connection thread: let in-flight
+     * requests complete (same deadline) before MHD_stop_daemon closes their sockets. */
+    while (atomic_load(&s->n_inflight) > 0 && df_time_ns() < deadline) usleep(10000);
+    atomic_store(&s->stopping, 2); /* blocked connection threads give up */
+    if (s->d) { MHD_stop_daemon(s->d); s->d = NULL; }
+}
+
+void df_server_free(df_server *s) {
+    if (!s) return;
+    df_server_stop(s, 0);
+    for (int i = 0; i < s->n_slots; i++) {
+        deltafin_ctx_free(s->slots[i].ctx);
+        free(s->slots[i].cache);
+        deltafin_sampler_free(s->slots[i].smp);
+    }
+    free(s->slots);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->sched_cv);
+    pthread_cond_destroy(&s->idle_cv);
+    free(s->host);
+    free(s->api_key);
+    free(s->model_id);
+    free(s->chat_template);
+    free(s);
+}

@@ -1,0 +1,495 @@
+/* gen_random.c — `deltafin gen-random`: write a random model with the exact tensor names,
+ * shapes and keys llama.cpp expects for an architecture (formats.md §3), for tests against
+ * llama.cpp and for benchmarks at real widths.
+ *
+ * Determinism: the file is a pure function of the options. Each tensor has its own RNG stream
+ * (splitmix64 seeded from --seed and the tensor name), values are k·2^-23·scale + offset with
+ * one IEEE rounding per operation and a correctly rounded sqrtf — no other libm — so the same
+ * command writes the same bytes on every machine (tests regenerate the models and compare
+ * with outputs recorded from llama.cpp).
+ * Logit scale: --out-scale sets the gain of output.weight (logit standard deviation about
+ * out-scale). Scaling the output does not make greedy choices more robust (logit errors scale
+ * with it); scripts/make_expected.sh instead picks seeds whose greedy runs stay far from ties.
+ * Memory: tensors are generated and written in chunks of rows, so models larger than RAM
+ * (real expert widths) can be written. */
+#include "base/util.h"
+#include "format/gguf.h"
+#include "kernels/quant.h"
+#include "dev/gen_random.h"
+#include "dev/llama2c.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <strings.h>
+#include <unistd.h>
+
+enum { A_LLAMA, A_LLAMA_MOE, A_QWEN2MOE, A_QWEN3MOE, A_OLMOE };
+static const char *const g_arch_opt[] = {"llama", "llama-moe", "qwen2moe", "qwen3moe", "olmoe"};
+static const char *const g_arch_gguf[] = {"llama", "llama", "qwen2moe", "qwen3moe", "olmoe"};
+
+typedef struct {
+    int arch, type;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used;
+    int64_t n_ff_exp, n_ff_shexp, n_ctx;
+    float out_scale, router_scale, eps;
+    uint64_t seed;
+    const char *vocab, *name, *out;
+} gr_opts;
+
+/* Real widths (formats.md §3) with few layers, for benchmarks. -1 = arch default. */
+typedef struct {
+    const char *name;
+    int arch;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used;
+    int64_t n_ff_exp, n_ff_shexp;
+} gr_preset;
+static const gr_preset g_presets[] = {
+    {"qwen3-30b-a3b", A_QWEN3MOE, 2048, 4, 32, 4, 128, 6144, 128, 8, 768, -1},
+    {"qwen3-235b-a22b", A_QWEN3MOE, 4096, 2, 64, 4, 128, 12288, 128, 8, 1536, -1},
+    {"mixtral-8x7b", A_LLAMA_MOE, 4096, 2, 32, 8, 128, 14336, 8, 2, -1, -1},
+    {"olmoe-1b-7b", A_OLMOE, 2048, 4, 16, 16, 128, 1024, 64, 8, -1, -1},
+    {"qwen1.5-moe-a2.7b", A_QWEN2MOE, 2048, 4, 16, 16, 128, 5632, 60, 4, 1408, 5632},
+};
+
+/* kinds of value distributions */
+enum { K_NORM, K_BIAS, K_EMBD, K_MAT, K_ROUTER, K_OUT };
+
+typedef struct {
+    char name[64];
+    int n_dims;
+    int64_t ne[3];
+    int kind;
+    int type;       /* ggml type written */
+    int64_t n_in;   /* fan-in for the scale of K_MAT/K_ROUTER/K_OUT */
+} gr_tensor;
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: deltafin gen-random (--arch ARCH | --preset P) [options] OUT.gguf\n\n"
+        "Write a model with random weights and the exact tensor names, shapes and keys llama.cpp\n"
+        "expects. Deterministic: the same options give the same bytes on every machine.\n\n"
+        "  --arch A            llama | llama-moe (Mixtral-style) | qwen2moe | qwen3moe | olmoe |\n"
+        "                      deepseek2 (own options: --arch deepseek2 --help)\n"
+        "                      kimi-k3 (own options: --arch kimi-k3 --help)\n"
+        "  --preset P          real widths, few layers (options given explicitly win):\n"
+        "                      qwen3-30b-a3b (4 layers), qwen3-235b-a22b (2), mixtral-8x7b (2),\n"
+        "                      olmoe-1b-7b (4), qwen1.5-moe-a2.7b (4)\n"
+        "  --type T            f32 | f16 | q8_0 for the matrices (default f32); norms, biases and\n"
+        "                      routers stay F32\n"
+        "  --n-embd N          (default 64)\n"
+        "  --n-layer N         (default 2)\n"
+        "  --n-head N          (default 4)\n"
+        "  --n-head-kv N       (default 2; olmoe: = n-head)\n"
+        "  --head-dim N        (default n-embd/n-head; qwen3moe default 32)\n"
+        "  --n-ff N            dense FFN width; llama-moe/olmoe: expert width (default 128,\n"
+        "                      llama-moe/olmoe 64)\n"
+        "  --n-expert N        (default 8; llama-moe 4)\n"
+        "  --n-expert-used N   (default 2)\n"
+        "  --n-ff-exp N        qwen2moe/qwen3moe expert width (default 32)\n"
+        "  --n-ff-shexp N      qwen2moe shared-expert width (default 64)\n"
+        "  --ctx N             context_length key (default 4096)\n"
+        "  --vocab PATH        tokenizer: a GGUF (its tokenizer.* keys are copied), a llama2.c\n"
+        "                      tokenizer.bin, or 'bytes' (built-in 3 specials + 256 byte tokens +\n"
+        "                      ASCII). Default: $DELTAFIN_FIXTURES/models/tok512.bin, else\n"
+        "                      ../shared/fixtures/models/tok512.bin, else 'bytes'\n"
+        "  --seed S            (default 1)\n"
+        "  --out-scale F       gain of output.weight (default 4)\n"
+        "  --router-scale F    gain of the expert routers (default 3)\n"
+        "  --name NAME         general.name (default deltafin-random-ARCH)\n"
+        "  -h, --help          this help\n\n"
+        "Example (Qwen3-30B-A3B widths, 8 layers, ~5 GB):\n"
+        "  deltafin gen-random --preset qwen3-30b-a3b --n-layer 8 --type q8_0 q3.gguf\n");
+}
+
+/* ---- deterministic values (gr_splitmix / gr_urand: gen_random.h) ------------------------- */
+static void gen_values(const gr_tensor *t, const gr_opts *o, uint64_t *st, float *dst, int64_t n) {
+    float scale = 1.0f, offset = 0.0f;
+    switch (t->kind) {
+    case K_NORM: scale = 0.2f; offset = 1.0f; break;
+    case K_BIAS: scale = 0.2f; break;
+    case K_EMBD: scale = 1.0f; break;
+    case K_MAT: scale = sqrtf(3.0f / (float)t->n_in); break;
+    case K_ROUTER: scale = sqrtf(3.0f / (float)t->n_in) * o->router_scale; break;
+    case K_OUT: scale = sqrtf(3.0f / (float)t->n_in) * o->out_scale; break;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = gr_urand(st) * scale + offset;
+}
+
+/* ---- tensor list ----------------------------------------------------------------------------- */
+typedef struct {
+    gr_tensor *t;
+    int n, cap;
+} gr_list;
+
+static int add_t(gr_list *l, const gr_opts *o, int kind, int n_dims, int64_t e0, int64_t e1, int64_t e2,
+                 const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static int add_t(gr_list *l, const gr_opts *o, int kind, int n_dims, int64_t e0, int64_t e1, int64_t e2,
+                 const char *fmt, ...) {
+    if (l->n == l->cap) {
+        int nc = l->cap ? 2 * l->cap : 64;
+        gr_tensor *p = df_realloc(l->t, (size_t)nc * sizeof *p);
+        if (!p) return DF_ERR_NOMEM;
+        l->t = p;
+        l->cap = nc;
+    }
+    gr_tensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->n_dims = n_dims;
+    t->ne[0] = e0; t->ne[1] = e1; t->ne[2] = e2;
+    t->kind = kind;
+    t->n_in = e0;
+    bool keep_f32 = n_dims == 1 || kind == K_ROUTER || kind == K_NORM || kind == K_BIAS;
+    t->type = keep_f32 ? DF_TYPE_F32 : o->type;
+    if (t->type == DF_TYPE_Q8_0 && e0 % 32)
+        return df_err(DF_ERR_INVALID, "tensor %s: row length %lld is not a multiple of 32 (Q8_0)",
+                      t->name, (long long)e0);
+    return DF_OK;
+}
+
+static int build_tensors(const gr_opts *o, int64_t n_vocab, gr_list *l) {
+    int rc;
+    const int64_t E = o->n_embd, hd = o->head_dim, nq = o->n_head * hd, nkv = o->n_head_kv * hd;
+    const bool moe = o->arch != A_LLAMA;
+    const int64_t ffe = (o->arch == A_QWEN2MOE || o->arch == A_QWEN3MOE) ? o->n_ff_exp : o->n_ff;
+#define T(...) do { if ((rc = add_t(l, o, __VA_ARGS__))) return rc; } while (0)
+    T(K_EMBD, 2, E, n_vocab, 1, "token_embd.weight");
+    for (int64_t i = 0; i < o->n_layer; i++) {
+        int b = (int)i;
+        T(K_NORM, 1, E, 1, 1, "blk.%d.attn_norm.weight", b);
+        T(K_MAT, 2, E, nq, 1, "blk.%d.attn_q.weight", b);
+        T(K_MAT, 2, E, nkv, 1, "blk.%d.attn_k.weight", b);
+        T(K_MAT, 2, E, nkv, 1, "blk.%d.attn_v.weight", b);
+        if (o->arch == A_QWEN2MOE) {
+            T(K_BIAS, 1, nq, 1, 1, "blk.%d.attn_q.bias", b);
+            T(K_BIAS, 1, nkv, 1, 1, "blk.%d.attn_k.bias", b);
+            T(K_BIAS, 1, nkv, 1, 1, "blk.%d.attn_v.bias", b);
+        }
+        if (o->arch == A_QWEN3MOE) {
+            T(K_NORM, 1, hd, 1, 1, "blk.%d.attn_q_norm.weight", b);
+            T(K_NORM, 1, hd, 1, 1, "blk.%d.attn_k_norm.weight", b);
+        }
+        if (o->arch == A_OLMOE) {
+            T(K_NORM, 1, E, 1, 1, "blk.%d.attn_q_norm.weight", b);
+            T(K_NORM, 1, E, 1, 1, "blk.%d.attn_k_norm.weight", b);
+        }
+        T(K_MAT, 2, nq, E, 1, "blk.%d.attn_output.weight", b);
+        T(K_NORM, 1, E, 1, 1, "blk.%d.ffn_norm.weight", b);
+        if (!moe) {
+            T(K_MAT, 2, E, o->n_ff, 1, "blk.%d.ffn_gate.weight", b);
+            T(K_MAT, 2, o->n_ff, E, 1, "blk.%d.ffn_down.weight", b);
+            T(K_MAT, 2, E, o->n_ff, 1, "blk.%d.ffn_up.weight", b);
+        } else {
+            T(K_ROUTER, 2, E, o->n_expert, 1, "blk.%d.ffn_gate_inp.weight", b);
+            T(K_MAT, 3, E, ffe, o->n_expert, "blk.%d.ffn_gate_exps.weight", b);
+            T(K_MAT, 3, ffe, E, o->n_expert, "blk.%d.ffn_down_exps.weight", b);
+            T(K_MAT, 3, E, ffe, o->n_expert, "blk.%d.ffn_up_exps.weight", b);
+            if (o->arch == A_QWEN2MOE) {
+                T(K_ROUTER, 1, E, 1, 1, "blk.%d.ffn_gate_inp_shexp.weight", b);
+                T(K_MAT, 2, E, o->n_ff_shexp, 1, "blk.%d.ffn_gate_shexp.weight", b);
+                T(K_MAT, 2, o->n_ff_shexp, E, 1, "blk.%d.ffn_down_shexp.weight", b);
+                T(K_MAT, 2, E, o->n_ff_shexp, 1, "blk.%d.ffn_up_shexp.weight", b);
+            }
+        }
+    }
+    T(K_NORM, 1, E, 1, 1, "output_norm.weight");
+    T(K_OUT, 2, E, n_vocab, 1, "output.weight");
+#undef T
+    /* the shared-expert gate is one row used as a dot product: fan-in n_embd, gain 1 */
+    for (int i = 0; i < l->n; i++)
+        if (strstr(l->t[i].name, "ffn_gate_inp_shexp")) l->t[i].kind = K_MAT;
+    return DF_OK;
+}
+
+/* ---- vocabulary --------------------------------------------------------------------------- */
+static int bytes_vocab(l2c_vocab *v) {
+    /* <unk> <s> </s>, <0x00>..<0xFF>, "▁", then printable ASCII '!'..'~' */
+    int n = 3 + 256 + 1 + 94;
+    memset(v, 0, sizeof *v);
+    v->n = n;
+    v->text = df_calloc((size_t)n, sizeof *v->text);
+    v->score = df_calloc((size_t)n, sizeof *v->score);
+    v->type = df_calloc((size_t)n, sizeof *v->type);
+    if (!v->text || !v->score || !v->type) { l2c_vocab_free(v); return DF_ERR_NOMEM; }
+    char buf[16];
+    for (int i = 0; i < n; i++) {
+        if (i < 3) { snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>"); v->type[i] = i ? 3 : 2; }
+        else if (i < 259) { snprintf(buf, sizeof buf, "<0x%02X>", i - 3); v->type[i] = 6; }
+        else if (i == 259) { snprintf(buf, sizeof buf, "\xe2\x96\x81"); v->type[i] = 1; }
+        else { buf[0] = (char)('!' + (i - 260)); buf[1] = 0; v->type[i] = 1; }
+        v->text[i] = df_strdup(buf);
+        if (!v->text[i]) { l2c_vocab_free(v); return DF_ERR_NOMEM; }
+    }
+    return DF_OK;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Adds the tokenizer KVs; returns the vocabulary size in *n_vocab. */
+int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
+    int rc;
+    if (ends_with(spec, ".gguf")) {
+        df_gguf *g = NULL;
+        if ((rc = df_gguf_open(spec, &g))) return rc;
+        const df_gguf_kv *tk = df_gguf_find(g, "tokenizer.ggml.tokens");
+        if (!tk || tk->type != DF_GGUF_ARRAY || tk->arr_type != DF_GGUF_STRING || tk->arr_n < 3) {
+            df_gguf_close(g);
+            return df_err(DF_ERR_FORMAT, "%s: no usable tokenizer.ggml.tokens array", spec);
+        }
+        *n_vocab = (int64_t)tk->arr_n;
+        for (int i = 0; i < g->n_kv && !rc; i++)
+            if (!strncmp(g->kv[i].key, "tokenizer.", 10)) rc = df_gguf_w_copy_kv(w, &g->kv[i]);
+        df_gguf_close(g);
+        return rc;
+    }
+    l2c_vocab v;
+    rc = !strcmp(spec, "bytes") ? bytes_vocab(&v) : l2c_vocab_load(spec, 0, &v);
+    if (rc) return rc;
+    *n_vocab = v.n;
+    rc = l2c_vocab_write_kv(w, &v);
+    l2c_vocab_free(&v);
+    return rc;
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+static int write_tensor(df_gguf_writer *w, int fd, int idx, const gr_tensor *t, const gr_opts *o,
+                        float *fbuf, void *qbuf, int64_t chunk_elems) {
+    uint64_t st = o->seed ^ gr_hash(t->name);
+    gr_splitmix(&st);
+    const int64_t row = t->ne[0];
+    const int64_t total = t->ne[0] * t->ne[1] * t->ne[2];
+    int64_t rows_per = chunk_elems / row;
+    if (rows_per < 1) rows_per = 1;
+    for (int64_t done = 0; done < total;) {
+        int64_t n = rows_per * row;
+        if (n > total - done) n = total - done;
+        gen_values(t, o, &st, fbuf, n);
+        const void *src = fbuf;
+        uint64_t nbytes = 0;
+        if (t->type == DF_TYPE_F32) {
+            nbytes = (uint64_t)n * 4;
+        } else if (t->type == DF_TYPE_F16) {
+            df_f16 *h = qbuf;
+            for (int64_t i = 0; i < n; i++) h[i] = df_f32_to_f16(fbuf[i]);
+            src = qbuf;
+            nbytes = (uint64_t)n * 2;
+        } else {
+            uint64_t rb = df_type_row_bytes(t->type, row);
+            for (int64_t r = 0; r < n / row; r++) {
+                int rc = df_quantize_row(t->type, fbuf + r * row, (uint8_t *)qbuf + r * rb, row);
+                if (rc) return rc;
+            }
+            src = qbuf;
+            nbytes = rb * (uint64_t)(n / row);
+        }
+        int rc = df_gguf_writer_write_tensor_data(w, fd, idx, src, nbytes);
+        if (rc) return rc;
+        done += n;
+    }
+    return DF_OK;
+}
+
+int cmd_gen_random(int argc, char **argv) {
+    gr_opts o = {.arch = -1, .type = DF_TYPE_F32, .n_embd = -1, .n_layer = -1, .n_head = -1,
+                 .n_head_kv = -1, .head_dim = -1, .n_ff = -1, .n_expert = -1, .n_expert_used = -1,
+                 .n_ff_exp = -1, .n_ff_shexp = -1, .n_ctx = -1, .out_scale = 4.0f,
+                 .router_scale = 3.0f, .seed = 1};
+    const gr_preset *preset = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "deepseek2")) return df_gen_random_deepseek2(argc, argv);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "kimi-k3")) return df_gen_random_kimi_k3(argc, argv);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (a[0] != '-' || !a[1]) {
+            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
+            o.out = a;
+            continue;
+        }
+        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
+        const char *v = argv[++i];
+        struct { const char *opt; int64_t *dst; } ints[] = {
+            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
+            {"--n-head-kv", &o.n_head_kv}, {"--head-dim", &o.head_dim}, {"--n-ff", &o.n_ff},
+            {"--n-expert", &o.n_expert}, {"--n-expert-used", &o.n_expert_used},
+            {"--n-ff-exp", &o.n_ff_exp}, {"--n-ff-shexp", &o.n_ff_shexp}, {"--ctx", &o.n_ctx},
+        };
+        bool done = false;
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+            if (strcmp(a, ints[k].opt)) continue;
+            if (!gr_parse_i64(v, 1 << 24, ints[k].dst) || *ints[k].dst == 0) {
+                fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v);
+                return 2;
+            }
+            done = true;
+        }
+        if (done) continue;
+        if (!strcmp(a, "--preset")) {
+            for (size_t k = 0; k < sizeof g_presets / sizeof g_presets[0]; k++)
+                if (!strcmp(v, g_presets[k].name)) preset = &g_presets[k];
+            if (!preset) { fprintf(stderr, "gen-random: unknown --preset '%s' (see --help)\n", v); return 2; }
+        } else if (!strcmp(a, "--arch")) {
+            for (int k = 0; k < 5; k++) if (!strcmp(v, g_arch_opt[k])) o.arch = k;
+            if (o.arch < 0) { fprintf(stderr, "gen-random: unknown --arch '%s'\n", v); return 2; }
+        } else if (!strcmp(a, "--type")) {
+            if (!strcasecmp(v, "f32")) o.type = DF_TYPE_F32;
+            else if (!strcasecmp(v, "f16")) o.type = DF_TYPE_F16;
+            else if (!strcasecmp(v, "q8_0")) o.type = DF_TYPE_Q8_0;
+            else { fprintf(stderr, "gen-random: --type must be f32, f16 or q8_0\n"); return 2; }
+        } else if (!strcmp(a, "--vocab")) {
+            o.vocab = v;
+        } else if (!strcmp(a, "--name")) {
+            o.name = v;
+        } else if (!strcmp(a, "--seed")) {
+            char *e;
+            errno = 0;
+            o.seed = strtoull(v, &e, 0);
+            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
+        } else if (!strcmp(a, "--out-scale") || !strcmp(a, "--router-scale")) {
+            char *e;
+            float f = strtof(v, &e);
+            if (e == v || *e || !(f > 0) || !isfinite(f)) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
+            if (a[2] == 'o') o.out_scale = f; else o.router_scale = f;
+        } else {
+            fprintf(stderr, "gen-random: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    /* explicit options > preset > arch defaults */
+    if (preset) {
+        if (o.arch >= 0 && o.arch != preset->arch) {
+            fprintf(stderr, "gen-random: --preset %s is arch %s\n", preset->name, g_arch_opt[preset->arch]);
+            return 2;
+        }
+        o.arch = preset->arch;
+#define P(f) if (o.f < 0) o.f = preset->f
+        P(n_embd); P(n_layer); P(n_head); P(n_head_kv); P(head_dim); P(n_ff); P(n_expert);
+        P(n_expert_used); P(n_ff_exp); P(n_ff_shexp);
+#undef P
+    }
+    if (o.arch < 0 || !o.out) { usage(stderr); return 2; }
+
+    /* arch defaults and constraints */
+    if (o.n_embd < 0) o.n_embd = 64;
+    if (o.n_layer < 0) o.n_layer = 2;
+    if (o.n_head < 0) o.n_head = 4;
+    if (o.n_expert_used < 0) o.n_expert_used = 2;
+    if (o.n_ff_exp < 0) o.n_ff_exp = 32;
+    if (o.n_ff_shexp < 0) o.n_ff_shexp = 64;
+    if (o.n_ctx < 0) o.n_ctx = 4096;
+    if (o.n_head_kv < 0) o.n_head_kv = o.arch == A_OLMOE ? o.n_head : 2;
+    if (o.head_dim < 0) o.head_dim = o.arch == A_QWEN3MOE ? 32 : o.n_embd / o.n_head;
+    if (o.n_ff < 0) o.n_ff = (o.arch == A_LLAMA_MOE || o.arch == A_OLMOE) ? 64 : 128;
+    if (o.n_expert < 0) o.n_expert = o.arch == A_LLAMA_MOE ? 4 : 8;
+    o.eps = o.arch == A_QWEN3MOE ? 1e-6f : 1e-5f;
+    const char *why = NULL;
+    if (o.n_head % o.n_head_kv) why = "n-head must be a multiple of n-head-kv";
+    else if (o.head_dim % 2) why = "head-dim must be even (RoPE pairs)";
+    else if ((o.arch == A_QWEN2MOE || o.arch == A_OLMOE) && o.head_dim * o.n_head != o.n_embd)
+        why = "this arch needs head-dim * n-head == n-embd";
+    else if (o.arch == A_OLMOE && o.n_head_kv != o.n_head)
+        why = "olmoe's k-norm spans n-embd: n-head-kv must equal n-head";
+    else if (o.arch != A_LLAMA && (o.n_expert_used > o.n_expert || o.n_expert > 512))
+        why = "need n-expert-used <= n-expert <= 512";
+    else if (o.n_layer > 512) why = "n-layer must be <= 512";
+    if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
+
+    char vbuf[4096];
+    if (!o.vocab) {
+        const char *root = getenv("DELTAFIN_FIXTURES");
+        snprintf(vbuf, sizeof vbuf, "%s/models/tok512.bin", root ? root : "../shared/fixtures");
+        o.vocab = access(vbuf, R_OK) == 0 ? vbuf : "bytes";
+    }
+
+    int rc = DF_OK, fd = -1;
+    df_gguf_writer *w = df_gguf_writer_new(32);
+    gr_list tl = {0};
+    float *fbuf = NULL;
+    void *qbuf = NULL;
+    char *tmp = NULL;
+    if (!w) { rc = DF_ERR_NOMEM; goto done; }
+    const char *A = g_arch_gguf[o.arch];
+    char key[128], nm[128];
+#define KU32(suffix, val) (snprintf(key, sizeof key, "%s." suffix, A), df_gguf_w_u32(w, key, (uint32_t)(val)))
+#define KF32(suffix, val) (snprintf(key, sizeof key, "%s." suffix, A), df_gguf_w_f32(w, key, (val)))
+    snprintf(nm, sizeof nm, "deltafin-random-%s", g_arch_opt[o.arch]);
+    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
+    if ((rc = df_gguf_w_str(w, "general.architecture", A)) ||
+        (rc = df_gguf_w_str(w, "general.name", o.name ? o.name : nm)) ||
+        (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
+        (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))))
+        goto done;
+    int64_t n_ff_key = o.arch == A_QWEN2MOE ? o.n_ff_shexp : o.n_ff;
+    if ((rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", o.n_embd)) ||
+        (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", n_ff_key)) ||
+        (rc = KU32("attention.head_count", o.n_head)) ||
+        (rc = KU32("attention.head_count_kv", o.n_head_kv)) ||
+        (rc = KU32("attention.key_length", o.head_dim)) ||
+        (rc = KU32("attention.value_length", o.head_dim)) ||
+        (rc = KU32("rope.dimension_count", o.head_dim)) ||
+        (rc = KF32("rope.freq_base", 10000.0f)) ||
+        (rc = KF32("attention.layer_norm_rms_epsilon", o.eps)))
+        goto done;
+    if (o.arch != A_LLAMA) {
+        if ((rc = KU32("expert_count", o.n_expert)) || (rc = KU32("expert_used_count", o.n_expert_used)))
+            goto done;
+        if ((o.arch == A_QWEN2MOE || o.arch == A_QWEN3MOE) && (rc = KU32("expert_feed_forward_length", o.n_ff_exp)))
+            goto done;
+        if (o.arch == A_QWEN2MOE && (rc = KU32("expert_shared_feed_forward_length", o.n_ff_shexp)))
+            goto done;
+    }
+    int64_t n_vocab = 0;
+    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
+    if ((rc = KU32("vocab_size", n_vocab))) goto done;
+#undef KU32
+#undef KF32
+    if ((rc = build_tensors(&o, n_vocab, &tl))) goto done;
+    uint64_t n_params = 0;
+    for (int i = 0; i < tl.n; i++) {
+        const gr_tensor *t = &tl.t[i];
+        if ((rc = df_gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL))) goto done;
+        n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]);
+    }
+
+    int64_t max_row = 0;
+    for (int i = 0; i < tl.n; i++) if (tl.t[i].ne[0] > max_row) max_row = tl.t[i].ne[0];
+    int64_t chunk = 1 << 20;
+    if (chunk < max_row) chunk = max_row;
+    fbuf = df_malloc((size_t)chunk * sizeof *fbuf);
+    qbuf = df_malloc((size_t)chunk * sizeof *fbuf);
+    size_t pl = strlen(o.out) + 8;
+    tmp = df_malloc(pl);
+    if (!fbuf || !qbuf || !tmp) { rc = DF_ERR_NOMEM; goto done; }
+    snprintf(tmp, pl, "%s.tmp", o.out);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { rc = df_err(DF_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)); goto done; }
+    if ((rc = df_gguf_writer_write_header(w, fd))) goto done;
+    for (int i = 0; i < tl.n; i++)
+        if ((rc = write_tensor(w, fd, i, &tl.t[i], &o, fbuf, qbuf, chunk))) goto done;
+    if (close(fd) < 0) { fd = -1; rc = df_err(DF_ERR_IO, "%s: close: %s", tmp, strerror(errno)); goto done; }
+    fd = -1;
+    if (rename(tmp, o.out) < 0) { rc = df_err(DF_ERR_IO, "rename %s: %s", tmp, strerror(errno)); goto done; }
+    fprintf(stderr, "gen-random: wrote %s (%s %s, %lld layers, n_embd %lld, %.3f M params, vocab %lld from %s)\n",
+            o.out, g_arch_opt[o.arch], o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
+            (long long)o.n_layer, (long long)o.n_embd, (double)n_params / 1e6, (long long)n_vocab, o.vocab);
+done:
+    if (fd >= 0) { close(fd); unlink(tmp); }
+    free(fbuf);
+    free(qbuf);
+    free(tmp);
+    free(tl.t);
+    df_gguf_writer_free(w);
+    if (rc) { fprintf(stderr, "gen-random: %s\n", df_errmsg()); return 1; }
+    return 0;
+}

@@ -1,0 +1,49 @@
+/* pack.h — the expert-major streaming layout (docs/pack-format.md).
+ * A packed model is one GGUF file (general.alignment = 4096): the source's KVs and dense
+ * tensors unchanged, plus `deltafin.pack.*` KVs naming the original routed-expert tensors
+ * (name, type, shape), a tensor `deltafin.pack.experts` (I8) holding one 4 KiB-aligned record
+ * per (layer, expert) = gate|up|down (or fused gate_up|down), and a tensor
+ * `deltafin.pack.index` (I64 {8, n_layer * n_expert}) with each record's offset, length,
+ * XXH64 and part offsets.
+ * Writing goes to OUT.tmp and is renamed at the end, so an interrupted pack never looks
+ * complete. Threading: df_pack_write is single-threaded; a df_pack is read-only after open. */
+#ifndef DF_PACK_H
+#define DF_PACK_H
+#include "weights/expert_store.h"
+#include "format/gguf.h"
+
+#define DF_PACK_VERSION 1
+
+typedef struct {
+    bool progress_tty;        /* draw a progress bar (stderr is a tty) */
+    bool progress_lines;      /* else: a line every ~5 s (0 = quiet) */
+    uint64_t fail_after;      /* tests: fail after this many records (0 = never) */
+} df_pack_opts;
+
+/* Rewrite `in_path` (a GGUF with routed experts) into `out_path`. */
+int df_pack_write(const char *in_path, const char *out_path, const df_pack_opts *o);
+
+typedef struct df_pack df_pack;
+/* DF_ERR_NOTFOUND if g is not a packed file; DF_ERR_FORMAT if its pack data is malformed. */
+int df_pack_open(const df_gguf *g, df_pack **out);
+void df_pack_close(df_pack *p);
+bool df_pack_is_packed(const df_gguf *g);
+
+int df_pack_n_layers(const df_pack *p);
+int df_pack_n_experts(const df_pack *p);
+/* Type and shape {ne0, ne1, n_expert} of an original expert tensor, e.g.
+ * "blk.3.ffn_down_exps.weight". DF_ERR_NOTFOUND if the pack has no such tensor. */
+int df_pack_expert_tensor(const df_pack *p, const char *name, int *type, int64_t ne[3]);
+/* Fill locs [L*E*3] (fused gate_up: gate = first half, up = second half) and records [L*E]
+ * (may be NULL) for the expert store. Shard = the packed file's shard index. */
+int df_pack_locs(const df_pack *p, df_expert_loc *locs, df_store_record *records);
+/* One part's location (same values as df_pack_locs). DF_ERR_INVALID for bad indices or a
+ * layer without that part. */
+int df_pack_expert_loc(const df_pack *p, int layer, int expert, int part, df_expert_loc *out);
+/* Number of original expert tensors and the i-th one's name/type/shape/bytes. */
+int df_pack_n_tensors(const df_pack *p);
+int df_pack_tensor_info(const df_pack *p, int i, const char **name, int *type, int64_t ne[3], uint64_t *nbytes);
+/* Read every record and check its checksum; first mismatch -> DF_ERR_CHECKSUM naming layer,
+ * expert, file and offset. *n_checked receives the number of records checked. */
+int df_pack_check(const df_gguf *g, const df_pack *p, uint64_t *n_checked);
+#endif

@@ -1,0 +1,173 @@
+/* attn_mla.c — multi-head latent attention (see attn_mla.h), following llama.cpp's deepseek2
+ * graph op by op so the numerics match: q (LoRA or Lite), compressed kv + shared rope key,
+ * RoPE NORM on the rope parts, RMSNorm of the latent, then either
+ *   absorbed: Q_h = [W_UK,h^T q_nope,h ; q_pe,h], K = V-view = [ckv ; k_pe] (F16 cache),
+ *             o_h = softmax(Q_h K^T·scale) ckv, out_h = W_UV,h o_h;
+ *   legacy:   kv = W_kvb ckv, K_h = [k_nope,h ; k_pe], V_h, ordinary MHA.
+ * The attention kernel is attn_gqa.c's (flash-attention numerics). */
+#include "forward/attn_mla.h"
+#include "forward/session.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+typedef struct {
+    float *qa, *q, *kv, *qf, *o, *ov, *kvb, *gate;
+} mla_bufs;
+
+#define MLA_NBUF 8
+
+/* Float counts per token of each buffer. */
+static void mla_sizes(const df_model *m, uint64_t sz[MLA_NBUF]) {
+    const df_hparams *hp = &m->hp;
+    const uint64_t nh = (uint64_t)hp->n_head, dr = (uint64_t)hp->n_rot, rkv = (uint64_t)hp->n_lora_kv;
+    const uint64_t dq = (uint64_t)hp->n_embd_head_k_mla, dv = (uint64_t)hp->n_embd_head_v_mla;
+    sz[0] = (uint64_t)(hp->n_lora_q > 0 ? hp->n_lora_q : 1); /* qa */
+    sz[1] = nh * dq;                                          /* q */
+    sz[2] = rkv + dr;                                         /* kv */
+    sz[3] = hp->is_mla ? nh * (rkv + dr) : 1;                 /* qf: absorbed queries */
+    sz[4] = nh * (hp->is_mla ? rkv : dv);                     /* o: attention output */
+    sz[5] = nh * dv;                                          /* ov: after W_UV */
+    sz[6] = hp->is_mla ? 1 : nh * (dq - dr + dv);             /* kvb: legacy decompressed kv */
+    sz[7] = 1;                                                /* gate: kimi-k3 output gate */
+    for (int l = 0; l < hp->n_layer; l++)
+        if (m->layers[l].attn_gate) sz[7] = nh * dv;
+}
+
+static uint64_t al64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+uint64_t df_mla_scratch_bytes(const df_model *m, int n_batch) {
+    uint64_t sz[MLA_NBUF], tot = 0;
+    mla_sizes(m, sz);
+    for (int i = 0; i < MLA_NBUF; i++) tot += al64(sz[i] * (uint64_t)n_batch * 4);
+    return tot;
+}
+
+static void carve(struct deltafin_ctx *c, mla_bufs *b) {
+    uint64_t sz[MLA_NBUF];
+    mla_sizes(c->m, sz);
+    char *p = c->arch_scr;
+    float **dst[MLA_NBUF] = {&b->qa, &b->q, &b->kv, &b->qf, &b->o, &b->ov, &b->kvb, &b->gate};
+    for (int i = 0; i < MLA_NBUF; i++) {
+        *dst[i] = (float *)p;
+        p += al64(sz[i] * (uint64_t)c->n_batch * 4);
+    }
+    DF_ASSERT((uint64_t)(p - c->arch_scr) <= c->arch_scr_bytes);
+}
+
+static void mmw(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
+                int64_t ldy) {
+    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+}
+
+/* slice h of a 3-D weight {ne0, ne1, nh}: rows ne1 of ne0 elements */
+static const void *slice(const df_tensor *w, int h) {
+    return (const char *)w->data + (uint64_t)h * df_type_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1];
+}
+
+static bool tiled_attn(int nt, int dv) {
+    /* as session.c: llama.cpp's tiled F32 flash-attention path for >= 64 queries */
+    int epr = !strcmp(df_kernels()->name, "avx512") ? 16 : 8;
+    return nt >= 64 && dv % epr == 0;
+}
+
+int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt) {
+    const df_hparams *hp = &c->m->hp;
+    const df_layer *L = &c->m->layers[il];
+    const int D = hp->n_embd;
+    for (int t = 0; t < nt; t++)
+        df_rmsnorm(c->h + (int64_t)t * D, L->attn_norm->data, c->x + (int64_t)t * D, D, hp->eps);
+    int rc = df_mla_attend(c, il, nt, c->x, c->y);
+    if (rc < 0) return rc;
+    for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
+    return DF_OK;
+}
+
+int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float *out) {
+    const df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int D = hp->n_embd, nh = hp->n_head, dr = hp->n_rot, rkv = hp->n_lora_kv;
+    const int dq = hp->n_embd_head_k_mla, dn = dq - dr, dv = hp->n_embd_head_v_mla;
+    const int64_t nq = (int64_t)nh * dq, nkv = rkv + dr;
+    mla_bufs b;
+    carve(c, &b);
+    /* queries */
+    if (L->wq_a) {
+        const int rq = hp->n_lora_q;
+        mmw(c, L->wq_a, x, D, nt, b.qa, rq);
+        for (int t = 0; t < nt; t++)
+            df_rmsnorm(b.qa + (int64_t)t * rq, L->q_a_norm->data, b.qa + (int64_t)t * rq, rq, hp->eps);
+        mmw(c, L->wq_b, b.qa, rq, nt, b.q, nq);
+    } else {
+        mmw(c, L->wq, x, D, nt, b.q, nq);
+    }
+    /* compressed kv and the shared rope key */
+    mmw(c, L->wkv_a_mqa, x, D, nt, b.kv, nkv);
+    for (int t = 0; t < nt; t++) {
+        if (!hp->no_rope) {
+            const float *rc = c->rc + (int64_t)t * dr;
+            df_rope_apply(&m->rope, rc, b.q + t * nq + dn, nh, dq);
+            df_rope_apply(&m->rope, rc, b.kv + t * nkv + rkv, 1, dr);
+        }
+        df_rmsnorm(b.kv + t * nkv, L->kv_a_norm->data, b.kv + t * nkv, rkv, hp->eps);
+    }
+    df_attn_args a = {
+        .n_tok = nt, .pos0 = c->n_past, .n_head = nh, .kc = c->k_l[il],
+        .scale = hp->kq_scale, .sinks = NULL, .swa = 0,
+        .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
+    };
+    if (hp->is_mla) {
+        const int64_t nqf = (int64_t)nh * nkv;
+        for (int h = 0; h < nh; h++) {
+            /* q_nope absorbed: {dn, rkv} slice of attn_k_b times q_nope,h */
+            df_matmul_3d(c->pool, slice(L->wk_b, h), L->wk_b->type, dn, rkv, b.q + (int64_t)h * dq, nq, nt,
+                      b.qf + (int64_t)h * nkv, nqf, c->act);
+        }
+        for (int t = 0; t < nt; t++) {
+            for (int h = 0; h < nh; h++)
+                memcpy(b.qf + t * nqf + (int64_t)h * nkv + rkv, b.q + t * nq + (int64_t)h * dq + dn,
+                       sizeof(float) * (size_t)dr);
+            df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
+            const float *kt = b.kv + t * nkv;
+            for (int64_t i = 0; i < nkv; i++) kd[i] = df_f32_to_f16(kt[i]);
+        }
+        a.n_head_kv = 1; a.dk = (int)nkv; a.dv = rkv;
+        a.q = b.qf; a.ldq = nqf;
+        a.vc = c->k_l[il]; a.ldk = nkv; a.ldv = nkv;
+        a.out = b.o; a.ldo = (int64_t)nh * rkv;
+        a.f32_acc = tiled_attn(nt, rkv);
+        df_attn_gqa(c->pool, &a);
+        for (int h = 0; h < nh; h++)
+            df_matmul_3d(c->pool, slice(L->wv_b, h), L->wv_b->type, rkv, dv, b.o + (int64_t)h * rkv,
+                      (int64_t)nh * rkv, nt, b.ov + (int64_t)h * dv, (int64_t)nh * dv, c->act);
+    } else {
+        const int64_t nkvb = (int64_t)nh * (dn + dv);
+        mmw(c, L->wkv_b, b.kv, nkv, nt, b.kvb, nkvb);
+        for (int t = 0; t < nt; t++) {
+            df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
+            df_f16 *vd = df_ctx_v(c, il, c->n_past + t);
+            const float *kvt = b.kvb + t * nkvb, *pe = b.kv + t * nkv + rkv;
+            for (int h = 0; h < nh; h++) {
+                const float *src = kvt + (int64_t)h * (dn + dv);
+                df_f16 *kh = kd + (int64_t)h * dq, *vh = vd + (int64_t)h * dv;
+                for (int i = 0; i < dn; i++) kh[i] = df_f32_to_f16(src[i]);
+                for (int i = 0; i < dr; i++) kh[dn + i] = df_f32_to_f16(pe[i]);
+                for (int i = 0; i < dv; i++) vh[i] = df_f32_to_f16(src[dn + i]);
+            }
+        }
+        a.n_head_kv = nh; a.dk = dq; a.dv = dv;
+        a.q = b.q; a.ldq = nq;
+        a.vc = c->v_l[il]; a.ldk = nq; a.ldv = (int64_t)nh * dv;
+        a.out = b.ov; a.ldo = (int64_t)nh * dv;
+        a.f32_acc = tiled_attn(nt, dv);
+        df_attn_gqa(c->pool, &a);
+    }
+    if (L->attn_gate) {
+        /* kimi-k3: O *= sigmoid(W_gate x) before the output projection */
+        const int64_t ng = (int64_t)nh * dv;
+        mmw(c, L->attn_gate, x, D, nt, b.gate, ng);
+        for (int64_t i = 0; i < (int64_t)nt * ng; i++) b.ov[i] *= df_sigmoid(b.gate[i]);
+    }
+    mmw(c, L->wo, b.ov, (int64_t)nh * dv, nt, out, D);
+    return DF_OK;
+}

@@ -1,0 +1,312 @@
+/* moe.c — MoE FFN of a batch: routing exactly as llama.cpp's build_moe_ffn (formats.md §3.0
+ * steps 1-11), then expert-major compute: the union of selected experts is announced to the
+ * provider (prefetch), and each expert is acquired once, applied to all tokens routed to it
+ * with one matmul per part, and released. Per-slot outputs are weighted and summed in slot
+ * order j = 0..k-1 so the result does not depend on the order experts arrive in.
+ * All routed-expert weight access goes through the model's df_expert_provider.
+ * Threading: called on the ctx's thread; matmuls fan out over the ctx pool. */
+#include "forward/session.h"
+#include "kernels/kernels.h"
+#include "weights/expert_store.h"
+#include "runtime/plan.h"
+#include <math.h>
+
+static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
+               int64_t ldy) {
+    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+}
+
+/* router logits (a batch of F32 router rows goes through df_matmul's tinyBLAS-order GEMM in
+ * ggml's order, kernels/dispatch.c) */
+static void router_logits(struct deltafin_ctx *c, const df_tensor *w, const float *x, int64_t ldx, int nt, float *y,
+                          int64_t ldy) {
+    mm(c, w, x, ldx, nt, y, ldy);
+}
+
+/* ggml_soft_max in place: ggml's vector order and exp when df_ggml_order() */
+static void softmax(float *x, int n) {
+    if (df_ggml_order()) df_softmax_ggml(x, x, n);
+    else df_softmax(x, x, n);
+}
+
+/* Steps 1-9 for nt rows of x into idx/w ([nt][K]); select_only (look-ahead) stops after the
+ * top-k choice (step 5): no weights, no routing counts. Scratch: c->router, c->selbuf. */
+static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, int32_t *idx_out, float *w_out,
+                       bool select_only) {
+    const df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int E = hp->n_expert, K = hp->n_expert_used;
+    /* 1. router logits */
+    router_logits(c, L->gate_inp, x, hp->n_embd, nt, c->router, E);
+    for (int t = 0; t < nt; t++) {
+        float *lg = c->router + (int64_t)t * E;
+        float *sel = c->selbuf + (int64_t)t * E;
+        if (L->gate_inp_b) df_add(lg, L->gate_inp_b->data, E);
+        /* 2. scores (in place) */
+        switch (hp->gating) {
+        case DF_GATING_SOFTMAX: softmax(lg, E); break;
+        case DF_GATING_SIGMOID: for (int e = 0; e < E; e++) lg[e] = df_sigmoid(lg[e]); break;
+        case DF_GATING_SQRT_SOFTPLUS:
+            for (int e = 0; e < E; e++) {
+                float v = lg[e];
+                float sp = v > 20.0f ? v : log1pf(expf(v));
+                lg[e] = sqrtf(sp);
+            }
+            break;
+        default: break; /* SOFTMAX_WEIGHT: raw logits */
+        }
+        /* 3. selection scores */
+        memcpy(sel, lg, sizeof(float) * (size_t)E);
+        if (L->exp_probs_b) df_add(sel, L->exp_probs_b->data, E);
+        /* 4. group limit */
+        if (hp->n_expert_groups > 1) {
+            const int G = hp->n_expert_groups, per = E / G;
+            float gs[256];
+            bool keep[256];
+            for (int g = 0; g < G; g++) {
+                float a = -INFINITY, b = -INFINITY;
+                for (int e = g * per; e < (g + 1) * per; e++) {
+                    float v = sel[e];
+                    if (v > a) { b = a; a = v; } else if (v > b) b = v;
+                }
+                gs[g] = a + b;
+                keep[g] = false;
+            }
+            for (int r = 0; r < hp->n_group_used; r++) {
+                int best = -1;
+                for (int g = 0; g < G; g++)
+                    if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+                keep[best] = true;
+            }
+            for (int g = 0; g < G; g++)
+                if (!keep[g])
+                    for (int e = g * per; e < (g + 1) * per; e++) sel[e] = -INFINITY;
+        }
+        /* 5. top-k descending (ties: lower id first) and 6. unbiased weights */
+        int32_t *idx = idx_out + (int64_t)t * K;
+        float *w = w_out + (int64_t)t * K;
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                bool used = false;
+                for (int i = 0; i < j; i++) used |= idx[i] == e;
+                if (used) continue;
+                if (best < 0 || sel[e] > sel[best]) best = e;
+            }
+            idx[j] = best;
+            if (!select_only) w[j] = lg[best];
+        }
+        if (select_only) continue;
+        /* 7. */
+        if (hp->gating == DF_GATING_SOFTMAX_WEIGHT) softmax(w, K);
+        /* 8. */
+        if (hp->expert_weights_norm) {
+            double s = 0.0;
+            for (int j = 0; j < K; j++) s += w[j];
+            float sum = (float)s;
+            if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+            for (int j = 0; j < K; j++) w[j] /= sum;
+        }
+        /* 9. */
+        if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+            for (int j = 0; j < K; j++) w[j] *= hp->expert_weights_scale;
+        /* optional routing statistics (deltafin_ctx_count_routes) */
+        if (c->route_counts) {
+            uint32_t *rc = c->route_counts + (int64_t)il * E;
+            for (int j = 0; j < K; j++) rc[idx[j]]++;
+        }
+    }
+}
+
+void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
+    route_rows(c, il, x, nt, c->sel, c->selw, false);
+}
+
+int df_moe_next_layer(const struct deltafin_model *m, int il) {
+    for (int l = il + 1; l < m->hp.n_layer; l++)
+        if (m->layers[l].is_moe && m->layers[l].gate_inp) return l;
+    return -1;
+}
+
+bool df_moe_lookahead_wanted(struct deltafin_ctx *c) {
+    df_store *s = df_stream_store(c->m);
+    return s && df_store_lookahead_wanted(s);
+}
+
+void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int nt) {
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    df_store *s = df_stream_store(m);
+    if (!s || nt <= 0 || il_next < 0 || il_next >= hp->n_layer || !m->layers[il_next].is_moe ||
+        !m->layers[il_next].gate_inp || !df_store_lookahead_wanted(s))
+        return;
+    const int E = hp->n_expert, K = hp->n_expert_used;
+    if (nt > c->n_batch || (int64_t)nt * K + 2 * (int64_t)E > (int64_t)nt * K * hp->n_embd) return;
+    /* scratch: c->router / c->selbuf (routing), c->yslot ([nb][K][D] floats): top-k ids, then
+     * per-expert votes and the ordered list */
+    int32_t *idx = (int32_t *)c->yslot;
+    int32_t *votes = idx + (int64_t)nt * K;
+    int32_t *order = votes + E;
+    route_rows(c, il_next, xn, nt, idx, NULL, true);
+    memset(votes, 0, sizeof(int32_t) * (size_t)E);
+    /* rank by tokens voting for the expert, then by best rank among them (ids break ties) */
+    for (int t = 0; t < nt; t++)
+        for (int j = 0; j < K; j++) votes[idx[(int64_t)t * K + j]] += 2 * K - j;
+    int n = 0;
+    for (int e = 0; e < E; e++)
+        if (votes[e]) order[n++] = e;
+    for (int i = 1; i < n; i++) { /* insertion sort: n <= E, small */
+        int e = order[i], j = i - 1;
+        while (j >= 0 && votes[order[j]] < votes[e]) { order[j + 1] = order[j]; j--; }
+        order[j + 1] = e;
+    }
+    df_store_lookahead(s, il_next, order, n);
+}
+
+/* one expert's matrix: ggml's MUL_MAT_ID (its float order differs from a plain matmul's for
+ * repacked weights under DELTAFIN_GGML_ORDER; kernels.h) */
+static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in, int64_t n_out,
+                   const float *X, int nt, float *Y) {
+    df_matmul_id(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);
+}
+
+/* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
+ * as ggml_swiglu (which matters in ggml's order: vectors restart at each row) */
+void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
+    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, nrows, ncols); return; }
+    df_ffn_act(hp, g, u, nrows * ncols);
+}
+
+void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
+    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, 1, n); return; }
+    /* kimi-k3 situ in llama.cpp's op order (F32 reciprocal scales, libm tanhf / expf) */
+    const float b = hp->situ_beta, lb = hp->situ_lbeta, rb = 1.0f / b, rlb = 1.0f / lb;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        const float a = (tanhf(x * rb) * b) * df_sigmoid(x);
+        const float up = lb > 0.0f ? tanhf(u[i] * rlb) * lb : u[i];
+        g[i] = a * up;
+    }
+}
+
+int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *xe, int nt, float *out) {
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int E = hp->n_expert, K = hp->n_expert_used, Dr = hp->n_embd;
+    df_moe_route(c, il, xr, nt);
+
+    /* bucket (token, slot) pairs by expert */
+    memset(c->e_cnt, 0, sizeof(int32_t) * (size_t)E);
+    for (int i = 0; i < nt * K; i++) c->e_cnt[c->sel[i]]++;
+    int n_union = 0;
+    c->e_off[0] = 0;
+    for (int e = 0; e < E; e++) {
+        c->e_off[e + 1] = c->e_off[e] + c->e_cnt[e];
+        if (c->e_cnt[e]) c->e_union[n_union++] = e;
+    }
+    memset(c->e_cnt, 0, sizeof(int32_t) * (size_t)E);
+    for (int i = 0; i < nt * K; i++) {
+        int e = c->sel[i];
+        c->e_list[c->e_off[e] + c->e_cnt[e]++] = i;
+    }
+    const df_expert_provider *pv = &m->provider;
+    if (pv->prefetch) pv->prefetch(pv->ud, il, c->e_union, n_union);
+    int64_t D, n_ff, n_out_d; /* expert input width (n_embd, or kimi-k3's latent) */
+    df_model_expert_shape(m, il, DF_EXPERT_GATE, &D, &n_ff, NULL);
+    df_model_expert_shape(m, il, DF_EXPERT_DOWN, NULL, &n_out_d, NULL);
+
+    /* router look-ahead: the next MoE layer's router on this layer's state (after its
+     * attention), queued behind this layer's reads so the disk keeps working across the layer
+     * boundary. x = rmsnorm(h) * ffn_norm[il], so x * ffn_norm[next] / ffn_norm[il] is the
+     * next layer's router input had the state not changed (channels with a zero weight keep x). */
+    const int il_next = df_moe_next_layer(m, il);
+    if (il_next >= 0 && df_moe_lookahead_wanted(c)) {
+        const df_tensor *n0 = L->ffn_norm, *n1 = m->layers[il_next].ffn_norm;
+        const float *xn = xr;
+        if (n0 && n1 && n0->ne[0] == Dr && n1->ne[0] == Dr && n0->type == DF_TYPE_F32 && n1->type == DF_TYPE_F32) {
+            const float *w0 = n0->data, *w1 = n1->data;
+            for (int t = 0; t < nt; t++) {
+                const float *xt = xr + (int64_t)t * Dr;
+                float *o = c->xg + (int64_t)t * Dr;
+                for (int d = 0; d < Dr; d++) o[d] = w0[d] != 0.0f ? xt[d] * (w1[d] / w0[d]) : xt[d];
+            }
+            xn = c->xg;
+        }
+        df_moe_lookahead(c, il_next, xn, nt);
+    }
+
+    for (int u = 0; u < n_union; u++) {
+        if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "cancelled");
+        const int e = c->e_union[u];
+        const int n = c->e_off[e + 1] - c->e_off[e];
+        const int32_t *lst = c->e_list + c->e_off[e];
+        df_expert_w w;
+        int rc = pv->acquire(pv->ud, il, e, &w);
+        if (rc < 0) return df_err_prefix(rc, "layer %d expert %d", il, e);
+        for (int i = 0; i < n; i++)
+            memcpy(c->xg + (int64_t)i * D, xe + (int64_t)(lst[i] / K) * D, sizeof(float) * (size_t)D);
+        if (w.type[DF_EXPERT_GATE] == w.type[DF_EXPERT_UP]) {
+            int ty = w.type[DF_EXPERT_GATE];
+            df_quantize_act(ty, c->xg, D, D, n, c->act);
+            df_matmul_q_id(c->pool, w.w[DF_EXPERT_GATE], ty, D, n_ff, c->act, n, c->fa, n_ff);
+            df_matmul_q_id(c->pool, w.w[DF_EXPERT_UP], ty, D, n_ff, c->act, n, c->fb, n_ff);
+        } else {
+            mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
+            mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);
+        }
+        df_ffn_act_rows(hp, c->fa, c->fb, n, n_ff);
+        mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, n_out_d, c->fa, n, c->yg);
+        pv->release(pv->ud, il, e);
+        for (int i = 0; i < n; i++)
+            memcpy(c->yslot + (int64_t)lst[i] * n_out_d, c->yg + (int64_t)i * n_out_d, sizeof(float) * (size_t)n_out_d);
+    }
+    /* 10-11: weight each slot, sum in slot order */
+    for (int t = 0; t < nt; t++) {
+        float *o = out + (int64_t)t * n_out_d;
+        const float *w = c->selw + (int64_t)t * K;
+        const float *y0 = c->yslot + (int64_t)t * K * n_out_d;
+        for (int64_t d = 0; d < n_out_d; d++) o[d] = y0[d] * w[0];
+        for (int j = 1; j < K; j++) {
+            const float *yj = y0 + (int64_t)j * n_out_d;
+            for (int64_t d = 0; d < n_out_d; d++) o[d] += yj[d] * w[j];
+        }
+    }
+    return DF_OK;
+}
+
+int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out) {
+    int rc = df_moe_routed(c, il, x, x, nt, out);
+    if (rc < 0) return rc;
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int D = hp->n_embd;
+    /* shared expert */
+    if (L->gate_shexp) {
+        const int64_t fs = L->gate_shexp->ne[1];
+        if (L->gate_shexp->type == L->up_shexp->type) {
+            df_quantize_act(L->gate_shexp->type, x, D, D, nt, c->act);
+            df_matmul_q(c->pool, L->gate_shexp->data, L->gate_shexp->type, D, fs, c->act, nt, c->fa, fs);
+            df_matmul_q(c->pool, L->up_shexp->data, L->up_shexp->type, D, fs, c->act, nt, c->fb, fs);
+        } else {
+            mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
+            mm(c, L->up_shexp, x, D, nt, c->fb, fs);
+        }
+        df_ffn_act_rows(hp, c->fa, c->fb, nt, fs);
+        mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
+        if (L->gate_inp_shexp) {
+            /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */
+            float *z = c->fb;
+            df_matmul(c->pool, L->gate_inp_shexp->data, L->gate_inp_shexp->type, D, 1, x, D, nt, z, 1, c->act);
+            for (int t = 0; t < nt; t++) {
+                float g = df_silu(z[t]) / z[t];
+                float *ys = c->yg + (int64_t)t * D;
+                for (int d = 0; d < D; d++) ys[d] *= g;
+            }
+        }
+        for (int t = 0; t < nt; t++) df_add(out + (int64_t)t * D, c->yg + (int64_t)t * D, D);
+    }
+    return DF_OK;
+}

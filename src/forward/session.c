@@ -1,0 +1,551 @@
+/* session.c — deltafin_ctx: one sequence's F16 KV cache and scratch, the forward pass of the
+ * transformer over a batch of tokens (matrix-matrix work, n_batch tokens per step), logits,
+ * cancellation and statistics; plus the public vocabulary / chat wrappers.
+ * Layer skeleton (formats.md §3.0): h += Attn(RMSNorm(h)); h += FFN_or_MoE(RMSNorm(h)).
+ * Invariant: no allocation inside deltafin_decode except growing the all-logits buffer once
+ * per call; all scratch is carved at create time from one block (df_session_scratch_bytes).
+ * Threading: a ctx is used by one thread at a time; its own pool parallelizes the work.
+ * deltafin_ctx_cancel() may be called from any thread or a signal handler. */
+#include "forward/session.h"
+#include "weights/dense_stream.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+#include <math.h>
+#include <sys/mman.h>
+
+#include "text/tokenizer.h"
+#include "text/chat.h"
+
+/* ---- scratch plan --------------------------------------------------------------------------- */
+typedef struct {
+    uint64_t h, x, q, k, v, o, y, f, rc, act, router, sel, e_cnt, e_list, xg, yslot, attn, logits, arch;
+    uint64_t total;
+    int fw;
+} scratch_plan;
+
+static uint64_t a64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+static void plan_scratch(const df_model *m, int n_batch, int n_threads, scratch_plan *p) {
+    const df_hparams *hp = &m->hp;
+    const uint64_t nb = (uint64_t)n_batch;
+    const uint64_t nq = (uint64_t)hp->n_head * hp->n_embd_head_k;
+    const uint64_t nk = (uint64_t)hp->n_head_kv * hp->n_embd_head_k;
+    const uint64_t nv = (uint64_t)hp->n_head_kv * hp->n_embd_head_v;
+    const uint64_t no = (uint64_t)hp->n_head * hp->n_embd_head_v;
+    uint64_t fw = (uint64_t)hp->n_ff;
+    if ((uint64_t)hp->n_ff_exp > fw) fw = (uint64_t)hp->n_ff_exp;
+    if ((uint64_t)hp->n_ff_shexp > fw) fw = (uint64_t)hp->n_ff_shexp;
+    if (nq + nk + nv > fw) fw = nq + nk + nv;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const df_layer *L = &m->layers[l];
+        if (L->gate_shexp && (uint64_t)L->gate_shexp->ne[1] > fw) fw = (uint64_t)L->gate_shexp->ne[1];
+    }
+    if (fw < 1) fw = 1;
+    p->fw = (int)fw;
+    uint64_t act = 64;
+    for (int i = 0; i < m->n_bound; i++) {
+        const df_tensor *t = &m->tensors[i];
+        if (t->ne[1] <= 1 && t->ne[2] <= 1 && t != m->tok_embd) {
+            /* 1-D weights used as a matmul (qwen2moe shared-expert gate) */
+            uint64_t b = df_act_bytes(t->type, t->ne[0], (int64_t)nb);
+            if (b > act) act = b;
+            continue;
+        }
+        uint64_t b = df_act_bytes(t->type, t->ne[0], (int64_t)nb);
+        if (b > act) act = b;
+    }
+    const uint64_t E = (uint64_t)(hp->n_expert > 0 ? hp->n_expert : 1);
+    const uint64_t K = (uint64_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    const uint64_t D = (uint64_t)hp->n_embd;
+    p->h = a64(nb * D * 4);
+    p->x = p->h;
+    p->q = a64(nb * nq * 4);
+    p->k = a64(nb * nk * 4);
+    p->v = a64(nb * nv * 4);
+    p->o = a64(nb * no * 4);
+    p->y = p->h;
+    p->f = a64(nb * fw * 4);
+    p->rc = a64(nb * (uint64_t)(hp->n_rot > 0 ? hp->n_rot : 2) * 4);
+    p->act = a64(act);
+    bool moe = hp->n_expert > 0;
+    p->router = moe ? a64(nb * E * 4) : 0;
+    p->sel = moe ? a64(nb * K * 4) : 0;
+    p->e_cnt = moe ? a64((E + 1) * 4) : 0;
+    p->e_list = moe ? a64(nb * K * 4) : 0;
+    p->xg = moe ? a64(nb * D * 4) : 0;
+    p->yslot = moe ? a64(nb * K * D * 4) : 0;
+    p->attn = (uint64_t)(n_threads > 0 ? n_threads : 1) *
+              df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
+    p->logits = a64((uint64_t)hp->n_vocab * 4);
+    p->arch = m->arch->arch_scratch ? a64(m->arch->arch_scratch(m, n_batch)) : 0;
+    p->total = p->h + p->x + p->q + p->k + p->v + p->o + p->y + 2 * p->f + p->rc + p->act +
+               2 * p->router + 2 * p->sel + 4 * p->e_cnt + p->e_list + 2 * p->xg + p->yslot +
+               a64(p->attn) + p->logits + p->arch;
+}
+
+uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads) {
+    (void)n_ctx;
+    scratch_plan p;
+    plan_scratch(m, n_batch, n_threads, &p);
+    return p.total;
+}
+
+/* ---- create / free ---------------------------------------------------------------------- */
+deltafin_ctx_params deltafin_ctx_default_params(void) {
+    deltafin_ctx_params p = {.n_ctx = 0, .n_batch = 512, .n_threads = 0};
+    return p;
+}
+
+static void *anon(uint64_t n) {
+    void *p = mmap(NULL, (size_t)(n ? n : 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltafin_ctx **out) {
+    *out = NULL;
+    deltafin_ctx_params p = pp ? *pp : deltafin_ctx_default_params();
+    const df_hparams *hp = &m->hp;
+    if (m->meta_only) return df_err(DF_ERR_INVALID, "model was loaded for metadata only");
+    if (hp->n_expert_groups > 256 || (hp->n_expert_groups > 1 && hp->n_expert % hp->n_expert_groups))
+        return df_err(DF_ERR_UNSUPPORTED, "expert_group_count %d not supported", hp->n_expert_groups);
+    for (int l = 0; l < hp->n_layer; l++)
+        if (m->layers[l].is_moe && !m->has_provider)
+            return df_err(DF_ERR_INVALID, "model loaded without routed experts and no expert provider set");
+    if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (p.n_ctx <= 0) p.n_ctx = 4096;
+    if (p.n_ctx > (1 << 24)) return df_err(DF_ERR_INVALID, "n_ctx %d too large", p.n_ctx);
+    if (p.n_batch <= 0) p.n_batch = 512;
+    if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    int nth = p.n_threads > 0 ? p.n_threads : m->params.n_threads;
+    deltafin_ctx *c = df_calloc(1, sizeof *c);
+    if (!c) return DF_ERR_NOMEM;
+    c->m = m;
+    c->n_ctx = p.n_ctx;
+    c->n_batch = p.n_batch;
+    atomic_init(&c->cancel, 0);
+    c->pool = df_pool_create(nth);
+    if (!c->pool) { free(c); return df_err(DF_ERR_NOMEM, "cannot create thread pool"); }
+    c->n_threads = df_pool_size(c->pool);
+
+    c->k_l = df_calloc((size_t)hp->n_layer * 2, sizeof(df_f16 *));
+    c->k_row = df_calloc((size_t)hp->n_layer * 2, sizeof(int64_t));
+    if (!c->k_l || !c->k_row) { deltafin_ctx_free(c); return DF_ERR_NOMEM; }
+    c->v_l = c->k_l + hp->n_layer;
+    c->v_row = c->k_row + hp->n_layer;
+    uint64_t kv_elems = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        df_model_kv_row(m, l, &c->k_row[l], &c->v_row[l]);
+        kv_elems += (uint64_t)(c->k_row[l] + c->v_row[l]) * (uint64_t)c->n_ctx;
+    }
+    c->kv_bytes = kv_elems * sizeof(df_f16);
+    c->kv_mem = anon(c->kv_bytes);
+    if (!c->kv_mem) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)", (unsigned long long)c->kv_bytes); }
+    df_f16 *kvp = c->kv_mem;
+    for (int l = 0; l < hp->n_layer; l++) {
+        c->k_l[l] = kvp; kvp += (uint64_t)c->k_row[l] * (uint64_t)c->n_ctx;
+        c->v_l[l] = kvp; kvp += (uint64_t)c->v_row[l] * (uint64_t)c->n_ctx;
+    }
+
+    scratch_plan sp;
+    plan_scratch(m, c->n_batch, c->n_threads, &sp);
+    c->mem = anon(sp.total);
+    if (!c->mem) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate %llu bytes of scratch", (unsigned long long)sp.total); }
+    c->mem_bytes = sp.total;
+    char *q = c->mem;
+#define CARVE(ptr, n) do { (ptr) = (void *)q; q += (n); } while (0)
+    CARVE(c->h, sp.h); CARVE(c->x, sp.x); CARVE(c->q, sp.q); CARVE(c->k, sp.k); CARVE(c->v, sp.v);
+    CARVE(c->o, sp.o); CARVE(c->y, sp.y); CARVE(c->fa, sp.f); CARVE(c->fb, sp.f); CARVE(c->rc, sp.rc);
+    CARVE(c->act, sp.act); c->act_bytes = sp.act;
+    CARVE(c->router, sp.router); CARVE(c->selbuf, sp.router); CARVE(c->sel, sp.sel); CARVE(c->selw, sp.sel);
+    CARVE(c->e_cnt, sp.e_cnt); CARVE(c->e_off, sp.e_cnt); CARVE(c->e_union, sp.e_cnt); q += sp.e_cnt;
+    CARVE(c->e_list, sp.e_list); CARVE(c->xg, sp.xg); CARVE(c->yg, sp.xg); CARVE(c->yslot, sp.yslot);
+    CARVE(c->attn_scr, a64(sp.attn)); CARVE(c->logits, sp.logits);
+    c->arch_scr_bytes = sp.arch; CARVE(c->arch_scr, sp.arch);
+#undef CARVE
+    DF_ASSERT((uint64_t)(q - (char *)c->mem) <= sp.total);
+    if (!hp->n_expert) c->yg = c->y; /* unused */
+    if (m->arch->state_bytes) {
+        c->rs_bytes = m->arch->state_bytes(m);
+        c->rs = anon(c->rs_bytes);
+        c->rs_snap = anon(c->rs_bytes);
+        c->rs_snap_pos = -1;
+        c->hist = df_malloc(sizeof(int32_t) * (size_t)c->n_ctx);
+        if (!c->rs || !c->rs_snap || !c->hist) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the recurrent state (%llu bytes)", (unsigned long long)c->rs_bytes); }
+    }
+    c->attn_stride = df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
+    c->logits_cap = 1;
+    c->n_logits = 0;
+    *out = c;
+    return DF_OK;
+}
+
+void deltafin_ctx_free(deltafin_ctx *c) {
+    if (!c) return;
+    if (c->pool) df_pool_free(c->pool);
+    if (c->kv_mem) munmap(c->kv_mem, (size_t)(c->kv_bytes ? c->kv_bytes : 1));
+    free(c->k_l);
+    free(c->k_row);
+    if (c->logits_cap > 1 && c->logits) free(c->logits);
+    if (c->mem) munmap(c->mem, (size_t)c->mem_bytes);
+    if (c->rs) munmap(c->rs, (size_t)(c->rs_bytes ? c->rs_bytes : 1));
+    if (c->rs_snap) munmap(c->rs_snap, (size_t)(c->rs_bytes ? c->rs_bytes : 1));
+    free(c->hist);
+    free(c->route_counts);
+    free(c);
+}
+
+int deltafin_ctx_count_routes(deltafin_ctx *c) {
+    const df_hparams *hp = &c->m->hp;
+    if (hp->n_expert <= 0 || hp->n_expert_used <= 0) return df_err(DF_ERR_UNSUPPORTED, "model has no routed experts");
+    if (!c->route_counts) {
+        c->route_counts = df_calloc((size_t)hp->n_layer * (size_t)hp->n_expert, sizeof(uint32_t));
+        if (!c->route_counts) return DF_ERR_NOMEM;
+    } else {
+        memset(c->route_counts, 0, sizeof(uint32_t) * (size_t)hp->n_layer * (size_t)hp->n_expert);
+    }
+    return DF_OK;
+}
+
+int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, int *n_layer, int *n_expert) {
+    if (!c->route_counts) return df_err(DF_ERR_INVALID, "routing statistics are off (deltafin_ctx_count_routes)");
+    *counts = c->route_counts;
+    *n_layer = c->m->hp.n_layer;
+    *n_expert = c->m->hp.n_expert;
+    return DF_OK;
+}
+
+int deltafin_ctx_n_ctx(const deltafin_ctx *c) { return c->n_ctx; }
+int deltafin_ctx_pos(const deltafin_ctx *c) { return c->n_past; }
+/* Recurrent state: the state is a function of the whole prefix and cannot be cut back, so to
+ * keep hist[0..pos) it restarts from the last prompt snapshot when that is at or before pos
+ * (chat / server: the previous prompt), else from a fresh sequence, and re-decodes the rest
+ * of the prefix (exact). On failure the cache is left empty (pos 0). */
+static int rs_rebuild(deltafin_ctx *c, int pos) {
+    int from = 0;
+    if (pos > 0 && c->rs_snap_pos > 0 && c->rs_snap_pos <= pos) {
+        memcpy(c->rs, c->rs_snap, (size_t)c->rs_bytes);
+        from = c->rs_snap_pos;
+    } else {
+        memset(c->rs, 0, (size_t)c->rs_bytes);
+        if (pos < c->rs_snap_pos || pos <= 0) c->rs_snap_pos = -1; /* the snapshot is past the kept prefix */
+    }
+    c->n_past = from;
+    c->n_logits = 0;
+    if (pos <= from) return DF_OK;
+    int rc = deltafin_decode(c, c->hist + from, pos - from, false);
+    if (rc < 0) {
+        memset(c->rs, 0, (size_t)c->rs_bytes);
+        c->n_past = 0;
+        c->rs_snap_pos = -1;
+        return df_err_prefix(rc, "re-decoding the %d kept tokens of a recurrent model", pos - from);
+    }
+    return DF_OK;
+}
+
+int deltafin_ctx_truncate(deltafin_ctx *c, int pos) {
+    if (pos < 0 || pos > c->n_past) return df_err(DF_ERR_INVALID, "truncate: position %d outside 0..%d", pos, c->n_past);
+    if (c->rs && pos < c->n_past) return rs_rebuild(c, pos);
+    c->n_past = pos;
+    return DF_OK;
+}
+void deltafin_ctx_cancel(deltafin_ctx *c) { atomic_store(&c->cancel, 1); }
+
+void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out) {
+    *out = c->st;
+    const df_model *m = c->m;
+    if (m->has_provider && m->provider.stats)
+        m->provider.stats(m->provider.ud, &out->expert_hits, &out->expert_misses, &out->bytes_read,
+                          &out->io_wait_ns);
+    df_dense_stats ds;
+    if (m->dstream && df_dense_get_stats((df_model *)m, &ds) == DF_OK) {
+        out->dense_bytes_read = ds.bytes_read;
+        out->dense_wait_ns = ds.wait_ns;
+        out->bytes_read += ds.bytes_read;
+        out->io_wait_ns += ds.wait_ns;
+    }
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+static void mm(deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y, int64_t ldy) {
+    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+}
+
+static void add_bias(float *Y, int64_t ldy, int nt, const df_tensor *b) {
+    if (!b) return;
+    for (int t = 0; t < nt; t++) df_add(Y + (int64_t)t * ldy, b->data, (int)b->ne[0]);
+}
+
+static bool use_tiled_attn(int nt, int dv) {
+    /* llama.cpp switches to its tiled F32 kernel for >= 64 queries when DV is a multiple of
+     * the SIMD width (16 floats with AVX-512, 8 otherwise). */
+    int epr = !strcmp(df_kernels()->name, "avx512") ? 16 : 8;
+    return nt >= 64 && dv % epr == 0;
+}
+
+int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
+    const df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int D = hp->n_embd, dk = hp->n_embd_head_k, dv = hp->n_embd_head_v;
+    const int64_t nq = (int64_t)hp->n_head * dk, nk = (int64_t)hp->n_head_kv * dk, nv = (int64_t)hp->n_head_kv * dv;
+    for (int t = 0; t < nt; t++)
+        df_rmsnorm(c->h + (int64_t)t * D, L->attn_norm->data, c->x + (int64_t)t * D, D, hp->eps);
+    if (L->wqkv) {
+        const int64_t n3 = nq + nk + nv;
+        mm(c, L->wqkv, c->x, D, nt, c->fa, n3);
+        add_bias(c->fa, n3, nt, L->bqkv);
+        for (int t = 0; t < nt; t++) {
+            const float *r = c->fa + t * n3;
+            memcpy(c->q + t * nq, r, sizeof(float) * (size_t)nq);
+            memcpy(c->k + t * nk, r + nq, sizeof(float) * (size_t)nk);
+            memcpy(c->v + t * nv, r + nq + nk, sizeof(float) * (size_t)nv);
+        }
+    } else {
+        if (L->wq->type == L->wk->type && L->wq->type == L->wv->type) {
+            df_quantize_act(L->wq->type, c->x, D, D, nt, c->act);
+            df_matmul_q(c->pool, L->wq->data, L->wq->type, D, nq, c->act, nt, c->q, nq);
+            df_matmul_q(c->pool, L->wk->data, L->wk->type, D, nk, c->act, nt, c->k, nk);
+            df_matmul_q(c->pool, L->wv->data, L->wv->type, D, nv, c->act, nt, c->v, nv);
+        } else {
+            mm(c, L->wq, c->x, D, nt, c->q, nq);
+            mm(c, L->wk, c->x, D, nt, c->k, nk);
+            mm(c, L->wv, c->x, D, nt, c->v, nv);
+        }
+        add_bias(c->q, nq, nt, L->bq);
+        add_bias(c->k, nk, nt, L->bk);
+        add_bias(c->v, nv, nt, L->bv);
+    }
+    for (int t = 0; t < nt; t++) {
+        float *qt = c->q + t * nq, *kt = c->k + t * nk;
+        if (hp->qk_norm == DF_QK_NORM_HEAD) {
+            for (int h = 0; h < hp->n_head; h++) df_rmsnorm(qt + h * dk, L->q_norm->data, qt + h * dk, dk, hp->eps);
+            for (int h = 0; h < hp->n_head_kv; h++) df_rmsnorm(kt + h * dk, L->k_norm->data, kt + h * dk, dk, hp->eps);
+        } else if (hp->qk_norm == DF_QK_NORM_FULL) {
+            df_rmsnorm(qt, L->q_norm->data, qt, (int)nq, hp->eps);
+            df_rmsnorm(kt, L->k_norm->data, kt, (int)nk, hp->eps);
+        }
+        if (hp->n_rot > 0) {
+            const float *rc = c->rc + (int64_t)t * hp->n_rot;
+            df_rope_apply(&m->rope, rc, qt, hp->n_head, dk);
+            df_rope_apply(&m->rope, rc, kt, hp->n_head_kv, dk);
+        }
+        /* K and V are rounded to F16 when stored, as llama.cpp's default cache type */
+        df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
+        df_f16 *vd = df_ctx_v(c, il, c->n_past + t);
+        for (int64_t i = 0; i < nk; i++) kd[i] = df_f32_to_f16(kt[i]);
+        const float *vt = c->v + t * nv;
+        for (int64_t i = 0; i < nv; i++) vd[i] = df_f32_to_f16(vt[i]);
+    }
+    df_attn_args a = {
+        .n_tok = nt, .pos0 = c->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+        .dk = dk, .dv = dv, .scale = hp->kq_scale, .q = c->q, .ldq = nq,
+        .kc = c->k_l[il], .vc = c->v_l[il],
+        .ldk = nk, .ldv = nv, .out = c->o, .ldo = (int64_t)hp->n_head * dv,
+        .f32_acc = use_tiled_attn(nt, dv), .sinks = NULL, .swa = 0,
+        .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
+    };
+    df_attn_gqa(c->pool, &a);
+    mm(c, L->wo, c->o, (int64_t)hp->n_head * dv, nt, c->y, D);
+    add_bias(c->y, D, nt, L->bo);
+    for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
+    return DF_OK;
+}
+
+int df_layer_ffn(deltafin_ctx *c, int il, int nt) {
+    const df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const df_layer *L = &m->layers[il];
+    const int D = hp->n_embd;
+    for (int t = 0; t < nt; t++)
+        df_rmsnorm(c->h + (int64_t)t * D, L->ffn_norm->data, c->x + (int64_t)t * D, D, hp->eps);
+    if (L->is_moe) {
+        int rc = df_moe_forward(c, il, c->x, nt, c->y);
+        if (rc < 0) return rc;
+    } else {
+        const int64_t ff = L->ffn_gate->ne[1];
+        if (L->ffn_gate->type == L->ffn_up->type) {
+            df_quantize_act(L->ffn_gate->type, c->x, D, D, nt, c->act);
+            df_matmul_q(c->pool, L->ffn_gate->data, L->ffn_gate->type, D, ff, c->act, nt, c->fa, ff);
+            df_matmul_q(c->pool, L->ffn_up->data, L->ffn_up->type, D, ff, c->act, nt, c->fb, ff);
+        } else {
+            mm(c, L->ffn_gate, c->x, D, nt, c->fa, ff);
+            mm(c, L->ffn_up, c->x, D, nt, c->fb, ff);
+        }
+        add_bias(c->fa, ff, nt, L->ffn_gate_b);
+        add_bias(c->fb, ff, nt, L->ffn_up_b);
+        df_swiglu_rows(c->fa, c->fb, nt, ff); /* row by row, as ggml_swiglu */
+        mm(c, L->ffn_down, c->fa, ff, nt, c->y, D);
+        add_bias(c->y, D, nt, L->ffn_down_b);
+    }
+    for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
+    return DF_OK;
+}
+
+/* One step over nt <= n_batch tokens at positions n_past.. ; logits for rows [lo, nt) go to
+ * dst (n_vocab floats each). */
+static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, float *dst) {
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const int D = hp->n_embd;
+    const df_tensor *te = m->tok_embd;
+    const uint64_t rb = df_type_row_bytes(te->type, te->ne[0]);
+    for (int t = 0; t < nt; t++) {
+        if (ids[t] < 0 || ids[t] >= hp->n_vocab)
+            return df_err(DF_ERR_INVALID, "token id %d out of range (n_vocab %d)", ids[t], hp->n_vocab);
+        int rc = df_dequantize_row(te->type, (const char *)te->data + (uint64_t)ids[t] * rb, c->h + (int64_t)t * D, D);
+        if (rc < 0) return rc;
+        if (hp->n_rot > 0) df_rope_cache(&m->rope, (float)(c->n_past + t), c->rc + (int64_t)t * hp->n_rot);
+    }
+    const int n_out = nt - lo;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
+        const df_arch *ar = m->arch;
+        int rc = df_dense_acquire(m, il); /* streamed dense layers: wait for its bytes */
+        if (rc < 0) return rc;
+        rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
+        if (rc < 0) return rc;
+        if (il == hp->n_layer - 1 && lo > 0) {
+            /* like llama.cpp's inp_out_ids: the last layer's FFN only for rows whose logits
+             * are wanted (row-wise, so results are unchanged; MoE reads fewer experts) */
+            if (n_out <= 0) return DF_OK;
+            memmove(c->h, c->h + (int64_t)lo * D, sizeof(float) * (size_t)n_out * D);
+            if (ar->rows_select) ar->rows_select(c, lo, n_out);
+            rc = ar->layer_ffn ? ar->layer_ffn(c, il, n_out) : df_layer_ffn(c, il, n_out);
+            lo = 0;
+        } else {
+            rc = ar->layer_ffn ? ar->layer_ffn(c, il, nt) : df_layer_ffn(c, il, nt);
+        }
+        if (rc < 0) return rc;
+        df_dense_release(m, il);
+    }
+    if (n_out <= 0) return DF_OK;
+    if (m->arch->pre_output) {
+        int rc = m->arch->pre_output(c, n_out); /* lo is 0 here: the last layer selected the rows */
+        if (rc < 0) return rc;
+    }
+    for (int t = 0; t < n_out; t++)
+        df_rmsnorm(c->h + (int64_t)(lo + t) * D, m->output_norm->data, c->x + (int64_t)t * D, D, hp->eps);
+    mm(c, m->output, c->x, D, n_out, dst, hp->n_vocab);
+    return DF_OK;
+}
+
+int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits) {
+    atomic_store(&c->cancel, 0);
+    if (n <= 0) return df_err(DF_ERR_INVALID, "decode: no tokens");
+    if ((int64_t)c->n_past + n > c->n_ctx)
+        return df_err(DF_ERR_RANGE, "context full: %d tokens in cache + %d new > n_ctx %d", c->n_past, n, c->n_ctx);
+    const df_hparams *hp = &c->m->hp;
+    if (all_logits && n > c->logits_cap) {
+        /* grows once per call (perplexity), never per token */
+        float *nl = malloc((size_t)n * (size_t)hp->n_vocab * sizeof(float));
+        if (!nl) return df_err(DF_ERR_NOMEM, "cannot allocate logits for %d tokens", n);
+        if (c->logits_cap > 1) free(c->logits);
+        else { /* the 1-row buffer inside the scratch block stays unused */ }
+        c->logits = nl;
+        c->logits_cap = n;
+    }
+    const uint64_t t0 = df_time_ns();
+    const int start = c->n_past;
+    int rc = DF_OK;
+    if (c->hist && ids != c->hist + start) memcpy(c->hist + start, ids, sizeof(int32_t) * (size_t)n);
+    for (int b = 0; b < n; b += c->n_batch) {
+        int nt = n - b < c->n_batch ? n - b : c->n_batch;
+        int lo;
+        float *dst;
+        if (all_logits) { lo = 0; dst = c->logits + (int64_t)b * hp->n_vocab; }
+        else { lo = b + nt == n ? nt - 1 : nt; dst = c->logits; }
+        df_dense_begin(c->m); /* serializes passes when dense layers stream */
+        rc = forward_batch(c, ids + b, nt, lo, dst);
+        df_dense_end(c->m);
+        if (rc < 0) break;
+        c->n_past += nt;
+    }
+    if (rc < 0) {
+        c->n_logits = 0;
+        /* a recurrent state may have advanced over part of the batch: rebuild it for the first
+         * start tokens from the history (exact; an empty cache if that fails too) */
+        if (c->rs) (void)rs_rebuild(c, start);
+        if (!c->rs) c->n_past = start;
+        return rc;
+    }
+    c->n_logits = all_logits ? n : 1;
+    c->logits_all = all_logits;
+    if (c->rs && n > 1) { /* a prompt: keep its state for prefix reuse (rs_rebuild) */
+        memcpy(c->rs_snap, c->rs, (size_t)c->rs_bytes);
+        c->rs_snap_pos = c->n_past;
+    }
+    const uint64_t dt = df_time_ns() - t0;
+    if (n == 1) { c->st.n_gen_tokens++; c->st.gen_ns += dt; }
+    else { c->st.n_prompt_tokens += (uint64_t)n; c->st.prompt_ns += dt; }
+    c->st.compute_ns += dt;
+    return DF_OK;
+}
+
+const float *deltafin_logits(const deltafin_ctx *c, int i) {
+    if (c->n_logits <= 0) return NULL;
+    if (i < 0) i = c->n_logits - 1;
+    if (i >= c->n_logits) return NULL;
+    return c->logits + (int64_t)i * c->m->hp.n_vocab;
+}
+
+/* ---- vocabulary / chat wrappers ------------------------------------------------------------ */
+
+static int no_tok(const deltafin_model *m) {
+    if (!m->tokenizer) return df_err(DF_ERR_UNSUPPORTED, "model has no tokenizer");
+    return DF_OK;
+}
+
+int deltafin_tokenize(const deltafin_model *m, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t *ids, int cap) {
+    int rc = no_tok(m);
+    if (rc < 0) return rc;
+    return df_tokenize(m->tokenizer, text, len, add_special, parse_special, ids, cap);
+}
+int deltafin_token_to_piece(const deltafin_model *m, int32_t id, bool special, char *buf, int cap) {
+    int rc = no_tok(m);
+    if (rc < 0) return rc;
+    return df_token_to_piece(m->tokenizer, id, special, buf, cap);
+}
+bool deltafin_token_is_eog(const deltafin_model *m, int32_t id) {
+    return m->tokenizer && df_token_is_eog(m->tokenizer, id);
+}
+int32_t deltafin_token_bos(const deltafin_model *m) {
+    return m->tokenizer ? df_tokenizer_bos(m->tokenizer) : -1;
+}
+int32_t deltafin_token_eos(const deltafin_model *m) {
+    return m->tokenizer ? df_tokenizer_eos(m->tokenizer) : -1;
+}
+
+static char *piece_str(const deltafin_model *m, int32_t id) {
+    if (id < 0) return NULL;
+    char buf[256];
+    int n = deltafin_token_to_piece(m, id, true, buf, (int)sizeof buf - 1);
+    if (n < 0 || n >= (int)sizeof buf) return NULL;
+    return df_strndup(buf, (size_t)n);
+}
+
+int deltafin_chat_render(const deltafin_model *m, const char *template_name,
+                         const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
+                         bool add_generation_prompt, char **out) {
+    *out = NULL;
+    const char *src = NULL;
+    if (template_name && *template_name) {
+        src = df_chat_builtin_template(template_name);
+        if (!src) return df_err(DF_ERR_INVALID, "unknown chat template '%s'", template_name);
+    } else {
+        src = deltafin_model_meta_str(m, "tokenizer.chat_template");
+        if (!src) src = df_chat_builtin_template("chatml");
+        if (!src) return df_err(DF_ERR_UNSUPPORTED, "model has no chat template");
+    }
+    char *mj = NULL;
+    int rc = df_chat_msgs_to_json(msgs, n_msgs, &mj);
+    if (rc < 0) return rc;
+    char *bos = piece_str(m, deltafin_token_bos(m));
+    char *eos = piece_str(m, deltafin_token_eos(m));
+    rc = df_chat_render_json(src, mj, tools_json, add_generation_prompt, bos ? bos : "",
+                             eos ? eos : "", NULL, out);
+    free(bos);
+    free(eos);
+    free(mj);
+    return rc;
+}

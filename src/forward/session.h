@@ -1,0 +1,113 @@
+/* session.h — internals of a deltafin_ctx (one sequence): F16 KV cache, scratch buffers
+ * sized at create time for n_batch tokens, and the pieces of the forward pass that live in
+ * their own files (attn_gqa.c, moe.c).
+ * Invariant: nothing on the decode path allocates; every buffer below is sized by
+ * df_session_scratch_bytes()'s plan. Threading: a ctx is used by one thread at a time; the
+ * heavy loops fan out over the ctx's own df_pool. */
+#ifndef DF_SESSION_H
+#define DF_SESSION_H
+#include <stdatomic.h>
+#include "model/model.h"
+#include "base/threadpool.h"
+
+struct deltafin_ctx {
+    df_model *m;
+    df_pool *pool;
+    int n_threads;
+    int n_ctx, n_batch;
+    int n_past;
+    /* KV cache in F16 (as llama.cpp's default): layer il keeps [n_ctx][k_row[il]] K and
+     * [n_ctx][v_row[il]] V elements at k_l[il] / v_l[il] (rows from df_model_kv_row) */
+    df_f16 **k_l, **v_l;
+    int64_t *k_row, *v_row;
+    void *kv_mem; uint64_t kv_bytes;
+    /* scratch for nb = n_batch tokens */
+    float *h;      /* [nb][n_embd] residual stream */
+    float *x;      /* [nb][n_embd] normalized input */
+    float *q;      /* [nb][n_head*dk] */
+    float *k;      /* [nb][n_head_kv*dk] */
+    float *v;      /* [nb][n_head_kv*dv] */
+    float *o;      /* [nb][n_head*dv] attention output */
+    float *y;      /* [nb][n_embd] block output */
+    float *fa, *fb;/* [nb][fw] FFN intermediates (fw = max width incl. fused qkv) */
+    float *rc;     /* [nb][n_rot] rope cos/sin */
+    void *act; uint64_t act_bytes;     /* activation conversion for matmuls */
+    /* MoE */
+    float *router; /* [nb][E] logits then probabilities */
+    float *selbuf; /* [nb][E] selection scores */
+    int32_t *sel;  /* [nb][k] chosen experts */
+    float *selw;   /* [nb][k] their weights */
+    int32_t *e_cnt, *e_off, *e_list, *e_union; /* [E], [E+1], [nb*k] (t*k+j), [E] */
+    float *xg, *yg;/* [nb][n_embd] gathered input / expert output */
+    float *yslot;  /* [nb][k][n_embd] per-slot expert outputs (summed in slot order) */
+    uint32_t *route_counts; /* [n_layer][E] tokens routed per expert, or NULL (off: no cost) */
+    char *arch_scr; uint64_t arch_scr_bytes; /* for df_arch hooks */
+    /* recurrent state (df_arch.state_bytes; zero = fresh sequence) and the ids decoded so far
+     * (hist[0..n_past), kept only when there is state: truncation re-decodes the prefix) */
+    void *rs; uint64_t rs_bytes;
+    int32_t *hist;
+    /* copy of rs after the last multi-token decode (a prompt) and its position, -1 if none:
+     * truncating to pos >= rs_snap_pos restores it and re-decodes only hist[rs_snap_pos..pos) */
+    void *rs_snap; int rs_snap_pos;
+    /* attention per-thread scratch */
+    char *attn_scr; size_t attn_stride;
+    /* logits */
+    float *logits; int64_t logits_cap;  /* rows */
+    int n_logits;                        /* rows valid from the last decode */
+    bool logits_all;
+    atomic_int cancel;
+    deltafin_stats st;
+    void *mem; uint64_t mem_bytes;       /* the one scratch block */
+};
+
+uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
+/* K / V cache row of layer il at position pos (for df_arch attention hooks). */
+static inline df_f16 *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return c->k_l[il] + (int64_t)pos * c->k_row[il]; }
+static inline df_f16 *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (int64_t)pos * c->v_row[il]; }
+/* The generic blocks (also callable from hooks). */
+int df_layer_attn_gqa(struct deltafin_ctx *c, int il, int nt);
+int df_layer_ffn(struct deltafin_ctx *c, int il, int nt);
+
+/* ---- attention (attn_gqa.c) --------------------------------------------------------------- */
+typedef struct df_attn_args {
+    int n_tok, pos0;            /* query t is at position pos0 + t; keys 0 .. pos0+t */
+    int n_head, n_head_kv, dk, dv;
+    float scale;
+    const float *q; int64_t ldq;        /* [n_tok][ldq], head h at h*dk */
+    const df_f16 *kc, *vc;              /* cache of this layer: row p at p*ldk / p*ldv */
+    int64_t ldk, ldv;
+    float *out; int64_t ldo;            /* [n_tok][ldo], head h at h*dv */
+    bool f32_acc;               /* llama.cpp's tiled path: F32 Q and accumulator */
+    const float *sinks;         /* [n_head] or NULL */
+    int swa;                    /* sliding window (0 = none) */
+    char *scratch; size_t scratch_stride; /* per thread */
+} df_attn_args;
+size_t df_attn_scratch_per_thread(int dk, int dv);
+void df_attn_gqa(df_pool *pool, const df_attn_args *a);
+
+/* ---- MoE (moe.c) ------------------------------------------------------------------------ */
+/* out[t] = MoE(x[t]) (+ shared expert) for the nt tokens, expert-major. */
+int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float *out);
+/* Routing only (steps 1-9): fills c->sel / c->selw for nt tokens. Exposed for tests. */
+void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt);
+/* Routed experts only: route on xr (n_embd wide), run the experts on xe (their own input
+ * width, e.g. kimi-k3's latent), out[t] = Σ_j w_j·expert_j(xe[t]) in slot order (width of
+ * the down projection's output). No shared experts. */
+int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *xe, int nt, float *out);
+/* g[i] = act(g[i], u[i]) for the model's FFN activation (SwiGLU or kimi-k3's situ). */
+void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n);
+/* the same over nrows rows of ncols, row by row as ggml_swiglu (matters in ggml's order) */
+void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols);
+/* Router look-ahead (prefetch of the next layer's experts, docs/streaming.md). The next layer
+ * after il with routed experts, or -1. */
+int df_moe_next_layer(const struct deltafin_model *m, int il);
+/* Whether a look-ahead prediction would be used (streaming store with prefetch not off). */
+bool df_moe_lookahead_wanted(struct deltafin_ctx *c);
+/* Applies layer il_next's router (steps 1-5) to xn (nt rows of n_embd: that layer's router
+ * input, or an estimate of it from an earlier layer's state) and hands the predicted experts,
+ * most voted first, to the expert store (df_store_lookahead). Call it while layer il_next - 1
+ * computes, after that layer's own experts were announced (df_moe_forward does both for the
+ * generic FFN path). Scratch: c->router, c->selbuf, c->yslot (xn must not alias them). No-op
+ * when experts are resident or prefetch is off. */
+void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int nt);
+#endif

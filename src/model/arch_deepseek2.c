@@ -1,0 +1,171 @@
+/* deepseek2.c — DeepSeek-V2(-Lite) / V3 / R1 and Kimi-K2 (formats.md §3.4): multi-head latent
+ * attention (q LoRA or the Lite attn_q, compressed KV of kv_lora_rank + rope dims per token),
+ * RoPE NORM with YaRN of magnitude 1 and kq_scale = mscale²/sqrt(dq), leading dense layers,
+ * MoE with sigmoid/softmax gating, selection bias, expert groups, renormalisation and the
+ * routed scaling factor, plus ungated shared experts (moe.c does the routing and experts).
+ * The attention itself lives in attn_mla.c (absorbed MLA and the legacy attn_kv_b form).
+ * DELTAFIN_YARN_HF_BETAS=1 uses the file's rope.scaling.yarn_beta_fast/slow (HF semantics,
+ * e.g. Kimi-K2's 1/1) instead of llama.cpp's fixed 32/1; off by default for llama.cpp parity. */
+#include "model/model.h"
+#include "forward/attn_mla.h"
+#include "runtime/plan.h"
+#include <stdlib.h>
+
+#define TRYK(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
+
+static int deepseek2_hparams(df_model *m) {
+    df_hparams *hp = &m->hp;
+    hp->rope_mode = DF_ROPE_NORM;
+    uint32_t u;
+    u = 0; TRYK(df_model_key_u32(m, "leading_dense_block_count", &u, false)); hp->n_layer_dense_lead = (int)u;
+    /* llama.cpp requires q_lora_rank except for the Lite layer counts; 0 or absent = attn_q */
+    u = 0; TRYK(df_model_key_u32(m, "attention.q_lora_rank", &u, false)); hp->n_lora_q = (int)u;
+    u = 0; TRYK(df_model_key_u32(m, "attention.kv_lora_rank", &u, true)); hp->n_lora_kv = (int)u;
+    uint32_t km = 0, vm = 0;
+    TRYK(df_model_key_u32(m, "attention.key_length_mla", &km, false));
+    TRYK(df_model_key_u32(m, "attention.value_length_mla", &vm, false));
+    hp->is_mla = km != 0 && vm != 0;
+    hp->n_embd_head_k_mla = km ? (int)km : hp->n_embd_head_k;
+    hp->n_embd_head_v_mla = vm ? (int)vm : hp->n_embd_head_v;
+    u = 0; TRYK(df_model_key_u32(m, "expert_shared_count", &u, false)); hp->n_expert_shared = (int)u;
+    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared; /* shared experts side by side */
+    hp->expert_weights_scale = 0.0f;
+    TRYK(df_model_key_f32(m, "expert_weights_scale", &hp->expert_weights_scale, false));
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", m->arch->name);
+    hp->expert_weights_norm = false;
+    int rcb = df_gguf_get_bool(m->gguf, key, &hp->expert_weights_norm);
+    if (rcb < 0 && rcb != DF_ERR_NOTFOUND) return rcb;
+    u = 0; TRYK(df_model_key_u32(m, "expert_gating_func", &u, false));
+    if (u == 0) u = DF_GATING_SOFTMAX; /* old V2/V2.5 files */
+    if (u != DF_GATING_SOFTMAX && u != DF_GATING_SIGMOID)
+        return df_err(DF_ERR_UNSUPPORTED, "%s: expert_gating_func %u not supported for deepseek2", m->path, u);
+    hp->gating = (int)u;
+    u = 0; TRYK(df_model_key_u32(m, "expert_group_count", &u, false)); hp->n_expert_groups = (int)u;
+    u = 0; TRYK(df_model_key_u32(m, "expert_group_used_count", &u, false)); hp->n_group_used = (int)u;
+
+    const int dr = hp->n_rot, dq = hp->n_embd_head_k_mla, dv = hp->n_embd_head_v_mla;
+    if (hp->n_lora_kv <= 0 || hp->n_lora_kv > 65536 || hp->n_lora_q < 0 || hp->n_lora_q > 65536 ||
+        dr <= 0 || dq <= dr || dq > 4096 || dv <= 0 || dv > 4096)
+        return df_err(DF_ERR_FORMAT, "%s: bad MLA dims (q_lora %d, kv_lora %d, k_mla %d, v_mla %d, rope %d)",
+                      m->path, hp->n_lora_q, hp->n_lora_kv, dq, dv, dr);
+    if (hp->is_mla && (hp->n_head_kv != 1 || hp->n_embd_head_k != hp->n_lora_kv + dr ||
+                       hp->n_embd_head_v != hp->n_lora_kv))
+        return df_err(DF_ERR_FORMAT, "%s: MLA file needs head_count_kv 1, key_length %d, value_length %d "
+                      "(got %d, %d, %d)", m->path, hp->n_lora_kv + dr, hp->n_lora_kv, hp->n_head_kv,
+                      hp->n_embd_head_k, hp->n_embd_head_v);
+    if (!hp->is_mla && hp->n_head_kv != hp->n_head)
+        return df_err(DF_ERR_FORMAT, "%s: legacy (attn_kv_b) deepseek2 file needs head_count_kv == "
+                      "head_count", m->path);
+    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer)
+        return df_err(DF_ERR_FORMAT, "%s: leading_dense_block_count %d > block_count", m->path,
+                      hp->n_layer_dense_lead);
+    if (hp->n_layer_dense_lead < hp->n_layer) {
+        if (hp->n_expert <= 0 || hp->n_ff_exp <= 0)
+            return df_err(DF_ERR_FORMAT, "%s: deepseek2 MoE layers need expert_count and "
+                          "expert_feed_forward_length", m->path);
+        if (hp->n_expert_groups > 1 &&
+            (hp->n_expert % hp->n_expert_groups || hp->n_group_used <= 0 ||
+             hp->n_group_used > hp->n_expert_groups || hp->n_expert_groups > 256 ||
+             hp->n_expert / hp->n_expert_groups < 2))
+            return df_err(DF_ERR_FORMAT, "%s: bad expert groups (%d experts, %d groups, %d used)", m->path,
+                          hp->n_expert, hp->n_expert_groups, hp->n_group_used);
+    }
+    if (hp->n_layer_dense_lead > 0 && hp->n_ff <= 0)
+        return df_err(DF_ERR_FORMAT, "%s: dense layers need feed_forward_length", m->path);
+
+    /* YaRN betas: llama.cpp ignores the file's keys for deepseek2 (formats.md §3.4) */
+    const char *hfb = getenv("DELTAFIN_YARN_HF_BETAS");
+    if (hfb && *hfb && strcmp(hfb, "0")) {
+        TRYK(df_model_key_f32(m, "rope.scaling.yarn_beta_fast", &hp->yarn_beta_fast, false));
+        TRYK(df_model_key_f32(m, "rope.scaling.yarn_beta_slow", &hp->yarn_beta_slow, false));
+    }
+    /* kq_scale = mscale² / sqrt(dq) exactly as llama.cpp's deepseek2 graph computes it:
+     * the context attn_factor with the YaRN adjustment cancelled, times the mscale_all_dim
+     * term (the stored yarn_log_multiplier is 0.1·mscale_all_dim). */
+    const float fs = hp->rope_freq_scale;
+    const float attn_factor_org = hp->rope_attn_factor * (1.0f + 0.1f * logf(1.0f / fs));
+    const float log_mul = hp->yarn_log_mul / 0.1f;
+    const float mscale = attn_factor_org * (1.0f + 0.1f * log_mul * logf(1.0f / fs));
+    hp->kq_scale = 1.0f * mscale * mscale / sqrtf((float)dq);
+    return DF_OK;
+}
+
+static int deepseek2_bind(df_model *m) {
+    const df_hparams *hp = &m->hp;
+    const int64_t H = hp->n_embd, nh = hp->n_head, dr = hp->n_rot, dq = hp->n_embd_head_k_mla;
+    const int64_t dn = dq - dr, dv = hp->n_embd_head_v_mla, rkv = hp->n_lora_kv, rq = hp->n_lora_q;
+    df_bind_output(m, true);
+    for (int il = 0; il < hp->n_layer; il++) {
+        df_layer *L = &m->layers[il];
+        L->attn_norm = df_model_tensor(m, "blk.%d.attn_norm.weight", il, DF_T_NORM, 1, H, 0, 0);
+        if (rq > 0) {
+            L->q_a_norm = df_model_tensor(m, "blk.%d.attn_q_a_norm.weight", il, DF_T_NORM, 1, rq, 0, 0);
+            L->wq_a = df_model_tensor(m, "blk.%d.attn_q_a.weight", il, 0, 2, H, rq, 0);
+            L->wq_b = df_model_tensor(m, "blk.%d.attn_q_b.weight", il, 0, 2, rq, nh * dq, 0);
+        } else {
+            L->wq = df_model_tensor(m, "blk.%d.attn_q.weight", il, 0, 2, H, nh * dq, 0);
+        }
+        L->kv_a_norm = df_model_tensor(m, "blk.%d.attn_kv_a_norm.weight", il, DF_T_NORM, 1, rkv, 0, 0);
+        L->wkv_a_mqa = df_model_tensor(m, "blk.%d.attn_kv_a_mqa.weight", il, 0, 2, H, rkv + dr, 0);
+        if (hp->is_mla) {
+            L->wk_b = df_model_tensor(m, "blk.%d.attn_k_b.weight", il, 0, 3, dn, rkv, nh);
+            L->wv_b = df_model_tensor(m, "blk.%d.attn_v_b.weight", il, 0, 3, rkv, dv, nh);
+        } else {
+            L->wkv_b = df_model_tensor(m, "blk.%d.attn_kv_b.weight", il, 0, 2, rkv, nh * (dn + dv), 0);
+        }
+        L->wo = df_model_tensor(m, "blk.%d.attn_output.weight", il, 0, 2, nh * dv, H, 0);
+        L->ffn_norm = df_model_tensor(m, "blk.%d.ffn_norm.weight", il, DF_T_NORM, 1, H, 0, 0);
+        if (il < hp->n_layer_dense_lead) {
+            L->ffn_gate = df_model_tensor(m, "blk.%d.ffn_gate.weight", il, 0, 2, H, hp->n_ff, 0);
+            L->ffn_down = df_model_tensor(m, "blk.%d.ffn_down.weight", il, 0, 2, hp->n_ff, H, 0);
+            L->ffn_up = df_model_tensor(m, "blk.%d.ffn_up.weight", il, 0, 2, H, hp->n_ff, 0);
+        } else {
+            char fused[64];
+            snprintf(fused, sizeof fused, "blk.%d.ffn_gate_up_exps.weight", il);
+            if (df_gguf_tensor_find(m->gguf, fused) || (m->pack && df_model_pack_tensor(m, fused))) {
+                L->is_moe = true;
+                L->gate_inp = df_model_tensor(m, "blk.%d.ffn_gate_inp.weight", il, 0, 2, H, hp->n_expert, 0);
+                L->exps[DF_EXPERT_GATE] = L->exps[DF_EXPERT_UP] =
+                    df_model_tensor(m, "blk.%d.ffn_gate_up_exps.weight", il, DF_T_EXPERT, 3, H,
+                                    2 * (int64_t)hp->n_ff_exp, hp->n_expert);
+                L->exps[DF_EXPERT_DOWN] = df_model_tensor(m, "blk.%d.ffn_down_exps.weight", il, DF_T_EXPERT, 3,
+                                                          hp->n_ff_exp, H, hp->n_expert);
+            } else {
+                df_bind_moe_exps(m, il, hp->n_ff_exp);
+            }
+            L->exp_probs_b = df_model_tensor(m, "blk.%d.exp_probs_b.bias", il, DF_T_OPTIONAL | DF_T_NORM, 1,
+                                             hp->n_expert, 0, 0);
+            const int64_t fs = (int64_t)hp->n_ff_exp * hp->n_expert_shared;
+            if (fs > 0) {
+                L->gate_shexp = df_model_tensor(m, "blk.%d.ffn_gate_shexp.weight", il, 0, 2, H, fs, 0);
+                L->down_shexp = df_model_tensor(m, "blk.%d.ffn_down_shexp.weight", il, 0, 2, fs, H, 0);
+                L->up_shexp = df_model_tensor(m, "blk.%d.ffn_up_shexp.weight", il, 0, 2, H, fs, 0);
+            }
+        }
+    }
+    return m->bind_status;
+}
+
+static void deepseek2_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) {
+    (void)il;
+    const df_hparams *hp = &m->hp;
+    if (hp->is_mla) {
+        /* compressed latent + shared rope key; V is a view of the first kv_lora_rank dims */
+        *k_row = (int64_t)hp->n_lora_kv + hp->n_rot;
+        *v_row = 0;
+    } else {
+        *k_row = (int64_t)hp->n_head * hp->n_embd_head_k_mla;
+        *v_row = (int64_t)hp->n_head * hp->n_embd_head_v_mla;
+    }
+}
+
+const df_arch df_arch_deepseek2 = {
+    .name = "deepseek2",
+    .load_hparams = deepseek2_hparams,
+    .bind = deepseek2_bind,
+    .kv_row = deepseek2_kv_row,
+    .layer_attn = df_layer_attn_mla,
+    .layer_ffn = NULL,
+    .arch_scratch = df_mla_scratch_bytes,
+};

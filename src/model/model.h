@@ -1,0 +1,217 @@
+/* model.h — a loaded model: hyperparameters, bound tensors (shape-checked against the
+ * architecture), dense weights resident in anonymous memory, routed experts behind a
+ * df_expert_provider, the tokenizer, and the memory plan.
+ * Invariant: after df_model_load() every tensor the architecture needs is bound with the
+ * exact shape llama.cpp expects, every tensor of the file is bound (else "wrong number of
+ * tensors"), and dense tensor data is in memory in the file's own type (never converted).
+ * Threading: a model is read-only after load and shared by any number of contexts. */
+#ifndef DF_MODEL_H
+#define DF_MODEL_H
+#include "deltafin.h"
+#include "weights/expert.h"
+#include "format/gguf.h"
+#include "forward/ops.h"
+
+#define DF_MAX_LAYERS 512
+
+typedef struct df_tensor {
+    const df_gguf_tensor *info; /* name, type, shape, file location */
+    void *data;                 /* resident bytes, or NULL (routed experts not loaded) */
+    int type;                   /* ggml type */
+    int64_t ne[4];
+} df_tensor;
+
+enum df_gating { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3,
+                 DF_GATING_SQRT_SOFTPLUS = 4 };
+enum df_qk_norm { DF_QK_NORM_NONE = 0, DF_QK_NORM_HEAD = 1, DF_QK_NORM_FULL = 2 };
+
+typedef struct df_hparams {
+    int n_vocab, n_ctx_train, n_embd, n_layer;
+    int n_head, n_head_kv, n_embd_head_k, n_embd_head_v, n_rot;
+    int n_ff;                    /* dense FFN width (or Mixtral/OLMoE expert width) */
+    int n_ff_exp, n_ff_shexp;    /* routed / shared expert widths */
+    int n_expert, n_expert_used, n_expert_shared;
+    int n_expert_groups, n_group_used;
+    int n_layer_dense_lead;      /* first layers with a dense FFN (deepseek2) */
+    float eps;
+    float kq_scale;
+    /* RoPE (see df_rope) */
+    int rope_mode;
+    float rope_freq_base, rope_freq_scale, rope_attn_factor, yarn_ext_factor;
+    float yarn_beta_fast, yarn_beta_slow, yarn_log_mul;
+    int n_ctx_orig;
+    /* MoE routing (formats.md §3.0 steps 1-11) */
+    int gating;
+    bool expert_weights_norm;
+    float expert_weights_scale;
+    /* architecture flags */
+    int qk_norm;                 /* enum df_qk_norm */
+    bool shexp_gated;            /* qwen2moe: sigmoid-gated shared expert (silu(z)/z) */
+    /* deepseek2 MLA (formats.md §3.4): q/kv LoRA ranks, decompressed head dims */
+    int n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
+    bool is_mla;                 /* attn_k_b / attn_v_b (absorbed) vs legacy attn_kv_b */
+    /* kimi-k3 (docs kimi-k3.md): KDA layers, latent MoE, situ, block AttnRes */
+    bool no_rope;                /* MLA without RoPE (kimi-k3) */
+    int ffn_act;                 /* enum df_ffn_act: activation of dense / routed / shared FFNs */
+    float situ_beta, situ_lbeta; /* situ β and linear β (<= 0: no cap on the up branch) */
+    int ssm_conv, kda_head_dim;  /* KDA short-conv taps C and head size S */
+    bool kda_has_lb;             /* kda.gate_lower_bound present: g = lb·σ(−f·A) */
+    float kda_lb;
+    int n_latent;                /* expert_latent_length (0: experts at n_embd) */
+    int attn_res_block;          /* attn_res.block_size B (0: plain residual stream) */
+    uint8_t layer_recr[DF_MAX_LAYERS]; /* 1: layer il is recurrent (head_count_kv[il] == 0) */
+} df_hparams;
+
+enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
+
+typedef struct df_layer {
+    df_tensor *attn_norm;
+    df_tensor *wq, *wk, *wv, *wqkv, *wo;  /* wqkv: fused alternative to wq/wk/wv */
+    df_tensor *bq, *bk, *bv, *bqkv, *bo;
+    df_tensor *q_norm, *k_norm;
+    df_tensor *ffn_norm;
+    /* dense FFN */
+    df_tensor *ffn_gate, *ffn_up, *ffn_down;
+    df_tensor *ffn_gate_b, *ffn_up_b, *ffn_down_b;
+    /* MoE */
+    df_tensor *gate_inp, *gate_inp_b, *exp_probs_b;
+    df_tensor *exps[DF_EXPERT_NPARTS];    /* ffn_{gate,up,down}_exps {in, out, E} */
+    df_tensor *gate_inp_shexp;            /* {n_embd} (qwen2moe) */
+    df_tensor *gate_shexp, *up_shexp, *down_shexp;
+    /* deepseek2 MLA */
+    df_tensor *wq_a, *q_a_norm, *wq_b, *wkv_a_mqa, *kv_a_norm, *wk_b, *wv_b, *wkv_b;
+    df_tensor *attn_gate;                 /* kimi-k3 MLA sigmoid output gate {n_embd, H·dv} */
+    /* kimi-k3 KDA */
+    df_tensor *ssm_conv[3];               /* q, k, v short-conv taps {C, 1, DI} (F32) */
+    df_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b, *ssm_g, *ssm_o_norm;
+    /* kimi-k3 block AttnRes scores and latent MoE */
+    df_tensor *attn_res_score, *ffn_res_score;
+    df_tensor *routed_down, *routed_up, *routed_norm;
+    bool is_moe;
+} df_layer;
+
+struct deltafin_model;
+typedef struct deltafin_model df_model;
+struct deltafin_ctx;
+
+/* An architecture family (src/models/<name>.c). Hooks that are NULL use the generic code
+ * (GQA attention, dense SwiGLU / MoE FFN); deepseek2 / kimi / gpt-oss add their own. */
+typedef struct df_arch {
+    const char *name;            /* general.architecture */
+    /* Arch-specific keys and flags; common keys are already read into m->hp. */
+    int (*load_hparams)(df_model *m);
+    /* Bind tensors with df_model_tensor(); return DF_OK or the first error. */
+    int (*bind)(df_model *m);
+    /* Optional (NULL = generic GQA): F16 elements per token that layer il keeps in the KV
+     * cache for K and for V (MLA: latent + rope part in k_row, v_row 0; linear-attention
+     * layers: 0 and 0 and their own state). */
+    void (*kv_row)(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
+    /* Optional (NULL = generic): the attention block of layer il for nt tokens at positions
+     * c->n_past..: reads c->h, adds its output to c->h, stores its KV rows at
+     * df_ctx_kv(c, il, ...). May use c->arch_scr (arch_scratch bytes). */
+    int (*layer_attn)(struct deltafin_ctx *c, int il, int nt);
+    /* Optional (NULL = generic dense SwiGLU / MoE): the FFN block of layer il (c->h += FFN). */
+    int (*layer_ffn)(struct deltafin_ctx *c, int il, int nt);
+    /* Optional: extra scratch bytes the hooks need for n_batch tokens (carved at ctx create). */
+    uint64_t (*arch_scratch)(const df_model *m, int n_batch);
+    /* Optional: bytes of per-sequence recurrent state (zeroed for a new sequence; kept in
+     * c->rs). A model with state cannot truncate its cache to an arbitrary prefix: session.c
+     * re-decodes the kept prefix from its token history instead (exact). */
+    uint64_t (*state_bytes)(const df_model *m);
+    /* Optional: rows [lo, lo+n) of the batch became rows [0, n) (last-layer row selection). */
+    void (*rows_select)(struct deltafin_ctx *c, int lo, int n);
+    /* Optional: transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
+    int (*pre_output)(struct deltafin_ctx *c, int n);
+    /* attention.head_count_kv may vary per layer (kimi-k3: 0 marks a recurrent layer); the
+     * values go to hp.layer_recr and hp.n_head_kv becomes the largest one. */
+    bool head_kv_per_layer;
+} df_arch;
+
+/* Fused ffn_gate_up_exps {n_embd, 2 n_ff, E} (deepseek2): exps[GATE] == exps[UP]; within
+ * each expert rows [0, n_ff) are gate, [n_ff, 2 n_ff) up. Shapes/locations/acquire split it. */
+static inline bool df_layer_fused_gate_up(const df_layer *L) {
+    return L->exps[DF_EXPERT_GATE] && L->exps[DF_EXPERT_GATE] == L->exps[DF_EXPERT_UP];
+}
+
+/* KV row sizes of layer il (the arch hook or n_head_kv * head dims). */
+void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
+
+struct deltafin_model {
+    char *path;
+    df_gguf *gguf;
+    const df_arch *arch;
+    df_hparams hp;
+    df_rope rope;                /* frequency parameters shared by all layers */
+    df_tensor *tok_embd, *output_norm, *output, *rope_freqs;
+    df_tensor *output_res_score;          /* kimi-k3 final AttnRes mix */
+    df_layer *layers;            /* [n_layer] */
+    df_tensor *tensors;          /* bound tensors (array of n_bound) */
+    int n_bound, cap_bound;
+    int bind_status;             /* first binding error */
+    /* resident memory */
+    void *dense_mem;  uint64_t dense_bytes;   /* anonymous mapping */
+    void *expert_mem; uint64_t expert_bytes;  /* routed experts (if loaded) */
+    uint64_t expert_file_bytes;               /* routed expert bytes in the file */
+    bool experts_loaded;
+    bool meta_only;              /* DF_LOAD_META_ONLY: no weights in memory */
+    df_expert_provider provider;
+    bool has_provider;
+    void *pack;                  /* df_pack * of a packed model (pack.h), else NULL */
+    df_gguf_tensor *pack_tensors; /* expert tensor infos from the pack keys (memplan.c) */
+    int n_pack_tensors;
+    void *dstream;               /* df_dense_stream * (dense_stream.h): streamed dense layers, or NULL */
+    void *tokenizer;             /* df_tokenizer * (tokenizer.h) */
+    deltafin_model_params params;
+};
+
+enum {
+    DF_T_OPTIONAL = 1,   /* absent is fine (returns NULL) */
+    DF_T_EXPERT = 2,     /* routed expert 3-D tensor: loading may be skipped */
+    DF_T_NORM = 4,       /* 1-D vector that must be F32 */
+};
+
+/* Bind tensor `name` (printf format with the layer index, e.g. "blk.%d.attn_q.weight")
+ * with exactly n_dims dims and the given ne. Missing required tensor / wrong shape / wrong
+ * type: records the first error in m->bind_status and returns NULL. */
+df_tensor *df_model_tensor(df_model *m, const char *fmt, int il, int flags, int n_dims,
+                           int64_t ne0, int64_t ne1, int64_t ne2);
+/* Common bindings shared by several archs. */
+int df_bind_output(df_model *m, bool output_optional);
+/* q/k/v (or fused qkv) with optional biases, attn_output (+ optional bias if out_bias). */
+void df_bind_attn(df_model *m, int il, bool out_bias);
+/* Keys with the "{arch}." prefix; absent optional keys leave *out untouched. */
+int df_model_key_u32(df_model *m, const char *suffix, uint32_t *out, bool required);
+int df_model_key_f32(df_model *m, const char *suffix, float *out, bool required);
+void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp);
+
+/* Load flags. */
+enum { DF_LOAD_SKIP_EXPERTS = 1, /* leave routed expert tensors on disk (a store plugs in) */
+       DF_LOAD_NO_TOKENIZER = 2,
+       DF_LOAD_META_ONLY = 4     /* bind and validate only; no weights read (info) */ };
+
+int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out);
+/* Where routed expert `expert` of layer `layer`, part DF_EXPERT_GATE/UP/DOWN lives in the
+ * files (formats.md §5). DF_ERR_INVALID if the layer has no experts or indices are bad. */
+int df_model_expert_loc(const df_model *m, int layer, int expert, int part, df_expert_loc *out);
+/* Install a provider for routed experts (replaces the resident one; the model takes
+ * ownership and calls provider->destroy at free). */
+void df_model_set_expert_provider(df_model *m, const df_expert_provider *p);
+/* Shape of an expert part: rows n_out of n_in elements; bytes per expert slice. */
+void df_model_expert_shape(const df_model *m, int layer, int part, int64_t *n_in, int64_t *n_out,
+                           uint64_t *nbytes);
+
+typedef struct df_mem_plan {
+    uint64_t dense_bytes;        /* resident non-expert weights */
+    uint64_t expert_bytes;       /* routed expert weights (all layers) */
+    uint64_t expert_bytes_one;   /* largest single expert (gate+up+down) */
+    uint64_t kv_bytes_per_token; /* all layers, K+V, F16 */
+    uint64_t kv_bytes;           /* at n_ctx, plus 2 x state_bytes (state + prompt snapshot) */
+    uint64_t state_bytes;        /* per-sequence recurrent state (kimi-k3 KDA), 0 if none */
+    uint64_t scratch_bytes;      /* activations for n_batch tokens */
+    int n_ctx, n_batch;
+} df_mem_plan;
+void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *out);
+
+/* Registered architectures (one file per family in src/models). */
+const df_arch *df_arch_find(const char *name);
+#endif
