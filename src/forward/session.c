@@ -16,6 +16,19 @@
 #include "text/tokenizer.h"
 #include "text/chat.h"
 
+/* ---- architecture hooks ------------------------------------------------------------------
+ * One line per architecture with forward hooks; the others run the generic blocks. */
+extern const df_arch_fwd df_fwd_deepseek2;
+extern const df_arch_fwd df_fwd_kimi_k3;
+
+const df_arch_fwd *df_arch_fwd_find(const char *name) {
+    static const df_arch_fwd generic = {.name = "generic"};
+    const df_arch_fwd *all[] = {&df_fwd_deepseek2, &df_fwd_kimi_k3};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(all[i]->name, name)) return all[i];
+    return &generic;
+}
+
 /* ---- scratch plan --------------------------------------------------------------------------- */
 typedef struct {
     uint64_t h, x, q, k, v, o, y, f, rc, act, router, sel, e_cnt, e_list, xg, yslot, attn, logits, arch;
@@ -77,7 +90,8 @@ static void plan_scratch(const df_model *m, int n_batch, int n_threads, scratch_
     p->attn = (uint64_t)(n_threads > 0 ? n_threads : 1) *
               df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     p->logits = a64((uint64_t)hp->n_vocab * 4);
-    p->arch = m->arch->arch_scratch ? a64(m->arch->arch_scratch(m, n_batch)) : 0;
+    const df_arch_fwd *fwd = df_arch_fwd_find(m->arch->name);
+    p->arch = fwd->arch_scratch ? a64(fwd->arch_scratch(m, n_batch)) : 0;
     p->total = p->h + p->x + p->q + p->k + p->v + p->o + p->y + 2 * p->f + p->rc + p->act +
                2 * p->router + 2 * p->sel + 4 * p->e_cnt + p->e_list + 2 * p->xg + p->yslot +
                a64(p->attn) + p->logits + p->arch;
@@ -120,6 +134,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     deltafin_ctx *c = df_calloc(1, sizeof *c);
     if (!c) return DF_ERR_NOMEM;
     c->m = m;
+    c->fwd = df_arch_fwd_find(m->arch->name);
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
     atomic_init(&c->cancel, 0);
@@ -399,7 +414,7 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
     const int n_out = nt - lo;
     for (int il = 0; il < hp->n_layer; il++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
-        const df_arch *ar = m->arch;
+        const df_arch_fwd *ar = c->fwd;
         int rc = df_dense_acquire(m, il); /* streamed dense layers: wait for its bytes */
         if (rc < 0) return rc;
         rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
@@ -419,8 +434,8 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
         df_dense_release(m, il);
     }
     if (n_out <= 0) return DF_OK;
-    if (m->arch->pre_output) {
-        int rc = m->arch->pre_output(c, n_out); /* lo is 0 here: the last layer selected the rows */
+    if (c->fwd->pre_output) {
+        int rc = c->fwd->pre_output(c, n_out); /* lo is 0 here: the last layer selected the rows */
         if (rc < 0) return rc;
     }
     for (int t = 0; t < n_out; t++)

@@ -94,8 +94,9 @@ struct deltafin_model;
 typedef struct deltafin_model df_model;
 struct deltafin_ctx;
 
-/* An architecture family (src/models/<name>.c). Hooks that are NULL use the generic code
- * (GQA attention, dense SwiGLU / MoE FFN); deepseek2 / kimi / gpt-oss add their own. */
+/* An architecture family's description (src/model/arch_<name>.c): hyperparameters, tensors,
+ * KV rows and recurrent state. Its forward-pass hooks, where it has any, are a df_arch_fwd of
+ * the same name in src/forward/ (forward/session.h). */
 typedef struct df_arch {
     const char *name;            /* general.architecture */
     /* Arch-specific keys and flags; common keys are already read into m->hp. */
@@ -106,22 +107,10 @@ typedef struct df_arch {
      * cache for K and for V (MLA: latent + rope part in k_row, v_row 0; linear-attention
      * layers: 0 and 0 and their own state). */
     void (*kv_row)(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
-    /* Optional (NULL = generic): the attention block of layer il for nt tokens at positions
-     * c->n_past..: reads c->h, adds its output to c->h, stores its KV rows at
-     * df_ctx_kv(c, il, ...). May use c->arch_scr (arch_scratch bytes). */
-    int (*layer_attn)(struct deltafin_ctx *c, int il, int nt);
-    /* Optional (NULL = generic dense SwiGLU / MoE): the FFN block of layer il (c->h += FFN). */
-    int (*layer_ffn)(struct deltafin_ctx *c, int il, int nt);
-    /* Optional: extra scratch bytes the hooks need for n_batch tokens (carved at ctx create). */
-    uint64_t (*arch_scratch)(const df_model *m, int n_batch);
     /* Optional: bytes of per-sequence recurrent state (zeroed for a new sequence; kept in
-     * c->rs). A model with state cannot truncate its cache to an arbitrary prefix: session.c
+     * c->rs). A model with state cannot truncate its cache to an arbitrary prefix: the ctx
      * re-decodes the kept prefix from its token history instead (exact). */
     uint64_t (*state_bytes)(const df_model *m);
-    /* Optional: rows [lo, lo+n) of the batch became rows [0, n) (last-layer row selection). */
-    void (*rows_select)(struct deltafin_ctx *c, int lo, int n);
-    /* Optional: transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
-    int (*pre_output)(struct deltafin_ctx *c, int n);
     /* attention.head_count_kv may vary per layer (kimi-k3: 0 marks a recurrent layer); the
      * values go to hp.layer_recr and hp.n_head_kv becomes the largest one. */
     bool head_kv_per_layer;
@@ -188,6 +177,17 @@ void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp);
 enum { DF_LOAD_SKIP_EXPERTS = 1, /* leave routed expert tensors on disk (a store plugs in) */
        DF_LOAD_NO_TOKENIZER = 2,
        DF_LOAD_META_ONLY = 4     /* bind and validate only; no weights read (info) */ };
+
+/* Everything but the weight bytes, for m->gguf (m->path set): the pack of a packed file, the
+ * architecture, hyperparameters, every tensor bound and shape-checked (all tensors of the file
+ * used), RoPE parameters (df_rope_init is the caller's). On error the caller frees m. */
+int df_model_describe(df_model *m);
+bool df_model_is_expert(const df_model *m, const df_tensor *t);
+/* Packed models (format/pack.h): open the pack of m->gguf if it is one (sets m->pack and the
+ * synthetic expert tensor infos m->pack_tensors that binding uses); find one by name; free. */
+int df_model_pack_init(df_model *m);
+const df_gguf_tensor *df_model_pack_tensor(df_model *m, const char *name);
+void df_model_pack_free(df_model *m);
 
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out);
 /* Where routed expert `expert` of layer `layer`, part DF_EXPERT_GATE/UP/DOWN lives in the

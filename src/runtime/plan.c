@@ -307,44 +307,6 @@ out:
     return rc;
 }
 
-int df_model_pack_init(df_model *m) {
-    if (!df_pack_is_packed(m->gguf)) return DF_OK;
-    df_pack *p = NULL;
-    int rc = df_pack_open(m->gguf, &p);
-    if (rc) return rc;
-    int n = df_pack_n_tensors(p);
-    m->pack_tensors = df_calloc((size_t)(n ? n : 1), sizeof(df_gguf_tensor));
-    if (!m->pack_tensors) { df_pack_close(p); return DF_ERR_NOMEM; }
-    for (int i = 0; i < n; i++) {
-        const char *name;
-        int64_t ne[3];
-        df_gguf_tensor *t = &m->pack_tensors[i];
-        df_pack_tensor_info(p, i, &name, &t->type, ne, &t->nbytes);
-        snprintf(t->name, sizeof t->name, "%s", name);
-        t->n_dims = 3;
-        t->ne[0] = ne[0]; t->ne[1] = ne[1]; t->ne[2] = ne[2]; t->ne[3] = 1;
-        t->shard = 0;
-        t->offset = 0; /* not a contiguous tensor: locations come from the pack index */
-    }
-    m->n_pack_tensors = n;
-    m->pack = p;
-    return DF_OK;
-}
-
-const df_gguf_tensor *df_model_pack_tensor(df_model *m, const char *name) {
-    for (int i = 0; i < m->n_pack_tensors; i++)
-        if (!strcmp(m->pack_tensors[i].name, name)) return &m->pack_tensors[i];
-    return NULL;
-}
-
-void df_model_pack_free(df_model *m) {
-    df_pack_close(m->pack);
-    m->pack = NULL;
-    free(m->pack_tensors);
-    m->pack_tensors = NULL;
-    m->n_pack_tensors = 0;
-}
-
 df_store *df_stream_store(df_model *m) {
     if (!m || !m->has_provider) return NULL;
     df_expert_provider probe = df_store_provider(NULL, true);

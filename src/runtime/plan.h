@@ -54,11 +54,6 @@ int df_stream_attach(struct deltafin_model *m);
 /* After load (run/bench options): prefetch mode (DF_PREFETCH_*, -1 = keep), hot set file and
  * preload list (NULL = none). No-op (DF_OK) when the model is not streaming. */
 int df_stream_configure(struct deltafin_model *m, int prefetch, const char *hot_file, const char *preload);
-/* Packed models (pack.h): open the pack of m->gguf if it is one (sets m->pack and the
- * synthetic expert tensor infos m->pack_tensors that binding uses); find one by name; free. */
-int df_model_pack_init(struct deltafin_model *m);
-const struct df_gguf_tensor *df_model_pack_tensor(struct deltafin_model *m, const char *name);
-void df_model_pack_free(struct deltafin_model *m);
 /* The plan's sizes (KV, scratch, dense, experts) at the planned context and batch. */
 struct df_mem_plan;
 void df_memplan_model(const struct deltafin_model *m, struct df_mem_plan *mp);
