@@ -151,6 +151,7 @@ struct deltafin_model {
     void *dstream;               /* df_dense_stream * (dense_stream.h): streamed dense layers, or NULL */
     void *tokenizer;             /* df_tokenizer * (tokenizer.h) */
     deltafin_model_params params;
+    deltafin_plan plan;          /* the memory plan it was loaded with */
 };
 
 enum {

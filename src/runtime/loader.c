@@ -164,6 +164,7 @@ deltafin_model_params deltafin_model_default_params(void) {
     memset(&p, 0, sizeof p);
     p.n_threads = 0;
     p.io_engine = "auto";
+    p.prefetch = DELTAFIN_PREFETCH_AUTO;
     return p;
 }
 
@@ -209,8 +210,11 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         m->experts_loaded = true;
     } else if (stream) {
         rc = df_stream_attach(m);
+        if (rc == DF_OK && (m->params.hot_file || m->params.preload))
+            rc = df_stream_configure(m, -1, m->params.hot_file, m->params.preload);
         if (rc < 0) { deltafin_model_free(m); return rc; }
     }
+    if (!stream) df_plan_resident(m);
     if (!m->meta_only) {
         rc = df_dense_open(m);
         if (rc < 0) { deltafin_model_free(m); return rc; }

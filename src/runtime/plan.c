@@ -158,6 +158,27 @@ void df_memplan_model(const df_model *m, df_mem_plan *mp) {
     df_model_mem_plan(m, plan_ctx(m), plan_batch(m), mp);
 }
 
+void df_plan_resident(df_model *m) {
+    df_mem_plan mp;
+    df_model_mem_plan(m, plan_ctx(m), plan_batch(m), &mp);
+    uint64_t limit = m->params.mem_limit;
+    bool from_ram = !limit;
+    if (!limit) {
+        uint64_t av = df_mem_available(), res = m->params.mem_reserve ? m->params.mem_reserve : (1ull << 30);
+        limit = av > res ? av - res : 0;
+    }
+    int n_moe = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) n_moe += m->layers[l].is_moe;
+    const df_dense_plan *dp = df_dense_get_plan(m);
+    m->plan = (deltafin_plan){
+        .limit = limit, .limit_from_ram = from_ram, .experts_stream = false,
+        .dense_bytes = df_dense_plan_bytes(m, mp.dense_bytes), .kv_bytes = mp.kv_bytes,
+        .scratch_bytes = mp.scratch_bytes, .overhead_bytes = 64ull << 20,
+        .n_experts_total = n_moe * m->hp.n_expert, .expert_total_bytes = mp.expert_bytes,
+        .dense_layers_streamed = dp ? dp->n_streamed : 0,
+    };
+}
+
 int df_stream_decide(df_model *m, bool *stream) {
     *stream = false;
     if (!model_has_moe(m)) return DF_OK;
@@ -283,17 +304,26 @@ int df_stream_attach(df_model *m) {
     in.mem_reserve = m->params.mem_reserve;
     const char *cache_env = getenv("DELTAFIN_EXPERT_CACHE"); /* tests: exact cache size */
     df_memplan plan;
-    if (cache_env && *cache_env) {
-        uint64_t cb;
+    uint64_t cb = m->params.cache_bytes;
+    if (!cb && cache_env && *cache_env) {
         rc = df_parse_size(cache_env, &cb);
         if (rc) { rc = df_err(DF_ERR_INVALID, "DELTAFIN_EXPERT_CACHE='%s': bad size", cache_env); goto out; }
-        in.mem_limit = in.dense_bytes + in.kv_bytes + in.scratch_bytes + (64ull << 20) + cb;
     }
+    if (cb) in.mem_limit = in.dense_bytes + in.kv_bytes + in.scratch_bytes + (64ull << 20) + cb;
     rc = df_memplan_compute(&in, &plan);
     if (rc) { rc = df_err_prefix(rc, "%s", m->path); goto out; }
     char buf[1024];
     df_log(DF_LOG_INFO, "%s", df_memplan_str(&plan, buf, sizeof buf));
     sp.budget_bytes = plan.cache_bytes;
+    sp.prefetch = m->params.prefetch;
+    const df_dense_plan *dp = df_dense_get_plan(m);
+    m->plan = (deltafin_plan){
+        .limit = plan.limit, .limit_from_ram = plan.limit_from_ram, .experts_stream = true,
+        .dense_bytes = in.dense_bytes, .kv_bytes = in.kv_bytes, .scratch_bytes = in.scratch_bytes,
+        .overhead_bytes = plan.in.overhead_bytes, .cache_bytes = plan.cache_bytes, .slot_bytes = slot,
+        .n_slots = plan.n_slots, .n_experts_total = in.n_experts_total, .expert_total_bytes = total,
+        .dense_layers_streamed = dp ? dp->n_streamed : 0,
+    };
     df_store *s = NULL;
     rc = df_store_create(&sp, &s);
     if (rc) { rc = df_err_prefix(rc, "%s", m->path); goto out; }

@@ -48,6 +48,8 @@ struct deltafin_model;
  * the memory limit with everything else, io_engine names an engine other than "auto", or
  * $DELTAFIN_STREAM=1 ($DELTAFIN_STREAM=0 forces resident). */
 int df_stream_decide(struct deltafin_model *m, bool *stream);
+/* Records the plan of a model whose experts stay resident (m->plan). */
+void df_plan_resident(struct deltafin_model *m);
 /* Builds the plan, creates the expert store over the model's files and installs it as the
  * model's provider. Logs the plan (INFO). */
 int df_stream_attach(struct deltafin_model *m);
