@@ -105,12 +105,25 @@ typedef struct {
     int n_slots;
     int n_experts_total;         /* (layer, expert) pairs */
     uint64_t expert_total_bytes; /* all routed experts as stored on disk */
-    int dense_layers_streamed;   /* layers whose dense matrices stream (0: all resident) */
+    bool all_resident;           /* every expert has a slot */
+    /* dense layers */
+    int n_layer;
+    int dense_layers_resident;   /* layers [0, n) keep their dense matrices */
+    int dense_layers_streamed;   /* the others stream (0: all resident) */
+    int dense_buffers;           /* layer buffers (2: double-buffered) */
+    uint64_t dense_buffer_bytes; /* one layer buffer */
+    uint64_t dense_total_bytes;  /* every dense tensor */
+    uint64_t dense_global_bytes; /* always resident (embeddings, output, norms, routers) */
+    uint64_t dense_layers_bytes; /* matrices of the resident layers */
+    uint64_t dense_read_per_token; /* dense bytes read per forward pass */
 } deltafin_plan;
 /* DELTAFIN_OK; a model whose experts are resident has experts_stream false and no slots. */
 int deltafin_model_plan(const deltafin_model *m, deltafin_plan *out);
 /* Multi-line human-readable plan (what `run -v` and `info --mem-limit` print). */
 const char *deltafin_model_plan_str(const deltafin_model *m, char *buf, size_t cap);
+/* One line on the dense layers: "dense: 3 of 8 layers resident (...), 5 streamed through 2
+ * buffers of ..." or "dense: all 8 layers resident (...)". */
+const char *deltafin_plan_dense_str(const deltafin_plan *p, char *buf, size_t cap);
 
 /* Streaming statistics of a model (all contexts together; cumulative since load). */
 typedef struct {
@@ -151,6 +164,10 @@ int deltafin_model_layer_stats(const deltafin_model *m, int layer, uint64_t *hit
                                uint64_t *wait_ns);
 int deltafin_model_n_layer(const deltafin_model *m);
 int deltafin_model_n_expert(const deltafin_model *m);
+/* Bytes of all weight tensors as stored (dense + routed experts). */
+uint64_t deltafin_model_size(const deltafin_model *m);
+/* The kernel table in use: "ref", "avx2", "avx512", "neon" (DELTAFIN_ISA forces one). */
+const char *deltafin_kernels_name(void);
 
 int deltafin_model_n_vocab(const deltafin_model *m);
 int deltafin_model_n_ctx_train(const deltafin_model *m);
@@ -198,6 +215,8 @@ deltafin_ctx_params deltafin_ctx_default_params(void);
 int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *p, deltafin_ctx **out);
 void deltafin_ctx_free(deltafin_ctx *c);
 int deltafin_ctx_n_ctx(const deltafin_ctx *c);
+int deltafin_ctx_n_batch(const deltafin_ctx *c);
+int deltafin_ctx_n_threads(const deltafin_ctx *c);
 /* Number of tokens in the cache (next position). */
 int deltafin_ctx_pos(const deltafin_ctx *c);
 /* Drop cached tokens from position pos on (pos <= current); for reuse across chat turns. */

@@ -9,6 +9,8 @@
  *    prompt ids [1, 15043, 3186]; text " processedlijParam współcro ogni heading igual existed
  *    VARCHAR causing Kun sandgenderolasʀ"). */
 #include "model/model.h"
+#include "runtime/loader.h"
+#include "weights/weights.h"
 #include "forward/session.h"
 #include "kernels/quant.h"
 #include "testlib.h"
@@ -355,10 +357,10 @@ static void test_arch(const char *arch, int type) {
     for (int i = 0; i < n * V; i++) { finite &= isfinite(a[i]); varied |= a[i] != a[0]; }
     CHECK(finite && varied);
 
-    df_mem_plan plan;
-    df_model_mem_plan(m, 64, 512, &plan);
+    df_footprint plan;
+    df_model_footprint(m, 64, &plan);
     CHECK_EQ_INT(plan.kv_bytes_per_token, (uint64_t)s.n_layer * s.n_head_kv * 2 * s.head_dim * 2);
-    CHECK(plan.dense_bytes > 0 && plan.scratch_bytes > 0);
+    CHECK(plan.dense_bytes > 0 && df_session_scratch_bytes(m, 512, 1) > 0);
     CHECK((plan.expert_bytes > 0) == (s.n_expert > 0));
 
     if (s.n_expert) {
@@ -367,7 +369,7 @@ static void test_arch(const char *arch, int type) {
         rc = df_model_load(p, &mp, DF_LOAD_SKIP_EXPERTS, &m2);
         CHECK_EQ_INT(rc, DF_OK);
         if (rc == DF_OK) {
-            CHECK(m2->expert_bytes == 0 && m2->dense_bytes < plan.dense_bytes + plan.expert_bytes);
+            CHECK(m2->w->expert_bytes == 0 && m2->w->dense_bytes < plan.dense_bytes + plan.expert_bytes);
             deltafin_ctx *cx = NULL;
             CHECK(deltafin_ctx_create(m2, NULL, &cx) == DF_ERR_INVALID); /* no provider yet */
             pread_prov pp = {.m = m2, .fd = open(p, O_RDONLY)};
@@ -384,8 +386,8 @@ static void test_arch(const char *arch, int type) {
             }
             df_expert_loc loc;
             CHECK(df_model_expert_loc(m2, 0, s.n_expert, 0, &loc) == DF_ERR_INVALID);
-            df_expert_provider pv = {.ud = &pp, .acquire = pp_acquire, .release = pp_release};
-            df_model_set_expert_provider(m2, &pv);
+            df_expert_source pv = {.ud = &pp, .acquire = pp_acquire, .release = pp_release};
+            df_weights_set_experts(m2->w, &pv);
             CHECK_EQ_INT(run_logits(m2, ids, n, 512, 0, c), DF_OK);
             CHECK_MSG(max_diff(a, c, (size_t)n * V) == 0.0, "%s: provider logits differ", arch);
             CHECK(pp.n_acq > 0 && pp.n_acq <= s.n_layer * s.n_expert);

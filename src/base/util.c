@@ -1,5 +1,6 @@
 /* util.c — see util.h. */
 #include "base/util.h"
+#include "base/env.h"
 
 #include <errno.h>
 #include <math.h>
@@ -162,8 +163,7 @@ void df_kernels_init(void) __attribute__((weak));
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void init_once(void) {
     for (uint32_t i = 0; i < 65536; i++) df_f16_table[i] = df_f16_to_f32_slow((df_f16)i);
-    const char *lv = getenv("DELTAFIN_LOG");
-    if (lv) df_log_set_level(atoi(lv));
+    if (df_env()->log_level >= 0) df_log_set_level(df_env()->log_level);
     if (df_kernels_init) df_kernels_init();
 }
 void df_init(void) { pthread_once(&g_once, init_once); }

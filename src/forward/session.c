@@ -7,7 +7,9 @@
  * Threading: a ctx is used by one thread at a time; its own pool parallelizes the work.
  * deltafin_ctx_cancel() may be called from any thread or a signal handler. */
 #include "forward/session.h"
+#include "weights/weights.h"
 #include "weights/dense_stream.h"
+#include "weights/expert_store.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include <math.h>
@@ -97,8 +99,7 @@ static void plan_scratch(const df_model *m, int n_batch, int n_threads, scratch_
                a64(p->attn) + p->logits + p->arch;
 }
 
-uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads) {
-    (void)n_ctx;
+uint64_t df_session_scratch_bytes(const df_model *m, int n_batch, int n_threads) {
     scratch_plan p;
     plan_scratch(m, n_batch, n_threads, &p);
     return p.total;
@@ -123,7 +124,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     if (hp->n_expert_groups > 256 || (hp->n_expert_groups > 1 && hp->n_expert % hp->n_expert_groups))
         return df_err(DF_ERR_UNSUPPORTED, "expert_group_count %d not supported", hp->n_expert_groups);
     for (int l = 0; l < hp->n_layer; l++)
-        if (m->layers[l].is_moe && !m->has_provider)
+        if (m->layers[l].is_moe && (!m->w || !m->w->has_ex))
             return df_err(DF_ERR_INVALID, "model loaded without routed experts and no expert provider set");
     if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx <= 0) p.n_ctx = 4096;
@@ -134,6 +135,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     deltafin_ctx *c = df_calloc(1, sizeof *c);
     if (!c) return DF_ERR_NOMEM;
     c->m = m;
+    c->w = m->w;
     c->fwd = df_arch_fwd_find(m->arch->name);
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
@@ -230,6 +232,8 @@ int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, in
 }
 
 int deltafin_ctx_n_ctx(const deltafin_ctx *c) { return c->n_ctx; }
+int deltafin_ctx_n_batch(const deltafin_ctx *c) { return c->n_batch; }
+int deltafin_ctx_n_threads(const deltafin_ctx *c) { return c->n_threads; }
 int deltafin_ctx_pos(const deltafin_ctx *c) { return c->n_past; }
 /* Recurrent state: the state is a function of the whole prefix and cannot be cut back, so to
  * keep hist[0..pos) it restarts from the last prompt snapshot when that is at or before pos
@@ -267,12 +271,14 @@ void deltafin_ctx_cancel(deltafin_ctx *c) { atomic_store(&c->cancel, 1); }
 
 void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out) {
     *out = c->st;
-    const df_model *m = c->m;
-    if (m->has_provider && m->provider.stats)
-        m->provider.stats(m->provider.ud, &out->expert_hits, &out->expert_misses, &out->bytes_read,
-                          &out->io_wait_ns);
+    df_store_stats es;
+    df_weights_expert_stats(c->w, &es);
+    out->expert_hits = es.hits;
+    out->expert_misses = es.misses;
+    out->bytes_read = es.bytes_read;
+    out->io_wait_ns = es.wait_ns;
     df_dense_stats ds;
-    if (m->dstream && df_dense_get_stats((df_model *)m, &ds) == DF_OK) {
+    if (c->w->ds && df_dense_get_stats(c->w->ds, &ds) == DF_OK) {
         out->dense_bytes_read = ds.bytes_read;
         out->dense_wait_ns = ds.wait_ns;
         out->bytes_read += ds.bytes_read;
@@ -415,7 +421,7 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
     for (int il = 0; il < hp->n_layer; il++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
         const df_arch_fwd *ar = c->fwd;
-        int rc = df_dense_acquire(m, il); /* streamed dense layers: wait for its bytes */
+        int rc = df_weights_layer_acquire(c->w, il); /* streamed dense layers: wait for its bytes */
         if (rc < 0) return rc;
         rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
         if (rc < 0) return rc;
@@ -431,7 +437,7 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
             rc = ar->layer_ffn ? ar->layer_ffn(c, il, nt) : df_layer_ffn(c, il, nt);
         }
         if (rc < 0) return rc;
-        df_dense_release(m, il);
+        df_weights_layer_release(c->w, il);
     }
     if (n_out <= 0) return DF_OK;
     if (c->fwd->pre_output) {
@@ -469,9 +475,9 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
         float *dst;
         if (all_logits) { lo = 0; dst = c->logits + (int64_t)b * hp->n_vocab; }
         else { lo = b + nt == n ? nt - 1 : nt; dst = c->logits; }
-        df_dense_begin(c->m); /* serializes passes when dense layers stream */
+        df_weights_begin(c->w); /* serializes passes when dense layers stream */
         rc = forward_batch(c, ids + b, nt, lo, dst);
-        df_dense_end(c->m);
+        df_weights_end(c->w);
         if (rc < 0) break;
         c->n_past += nt;
     }

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include "model/model.h"
 #include "base/threadpool.h"
+#include "forward/ops.h"
 
 struct deltafin_ctx;
 /* Forward-pass hooks of an architecture (src/forward/<name>.c), found by the df_arch's name.
@@ -32,6 +33,7 @@ const df_arch_fwd *df_arch_fwd_find(const char *name);
 
 struct deltafin_ctx {
     df_model *m;
+    struct df_weights *w;        /* m->w: the weight bytes (weights/weights.h) */
     const df_arch_fwd *fwd;      /* df_arch_fwd_find(m->arch->name) */
     df_pool *pool;
     int n_threads;
@@ -81,7 +83,7 @@ struct deltafin_ctx {
     void *mem; uint64_t mem_bytes;       /* the one scratch block */
 };
 
-uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
+uint64_t df_session_scratch_bytes(const df_model *m, int n_batch, int n_threads);
 /* K / V cache row of layer il at position pos (for df_arch attention hooks). */
 static inline df_f16 *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return c->k_l[il] + (int64_t)pos * c->k_row[il]; }
 static inline df_f16 *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (int64_t)pos * c->v_row[il]; }

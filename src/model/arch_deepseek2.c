@@ -7,6 +7,7 @@
  * DELTAFIN_YARN_HF_BETAS=1 uses the file's rope.scaling.yarn_beta_fast/slow (HF semantics,
  * e.g. Kimi-K2's 1/1) instead of llama.cpp's fixed 32/1; off by default for llama.cpp parity. */
 #include "model/model.h"
+#include "base/env.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -74,8 +75,7 @@ static int deepseek2_hparams(df_model *m) {
         return df_err(DF_ERR_FORMAT, "%s: dense layers need feed_forward_length", m->path);
 
     /* YaRN betas: llama.cpp ignores the file's keys for deepseek2 (formats.md §3.4) */
-    const char *hfb = getenv("DELTAFIN_YARN_HF_BETAS");
-    if (hfb && *hfb && strcmp(hfb, "0")) {
+    if (df_env()->yarn_hf_betas) {
         TRYK(df_model_key_f32(m, "rope.scaling.yarn_beta_fast", &hp->yarn_beta_fast, false));
         TRYK(df_model_key_f32(m, "rope.scaling.yarn_beta_slow", &hp->yarn_beta_slow, false));
     }

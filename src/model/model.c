@@ -454,12 +454,11 @@ void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) 
     *v_row = (int64_t)m->hp.n_head_kv * m->hp.n_embd_head_v;
 }
 
-/* ---- memory plan ------------------------------------------------------------------------- */
-void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *out) {
+/* ---- footprint ------------------------------------------------------------------------- */
+void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out) {
     const df_hparams *hp = &m->hp;
     memset(out, 0, sizeof *out);
     out->n_ctx = n_ctx;
-    out->n_batch = n_batch;
     for (int i = 0; i < m->n_bound; i++) {
         const df_tensor *t = &m->tensors[i];
         if (df_model_is_expert(m, t)) out->expert_bytes += t->info->nbytes;
@@ -467,6 +466,7 @@ void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *o
     }
     for (int l = 0; l < hp->n_layer; l++) {
         if (!m->layers[l].is_moe) continue;
+        out->n_moe_layers++;
         uint64_t one = 0;
         for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
             uint64_t b;
@@ -475,7 +475,6 @@ void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *o
         }
         if (one > out->expert_bytes_one) out->expert_bytes_one = one;
     }
-    out->kv_bytes_per_token = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         int64_t kr, vr;
         df_model_kv_row(m, l, &kr, &vr);
@@ -483,8 +482,5 @@ void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *o
     }
     out->kv_bytes = out->kv_bytes_per_token * (uint64_t)n_ctx;
     out->state_bytes = m->arch->state_bytes ? m->arch->state_bytes(m) : 0;
-    out->kv_bytes += 2 * out->state_bytes; /* the state and its prompt snapshot (session.c) */
-    /* mirrors the buffers deltafin_ctx_create allocates (session.c) */
-    extern uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
-    out->scratch_bytes = df_session_scratch_bytes(m, n_ctx, n_batch, 1);
+    out->kv_bytes += 2 * out->state_bytes; /* the state and its prompt snapshot (the ctx keeps both) */
 }

@@ -9,6 +9,9 @@
 #include "runtime/plan.h"
 #include "weights/dense_stream.h"
 #include "weights/expert_store.h"
+#include "weights/weights.h"
+#include "kernels/kernels.h"
+#include "base/sysmem.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -51,47 +54,65 @@ int deltafin_io_engine_check(const char *name) {
 }
 
 int deltafin_model_n_layer(const deltafin_model *m) { return m->hp.n_layer; }
+uint64_t deltafin_model_size(const deltafin_model *m) { return m->plan.dense_total_bytes + m->plan.expert_total_bytes; }
+const char *deltafin_kernels_name(void) { return df_kernels()->name; }
 int deltafin_model_n_expert(const deltafin_model *m) { return m->hp.n_expert; }
 
 /* ---- memory plan ------------------------------------------------------------------------ */
 int deltafin_model_plan(const deltafin_model *m, deltafin_plan *out) {
     *out = m->plan;
+    if (m->plan_status < 0) return df_err(m->plan_status, "%s", m->plan_error);
     return DF_OK;
 }
 
+/* the internal plan again, for its formatters */
+static void to_plan(const deltafin_plan *p, df_plan *q) {
+    memset(q, 0, sizeof *q);
+    q->limit = p->limit; q->limit_from_ram = p->limit_from_ram; q->experts_stream = p->experts_stream;
+    q->dense_bytes = p->dense_bytes; q->kv_bytes = p->kv_bytes; q->scratch_bytes = p->scratch_bytes;
+    q->overhead_bytes = p->overhead_bytes; q->cache_bytes = p->cache_bytes; q->slot_bytes = p->slot_bytes;
+    q->n_slots = p->n_slots; q->n_experts_total = p->n_experts_total; q->expert_total_bytes = p->expert_total_bytes;
+    q->all_resident = p->all_resident;
+    q->frac_resident = p->n_experts_total ? (double)p->n_slots / p->n_experts_total : 1.0;
+    q->fixed_bytes = p->dense_bytes + p->kv_bytes + p->scratch_bytes + p->overhead_bytes;
+    q->n_layer = p->n_layer; q->n_resident = p->dense_layers_resident; q->n_streamed = p->dense_layers_streamed;
+    q->n_buf = p->dense_buffers; q->buf_bytes = p->dense_buffer_bytes; q->dense_total = p->dense_total_bytes;
+    q->dense_global = p->dense_global_bytes; q->layers_bytes = p->dense_layers_bytes;
+    q->read_per_pass = p->dense_read_per_token;
+}
+
+const char *deltafin_plan_dense_str(const deltafin_plan *p, char *buf, size_t cap) {
+    df_plan q;
+    to_plan(p, &q);
+    return df_plan_dense_str(&q, buf, cap);
+}
+
 const char *deltafin_model_plan_str(const deltafin_model *m, char *buf, size_t cap) {
-    const deltafin_plan *p = &m->plan;
-    char l[32], d[32], k[32], s[32], o[32], c[32], sl[32], t[32], f[32];
-    uint64_t used = p->dense_bytes + p->kv_bytes + p->scratch_bytes + p->overhead_bytes + p->cache_bytes;
-    int n = snprintf(buf, cap,
-             "memory plan: limit %s%s\n"
-             "  dense weights  %s\n"
-             "  KV cache       %s\n"
-             "  scratch        %s\n"
-             "  overhead       %s\n",
-             df_fmt_bytes(p->limit, l, sizeof l), p->limit_from_ram ? " (available RAM - reserve)" : "",
-             df_fmt_bytes(p->dense_bytes, d, sizeof d), df_fmt_bytes(p->kv_bytes, k, sizeof k),
-             df_fmt_bytes(p->scratch_bytes, s, sizeof s), df_fmt_bytes(p->overhead_bytes, o, sizeof o));
-    if (n < 0 || (size_t)n >= cap) return buf;
-    if (p->experts_stream)
-        n += snprintf(buf + n, cap - (size_t)n,
-                      "  expert cache   %s = %d slots x %s (%.1f%% of %d experts, %s on disk)%s\n",
-                      df_fmt_bytes(p->cache_bytes, c, sizeof c), p->n_slots, df_fmt_bytes(p->slot_bytes, sl, sizeof sl),
-                      p->n_experts_total ? 100.0 * p->n_slots / p->n_experts_total : 100.0, p->n_experts_total,
-                      df_fmt_bytes(p->expert_total_bytes, t, sizeof t),
-                      p->n_slots >= p->n_experts_total ? " — all resident" : "");
-    else if (p->n_experts_total)
-        n += snprintf(buf + n, cap - (size_t)n, "  experts        %s resident (%d experts)\n",
-                      df_fmt_bytes(p->expert_total_bytes, t, sizeof t), p->n_experts_total);
-    if (n < 0 || (size_t)n >= cap) return buf;
-    snprintf(buf + n, cap - (size_t)n, "  free           %s", df_fmt_bytes(p->limit > used ? p->limit - used : 0, f, sizeof f));
+    if (m->plan_status < 0) {
+        snprintf(buf, cap, "memory plan: refused: %s", m->plan_error);
+        return buf;
+    }
+    df_plan q;
+    to_plan(&m->plan, &q);
+    char d[512];
+    df_plan_dense_str(&q, d, sizeof d);
+    if (q.experts_stream) {
+        size_t n = strlen(df_plan_str(&q, buf, cap));
+        if (n + 1 < cap) snprintf(buf + n, cap - n, "\n  %s", d);
+    } else {
+        char l[32], k[32], s[32];
+        snprintf(buf, cap, "memory plan: limit %s%s, experts %s, KV cache %s, scratch %s\n  %s",
+                 df_fmt_bytes(q.limit, l, sizeof l), q.limit_from_ram ? " (available RAM - reserve)" : "",
+                 q.n_experts_total ? "resident" : "(none)", df_fmt_bytes(q.kv_bytes, k, sizeof k),
+                 df_fmt_bytes(q.scratch_bytes, s, sizeof s), d);
+    }
     return buf;
 }
 
 /* ---- streaming statistics --------------------------------------------------------------- */
 int deltafin_model_stream_stats(const deltafin_model *m, deltafin_stream_stats *out) {
     memset(out, 0, sizeof *out);
-    df_store *s = df_stream_store((deltafin_model *)m);
+    df_store *s = m->w ? m->w->store : NULL;
     if (s) {
         df_store_stats st;
         df_store_get_stats(s, &st);
@@ -127,10 +148,9 @@ int deltafin_model_stream_stats(const deltafin_model *m, deltafin_stream_stats *
         out->lookahead_accuracy = st.lookahead_accuracy;
     }
     df_dense_stats ds;
-    if (m->dstream && df_dense_get_stats((deltafin_model *)m, &ds) == DF_OK) {
-        const df_dense_plan *dp = df_dense_get_plan(m);
+    if (m->w && m->w->ds && df_dense_get_stats(m->w->ds, &ds) == DF_OK) {
         out->dense_stream = true;
-        out->dense_layers_streamed = dp ? dp->n_streamed : 0;
+        out->dense_layers_streamed = m->plan.dense_layers_streamed;
         out->dense_passes = ds.passes;
         out->dense_layer_reads = ds.layer_reads;
         out->dense_layer_ready = ds.layer_ready;
@@ -182,7 +202,7 @@ char *deltafin_stream_stats_json(const deltafin_stream_stats *st) {
 
 int deltafin_model_layer_stats(const deltafin_model *m, int layer, uint64_t *hits, uint64_t *misses,
                                uint64_t *wait_ns) {
-    df_store *s = df_stream_store((deltafin_model *)m);
+    df_store *s = m->w ? m->w->store : NULL;
     if (!s) return df_err(DF_ERR_INVALID, "routed experts are not streamed");
     return df_store_layer_stats(s, layer, hits, misses, wait_ns);
 }

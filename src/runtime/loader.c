@@ -1,164 +1,195 @@
-/* loader.c — deltafin_model_load: the one place that wires the modules together. Opens the
- * GGUF (and its pack), binds the architecture's tensors (model/), plans memory, reads the
- * resident weights with pread into anonymous memory (no mmap of the file, no page-cache
- * residency, no type conversion), repacks them for the kernels, attaches the expert store and
- * dense-layer streaming (weights/) and loads the tokenizer (text/).
+/* loader.c — deltafin_model_load: the one place that wires the modules together.
+ *   1. format/ + model/: open the GGUF (and its pack), describe the model (architecture,
+ *      hyperparameters, every tensor bound and shape-checked).
+ *   2. the footprint (model/ dense and expert bytes, KV; weights/ layer buffers and cache
+ *      slots; forward/ scratch) and the user's limits go to the memory plan (runtime/plan.c,
+ *      a pure function);
+ *   3. weights/: the dense stream the plan asks for, the resident tensors (read and repacked),
+ *      and the routed experts — resident, or the expert store with the plan's cache budget;
+ *   4. text/: the tokenizer.
  * Threading: load/free on one thread; the loaded model is read-only. */
 #include "model/model.h"
-#include "weights/dense_stream.h"
 #include "runtime/plan.h"
-#include "format/pack.h"
-#include "kernels/quant.h"
-#include "kernels/kernels.h"
+#include "runtime/loader.h"
+#include "weights/weights.h"
+#include "weights/dense_stream.h"
+#include "weights/expert_store.h"
+#include "forward/session.h"
+#include "forward/ops.h"
+#include "base/env.h"
+#include "base/sysmem.h"
 #include "text/tokenizer.h"
 
-#include <fcntl.h>
-#include <math.h>
-#include <stdarg.h>
-#include <sys/mman.h>
+/* ---- the planned context ------------------------------------------------------------------ */
+static int plan_ctx(const df_model *m) {
+    int n = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (df_env()->plan_ctx > 0) n = df_env()->plan_ctx;
+    return n;
+}
 
-/* ---- the resident expert provider ------------------------------------------------------- */
-static int resident_acquire(void *ud, int layer, int expert, df_expert_w *out) {
-    df_model *m = ud;
-    for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
-        const df_tensor *t = m->layers[layer].exps[p];
-        uint64_t bytes = df_type_row_bytes(t->type, t->ne[0]) * (uint64_t)t->ne[1];
-        out->w[p] = (const char *)t->data + (uint64_t)expert * bytes;
-        if (p == DF_EXPERT_UP && df_layer_fused_gate_up(&m->layers[layer])) out->w[p] = (const char *)out->w[p] + bytes / 2;
-        out->type[p] = t->type;
+/* the context's default batch, never more than the planned context */
+static int plan_batch(const df_model *m) {
+    int c = plan_ctx(m);
+    return c < 512 ? c : 512;
+}
+
+/* ---- routed experts: where they are in the files -------------------------------------------- */
+typedef struct {
+    df_expert_loc *locs;         /* [L][E][parts] */
+    df_expert_record *recs;      /* [L][E] of a packed file, else NULL */
+    int64_t *n_in;               /* [L][parts] */
+    uint64_t total;              /* bytes of all experts */
+    uint64_t slot_bytes;
+    int n_pairs;
+} expert_layout;
+
+static void expert_layout_free(expert_layout *x) {
+    free(x->locs);
+    free(x->recs);
+    free(x->n_in);
+    memset(x, 0, sizeof *x);
+}
+
+static void store_params_of(const df_model *m, const expert_layout *x, df_store_params *sp) {
+    *sp = df_store_default_params();
+    sp->n_layers = m->hp.n_layer;
+    sp->n_experts = m->hp.n_expert;
+    sp->locs = x->locs;
+    sp->records = x->recs;
+    sp->n_in = x->n_in;
+}
+
+static int expert_layout_make(df_model *m, expert_layout *x) {
+    memset(x, 0, sizeof *x);
+    const int L = m->hp.n_layer, E = m->hp.n_expert;
+    const size_t n = (size_t)L * E * DF_EXPERT_NPARTS;
+    x->locs = df_calloc(n ? n : 1, sizeof *x->locs);
+    x->n_in = df_calloc((size_t)L * DF_EXPERT_NPARTS, sizeof *x->n_in);
+    if (!x->locs || !x->n_in) { expert_layout_free(x); return DF_ERR_NOMEM; }
+    for (int l = 0; l < L; l++) {
+        if (!m->layers[l].is_moe) continue;
+        x->n_pairs += E;
+        for (int p = 0; p < DF_EXPERT_NPARTS; p++)
+            df_model_expert_shape(m, l, p, &x->n_in[l * DF_EXPERT_NPARTS + p], NULL, NULL);
+        for (int e = 0; e < E; e++)
+            for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
+                df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS + p];
+                int rc = df_model_expert_loc(m, l, e, p, lc);
+                if (rc) { expert_layout_free(x); return rc; }
+                x->total += lc->nbytes;
+            }
+    }
+    if (m->pack) { /* one checksummed read per expert */
+        x->recs = df_calloc((size_t)L * E + 1, sizeof *x->recs);
+        if (!x->recs) { expert_layout_free(x); return DF_ERR_NOMEM; }
+        int pl = df_pack_n_layers(m->pack), pe = df_pack_n_experts(m->pack);
+        if (pe != E || pl > L) {
+            expert_layout_free(x);
+            return df_err(DF_ERR_FORMAT, "%s: pack has %d layers x %d experts, model %d x %d", m->path, pl, pe, L, E);
+        }
+        df_pack_locs(m->pack, x->locs, x->recs); /* layers >= pl keep zero entries (no experts) */
+    }
+    df_store_params sp;
+    store_params_of(m, x, &sp);
+    x->slot_bytes = x->total ? df_store_slot_bytes(&sp) : 0;
+    return DF_OK;
+}
+
+/* Pin the --preload list, then the --hot file's most used experts. */
+static int pin_hot_set(df_model *m, df_store *s) {
+    const int L = m->hp.n_layer, E = m->hp.n_expert;
+    for (int k = 0; k < 2; k++) {
+        const char *src = k == 0 ? m->params.preload : m->params.hot_file;
+        if (!src) continue;
+        int *ls = NULL, *es = NULL, n = 0;
+        int rc = k == 0 ? df_store_parse_preload(src, L, E, &ls, &es, &n)
+                        : df_store_read_hot_file(src, L, E, &ls, &es, &n);
+        if (rc) return rc;
+        int j = 0; /* skip entries of layers without routed experts */
+        for (int i = 0; i < n; i++)
+            if (m->layers[ls[i]].is_moe) { ls[j] = ls[i]; es[j] = es[i]; j++; }
+        int pinned = df_store_pin_hot(s, ls, es, j);
+        free(ls);
+        free(es);
+        if (pinned < 0) return pinned;
+        df_log(DF_LOG_INFO, "%s: pinned %d of %d experts in the hot set", k == 0 ? "--preload" : "--hot", pinned, j);
     }
     return DF_OK;
 }
-static void resident_release(void *ud, int layer, int expert) { (void)ud; (void)layer; (void)expert; }
 
-void df_model_set_expert_provider(df_model *m, const df_expert_provider *p) {
-    if (m->has_provider && m->provider.destroy) m->provider.destroy(m->provider.ud);
-    m->provider = *p;
-    m->has_provider = true;
+/* The expert store over the model's files with the plan's budget, as the weights' source. */
+static int attach_store(df_model *m, df_weights *w, const expert_layout *x, const df_plan *plan, int engine) {
+    const char **paths = df_calloc((size_t)m->gguf->n_shards, sizeof *paths);
+    if (!paths) return DF_ERR_NOMEM;
+    for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
+    df_store_params sp;
+    store_params_of(m, x, &sp); /* n_in: the store repacks experts to the kernels' layout */
+    sp.paths = paths;
+    sp.n_files = m->gguf->n_shards;
+    sp.min_slots = 2;
+    sp.io.engine = engine;
+    sp.budget_bytes = plan->cache_bytes;
+    sp.prefetch = m->params.prefetch;
+    df_store *s = NULL;
+    int rc = df_store_create(&sp, &s);
+    free(paths);
+    if (rc) return df_err_prefix(rc, "%s", m->path);
+    df_weights_use_store(w, s);
+    rc = pin_hot_set(m, s);
+    return rc;
+}
+
+/* ---- the plan ------------------------------------------------------------------------------ */
+static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
+                     df_plan *plan) {
+    const df_env_t *env = df_env();
+    df_footprint fp;
+    df_model_footprint(m, plan_ctx(m), &fp);
+    df_plan_in in = {0};
+    in.has_experts = fp.n_moe_layers > 0 && !(flags & DF_LOAD_SKIP_EXPERTS);
+    in.experts_packed = m->pack != NULL;
+    in.dense_total = dfp->dense_total;
+    in.dense_global = dfp->global_bytes;
+    in.n_layer = dfp->n_layer;
+    in.layer_stream_bytes = dfp->stream_bytes;
+    in.layer_buf_bytes = dfp->buf_bytes;
+    in.layer_read_bytes = dfp->read_bytes;
+    in.expert_bytes = fp.expert_bytes;
+    in.slot_bytes = x->slot_bytes;
+    in.n_expert_pairs = x->n_pairs;
+    in.n_expert_used = m->hp.n_expert_used;
+    in.kv_bytes = fp.kv_bytes;
+    in.scratch_bytes = df_session_scratch_bytes(m, plan_batch(m), 1);
+    in.mem_limit = m->params.mem_limit;
+    in.mem_reserve = m->params.mem_reserve;
+    in.mem_available = m->params.mem_limit ? 0 : df_mem_available();
+    in.cache_bytes = m->params.cache_bytes;
+    if (!in.cache_bytes && env->expert_cache) {
+        int rc = df_parse_size(env->expert_cache, &in.cache_bytes);
+        if (rc) return df_err(DF_ERR_INVALID, "DELTAFIN_EXPERT_CACHE='%s': bad size", env->expert_cache);
+    }
+    in.stream_experts = env->stream == 0 ? 0 : (env->stream == 1 || engine != DF_IO_AUTO) ? 1 : -1;
+    in.dense_stream = !env->dense_stream_off;
+    in.force_resident = env->dense_resident;
+    int rc = df_plan_make(&in, plan);
+    return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
+}
+
+/* The public copy of the plan. */
+static void publish_plan(df_model *m, const df_plan *p) {
+    m->plan = (deltafin_plan){
+        .limit = p->limit, .limit_from_ram = p->limit_from_ram, .experts_stream = p->experts_stream,
+        .dense_bytes = p->dense_bytes, .kv_bytes = p->kv_bytes, .scratch_bytes = p->scratch_bytes,
+        .overhead_bytes = p->overhead_bytes, .cache_bytes = p->cache_bytes, .slot_bytes = p->slot_bytes,
+        .n_slots = p->n_slots, .n_experts_total = p->n_experts_total, .expert_total_bytes = p->expert_total_bytes,
+        .all_resident = p->all_resident, .n_layer = p->n_layer, .dense_layers_resident = p->n_resident,
+        .dense_layers_streamed = p->n_streamed, .dense_buffers = p->n_buf, .dense_buffer_bytes = p->buf_bytes,
+        .dense_total_bytes = p->dense_total, .dense_global_bytes = p->dense_global,
+        .dense_layers_bytes = p->layers_bytes, .dense_read_per_token = p->read_per_pass,
+    };
 }
 
 /* ---- loading ----------------------------------------------------------------------------- */
-static void *anon_alloc(uint64_t n) {
-    if (n == 0) n = 1;
-    void *p = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-static int load_data(df_model *m, int flags) {
-    bool skip = flags & DF_LOAD_SKIP_EXPERTS;
-    uint64_t off_d = 0, off_e = 0;
-    uint64_t *offs = df_calloc((size_t)m->n_bound, sizeof(uint64_t));
-    if (!offs) return DF_ERR_NOMEM;
-    m->expert_file_bytes = 0;
-    for (int i = 0; i < m->n_bound; i++) {
-        df_tensor *t = &m->tensors[i];
-        bool ex = df_model_is_expert(m, t);
-        if (ex) m->expert_file_bytes += t->info->nbytes;
-        uint64_t *o = ex ? &off_e : &off_d;
-        if (ex && skip) continue;
-        if (df_dense_tensor_streamed(m, t)) continue; /* read per pass (dense_stream.c) */
-        *o = df_pad(*o, 64);
-        offs[i] = *o;
-        if (!df_add_ok(*o, t->info->nbytes, o)) { free(offs); return df_err(DF_ERR_RANGE, "size overflow"); }
-    }
-    m->dense_bytes = off_d;
-    m->expert_bytes = skip ? 0 : off_e;
-    uint64_t need = m->dense_bytes + m->expert_bytes;
-    if (m->params.mem_limit && need > m->params.mem_limit) {
-        char a[32], b[32];
-        free(offs);
-        return df_err(DF_ERR_RANGE, "%s: resident weights need %s but the memory limit is %s", m->path,
-                      df_fmt_bytes(need, a, sizeof a), df_fmt_bytes(m->params.mem_limit, b, sizeof b));
-    }
-    m->dense_mem = anon_alloc(m->dense_bytes);
-    if (!m->dense_mem) { free(offs); return df_err(DF_ERR_NOMEM, "cannot allocate %llu bytes for weights",
-                                                   (unsigned long long)m->dense_bytes); }
-    if (m->expert_bytes) {
-        m->expert_mem = anon_alloc(m->expert_bytes);
-        if (!m->expert_mem) { free(offs); return df_err(DF_ERR_NOMEM, "cannot allocate %llu bytes for experts",
-                                                        (unsigned long long)m->expert_bytes); }
-    }
-    uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
-    for (int i = 0; i < m->n_bound; i++)
-        if (!(skip && df_model_is_expert(m, &m->tensors[i])) && !df_dense_tensor_streamed(m, &m->tensors[i]))
-            to_read += m->tensors[i].info->nbytes;
-    for (int i = 0; i < m->n_bound; i++) {
-        df_tensor *t = &m->tensors[i];
-        bool ex = df_model_is_expert(m, t);
-        if (ex && skip) continue;
-        if (df_dense_tensor_streamed(m, t)) continue;
-        t->data = (char *)(ex ? m->expert_mem : m->dense_mem) + offs[i];
-        int rc = df_gguf_read(m->gguf, t->info, 0, t->data, t->info->nbytes);
-        if (rc < 0) { free(offs); return df_err_prefix(rc, "%s: reading tensor '%s'", m->path, t->info->name); }
-        /* Under --mem-limit the page cache counts too (a memory cgroup charges it): drop the
-         * pages just copied into anonymous memory. Without a limit they stay, so a second
-         * launch of the same model loads from RAM. */
-        if (m->params.mem_limit && t->info->shard >= 0 && t->info->shard < m->gguf->n_shards &&
-            m->gguf->shards[t->info->shard].fd >= 0)
-            (void)posix_fadvise(m->gguf->shards[t->info->shard].fd, (off_t)t->info->offset, (off_t)t->info->nbytes,
-                                POSIX_FADV_DONTNEED);
-        done += t->info->nbytes;
-        if (m->params.progress_cb) m->params.progress_cb(m->params.progress_ud, done, to_read);
-        if (m->params.progress && df_time_ns() - last > 500000000ull) {
-            last = df_time_ns();
-            df_log(DF_LOG_INFO, "loading: %.1f%%", 100.0 * (double)done / (double)(need ? need : 1));
-        }
-    }
-    free(offs);
-    if (m->params.mlock) {
-        if (mlock(m->dense_mem, (size_t)(m->dense_bytes ? m->dense_bytes : 1)) != 0)
-            df_log(DF_LOG_WARN, "mlock of %llu bytes failed (RLIMIT_MEMLOCK?)", (unsigned long long)m->dense_bytes);
-    }
-    df_log(DF_LOG_DEBUG, "loaded %llu bytes in %.2f s", (unsigned long long)need, (df_time_ns() - t0) / 1e9);
-    return DF_OK;
-}
-
-/* Resident weights that only df_matmul / df_matmul_id read get the layout the selected kernels
- * want (df_repack_type: Q4_K as 8 interleaved rows on AVX-512) — the same numbers, faster. Not
- * token_embd (row lookups; also the tied output), not the per-head 3-D attn_k_b / attn_v_b
- * (df_matmul_3d), not routers, not streamed tensors (read from the file per pass: no data here). */
-static int repack_weights(df_model *m) {
-    const int to = df_repack_type(DF_TYPE_Q4_K);
-    if (to < 0) return DF_OK;
-    uint64_t t0 = df_time_ns(), bytes = 0;
-    int count = 0, rc = DF_OK;
-    df_pool *pool = df_pool_create(m->params.n_threads);
-    for (int l = -1; l < m->hp.n_layer; l++) {
-        df_tensor *list[32];
-        int n = 0;
-        if (l < 0) {
-            list[n++] = m->output;
-        } else {
-            const df_layer *L = &m->layers[l];
-            df_tensor *w[] = {L->wq, L->wk, L->wv, L->wqkv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down,
-                              L->gate_shexp, L->up_shexp, L->down_shexp, L->wq_a, L->wq_b, L->wkv_a_mqa,
-                              L->wkv_b, L->attn_gate, L->routed_down, L->routed_up, L->ssm_f_a, L->ssm_f_b,
-                              L->ssm_beta, L->ssm_g, L->exps[0], L->exps[1], L->exps[2]};
-            for (size_t i = 0; i < sizeof w / sizeof *w; i++) list[n++] = w[i];
-        }
-        for (int i = 0; i < n; i++) {
-            df_tensor *t = list[i];
-            if (!t || !t->data || t->type != DF_TYPE_Q4_K || t == m->tok_embd) continue;
-            /* fused gate_up experts: up starts n_ff rows into each expert's matrix */
-            const int64_t group = l >= 0 && t == m->layers[l].exps[DF_EXPERT_GATE] &&
-                                  t == m->layers[l].exps[DF_EXPERT_UP] ? 16 : 8;
-            if (t->ne[1] % group) continue;
-            rc = df_repack_rows(pool, DF_TYPE_Q4_K, to, t->data, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]);
-            if (rc < 0) {
-                df_pool_free(pool);
-                return df_err_prefix(rc, "%s: repacking '%s'", m->path, t->info->name);
-            }
-            t->type = to;
-            bytes += t->info->nbytes;
-            count++;
-        }
-    }
-    df_pool_free(pool);
-    df_log(DF_LOG_DEBUG, "repacked %d tensors (%.1f MiB) to %s in %.2f s", count, bytes / 1048576.0,
-           df_type_info(to)->name, (df_time_ns() - t0) / 1e9);
-    return DF_OK;
-}
-
 deltafin_model_params deltafin_model_default_params(void) {
     deltafin_model_params p;
     memset(&p, 0, sizeof p);
@@ -168,6 +199,54 @@ deltafin_model_params deltafin_model_default_params(void) {
     return p;
 }
 
+/* Steps 3 and 4 for a model that computes (not DF_LOAD_META_ONLY). */
+static int load_weights(df_model *m, int flags, int engine, const expert_layout *x, const df_plan *plan) {
+    df_weights *w = NULL;
+    int rc = df_weights_create(m, &w);
+    if (rc) return rc;
+    m->w = w;
+    if (plan->n_streamed) {
+        df_dense_stream *ds = NULL;
+        rc = df_dense_stream_create(m, plan->n_resident, plan->n_buf, plan->buf_bytes, df_env()->dense_chunk, &ds);
+        if (rc) return rc;
+        df_weights_use_dense_stream(w, ds);
+        char buf[512];
+        df_log(DF_LOG_INFO, "%s", df_plan_dense_str(plan, buf, sizeof buf));
+    }
+    const bool skip = (flags & DF_LOAD_SKIP_EXPERTS) || plan->experts_stream;
+    df_resident_opts ro = {
+        .skip_experts = skip, .ds = w->ds, .mem_limit = m->params.mem_limit, .mlock = m->params.mlock,
+        .progress = m->params.progress_cb, .progress_ud = m->params.progress_ud,
+        .progress_log = m->params.progress, .n_threads = m->params.n_threads,
+    };
+    rc = df_weights_load_resident(w, &ro);
+    if (rc) return rc;
+    if (m->rope_freqs) m->rope.freq_factors = m->rope_freqs->data;
+    bool any_moe = false;
+    for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;
+    if (any_moe && !skip) {
+        df_weights_use_resident_experts(w);
+    } else if (plan->experts_stream) {
+        char buf[1024];
+        df_log(DF_LOG_INFO, "%s", df_plan_str(plan, buf, sizeof buf));
+        rc = attach_store(m, w, x, plan, engine);
+        if (rc) return rc;
+    }
+    if (!plan->experts_stream && (m->params.hot_file || m->params.preload))
+        df_log(DF_LOG_INFO, "experts are resident: --hot/--preload have no effect");
+    if (w->ds) {
+        df_store_stats st;
+        int e = engine;
+        if (w->store) { /* the engine the expert store uses (measured once) */
+            df_store_get_stats(w->store, &st);
+            e = st.engine;
+        }
+        rc = df_dense_stream_open(w->ds, e, m->params.mlock);
+        if (rc) return rc;
+    }
+    return DF_OK;
+}
+
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out) {
     df_init();
     *out = NULL;
@@ -175,57 +254,37 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     if (!m) return DF_ERR_NOMEM;
     m->params = p ? *p : deltafin_model_default_params();
     m->path = df_strdup(path);
-    int rc = df_gguf_open(path, &m->gguf);
-    if (rc < 0) { deltafin_model_free(m); return rc; }
-    rc = df_model_describe(m);
-    if (rc < 0) { deltafin_model_free(m); return rc; }
-    if (m->rope.n_rot > 0) df_rope_init(&m->rope);
-
-    /* expert streaming (memplan.c): routed experts stay on disk when they do not fit */
-    bool stream = false;
-    if (!(flags & (DF_LOAD_SKIP_EXPERTS | DF_LOAD_META_ONLY))) {
-        rc = df_stream_decide(m, &stream);
-        if (rc < 0) { deltafin_model_free(m); return rc; }
-        if (stream) flags |= DF_LOAD_SKIP_EXPERTS;
-    }
-    /* dense layers that do not fit the limit stream too (dense_stream.c) */
-    if (!(flags & DF_LOAD_META_ONLY)) {
-        rc = df_dense_decide(m, stream);
-        if (rc < 0) { deltafin_model_free(m); return rc; }
-    }
     m->meta_only = flags & DF_LOAD_META_ONLY;
-    if (!m->meta_only) {
-        rc = load_data(m, flags);
-        if (rc == DF_OK) rc = repack_weights(m);
-        if (rc < 0) { deltafin_model_free(m); return rc; }
-        if (m->rope_freqs) m->rope.freq_factors = m->rope_freqs->data;
+    expert_layout x = {0};
+    df_dense_footprint dfp = {0};
+    int engine = DF_IO_AUTO;
+    int rc = m->path ? df_gguf_open(path, &m->gguf) : DF_ERR_NOMEM;
+    if (rc == DF_OK) rc = df_model_describe(m);
+    if (rc == DF_OK && m->rope.n_rot > 0) df_rope_init(&m->rope);
+    if (rc == DF_OK && m->params.io_engine) rc = df_io_engine_parse(m->params.io_engine, &engine);
+    if (rc == DF_OK) rc = expert_layout_make(m, &x);
+    if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
+    df_plan plan;
+    if (rc == DF_OK) {
+        rc = make_plan(m, flags, engine, &x, &dfp, &plan);
+        if (rc == DF_OK) publish_plan(m, &plan);
+        else if (m->meta_only) { /* `info` shows the metadata and says why the plan fails */
+            snprintf(m->plan_error, sizeof m->plan_error, "%s", df_errmsg());
+            df_err_clear();
+            m->plan_status = rc;
+            rc = DF_OK;
+        }
     }
-
-    bool any_moe = false;
-    for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;
-    if (any_moe && !(flags & (DF_LOAD_SKIP_EXPERTS | DF_LOAD_META_ONLY))) {
-        df_expert_provider pr = {.ud = m, .acquire = resident_acquire, .release = resident_release};
-        m->provider = pr;
-        m->has_provider = true;
-        m->experts_loaded = true;
-    } else if (stream) {
-        rc = df_stream_attach(m);
-        if (rc == DF_OK && (m->params.hot_file || m->params.preload))
-            rc = df_stream_configure(m, -1, m->params.hot_file, m->params.preload);
-        if (rc < 0) { deltafin_model_free(m); return rc; }
-    }
-    if (!stream) df_plan_resident(m);
-    if (!m->meta_only) {
-        rc = df_dense_open(m);
-        if (rc < 0) { deltafin_model_free(m); return rc; }
-    }
-    if (!(flags & DF_LOAD_NO_TOKENIZER) &&
-        df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
+    if (rc == DF_OK && !m->meta_only) rc = load_weights(m, flags, engine, &x, &plan);
+    if (rc == DF_OK && !(flags & DF_LOAD_NO_TOKENIZER) && df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
         df_tokenizer *tok = NULL;
         rc = df_tokenizer_load(m->gguf, &tok);
-        if (rc < 0) { deltafin_model_free(m); return df_err_prefix(rc, "%s", path); }
-        m->tokenizer = tok;
+        if (rc < 0) rc = df_err_prefix(rc, "%s", path);
+        else m->tokenizer = tok;
     }
+    expert_layout_free(&x);
+    df_dense_footprint_free(&dfp);
+    if (rc < 0) { deltafin_model_free(m); return rc; }
     *out = m;
     return DF_OK;
 }
@@ -236,11 +295,8 @@ int deltafin_model_load(const char *path, const deltafin_model_params *p, deltaf
 
 void deltafin_model_free(deltafin_model *m) {
     if (!m) return;
-    df_dense_free(m);
-    if (m->has_provider && m->provider.destroy) m->provider.destroy(m->provider.ud);
+    df_weights_free(m->w);
     if (m->tokenizer) df_tokenizer_free(m->tokenizer);
-    if (m->dense_mem) munmap(m->dense_mem, (size_t)(m->dense_bytes ? m->dense_bytes : 1));
-    if (m->expert_mem) munmap(m->expert_mem, (size_t)m->expert_bytes);
     df_model_pack_free(m);
     if (m->gguf) df_gguf_close(m->gguf);
     free(m->layers);
@@ -257,4 +313,3 @@ const char *deltafin_model_meta_str(const deltafin_model *m, const char *key) {
     if (df_gguf_get_str(m->gguf, key, &s) != DF_OK) return NULL;
     return s;
 }
-
