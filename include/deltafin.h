@@ -79,6 +79,14 @@ typedef struct {
     const char *hot_file;   /* pin the most used experts ("layer expert count" lines, from
                              * `deltafin profile`), or NULL */
     const char *preload;    /* pin these experts ("L:E,L:E,..."), or NULL */
+    /* What the memory plan reserves for (docs/streaming.md "memory plan"): KV cache for n_seq
+     * sequences of n_ctx tokens and scratch for prompt chunks of n_batch tokens. With a
+     * mem_limit, contexts beyond that are refused (deltafin_ctx_create), so the process stays
+     * inside the limit; under memory pressure the plan may choose smaller prompt chunks
+     * (deltafin_plan.n_batch; same tokens). 0 = defaults: min(training context, 4096), 512, 1. */
+    int n_ctx;
+    int n_batch;
+    int n_seq;
     bool mlock;             /* mlock the dense weights */
     bool progress;          /* log load progress (info level) */
     /* Load progress callback, called after each tensor is read (tools draw a bar with it);
@@ -116,6 +124,10 @@ typedef struct {
     uint64_t dense_global_bytes; /* always resident (embeddings, output, norms, routers) */
     uint64_t dense_layers_bytes; /* matrices of the resident layers */
     uint64_t dense_read_per_token; /* dense bytes read per forward pass */
+    /* what it reserves for */
+    int n_ctx;                   /* KV per sequence */
+    int n_batch;                 /* prompt tokens per forward step (may be below the request) */
+    int n_seq;                   /* sequences (contexts, server slots) */
 } deltafin_plan;
 /* DELTAFIN_OK; a model whose experts are resident has experts_stream false and no slots. */
 int deltafin_model_plan(const deltafin_model *m, deltafin_plan *out);

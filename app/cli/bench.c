@@ -112,6 +112,8 @@ int cmd_bench(int argc, char **argv) {
     deltafin_model_params mp = deltafin_model_default_params();
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = n_prompt + n_gen > 16 ? n_prompt + n_gen : 16; /* the memory plan reserves what the tests use */
+    mp.n_batch = n_batch;
     if (io_engine) mp.io_engine = io_engine;
     if (prefetch >= 0) mp.prefetch = prefetch;
     uint64_t tl = df_time_ns();

@@ -32,7 +32,8 @@ static void usage(FILE *f) {
         "  -n, --n-predict N       tokens to generate (default -1: until EOG or context full)\n"
         "  -t, --threads N         threads (default: all cores)\n"
         "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
-        "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
+        "  -b, --batch-size N      prompt tokens per forward step (default 512; under --mem-limit with\n"
+        "                          streamed experts the plan may choose fewer, same tokens)\n"
         "  --temp T                temperature (default 0.8; 0 = greedy)\n"
         "  --top-k N               top-k (default 40; 0 = off)\n"
         "  --top-p P               top-p (default 0.95; 1 = off)\n"
@@ -130,7 +131,7 @@ static void on_sigint(int sig) {
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *pfile = NULL;
-    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
+    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 0; /* 0: the ctx default 512, or the smaller chunk the memory plan chooses */
     bool special = false, json = false;
     uint64_t mem_limit = 0, mem_reserve = 0;
     const char *io_engine = NULL, *hot = NULL, *preload = NULL;
@@ -277,6 +278,8 @@ int cmd_run(int argc, char **argv) {
     mp.progress_ud = &load_progress;
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = n_ctx; /* the memory plan reserves this context and chunk */
+    mp.n_batch = n_batch;
     mp.mem_reserve = mem_reserve;
     if (io_engine) mp.io_engine = io_engine;
     /* the memory plan sizes the expert cache exactly from this (src/runtime/plan.c) */

@@ -143,6 +143,9 @@ int cmd_serve(int argc, char **argv) {
     mp.progress_ud = &load_progress;
     mp.n_threads = p.n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = p.n_ctx; /* KV and scratch for every slot (the plan counts them all) */
+    mp.n_batch = p.n_batch;
+    mp.n_seq = p.n_parallel;
     if (io_engine) mp.io_engine = io_engine;
     if (prefetch >= 0) mp.prefetch = prefetch;
     mp.hot_file = hot;

@@ -126,15 +126,34 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     for (int l = 0; l < hp->n_layer; l++)
         if (m->layers[l].is_moe && (!m->w || !m->w->has_ex))
             return df_err(DF_ERR_INVALID, "model loaded without routed experts and no expert provider set");
-    if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    /* the memory plan reserved KV for plan.n_seq sequences of plan.n_ctx tokens and scratch
+     * for prompt chunks of plan.n_batch: under a memory limit a context beyond that is refused
+     * (the process would leave the limit), without one it is allowed */
+    const deltafin_plan *pl = &m->plan;
+    if (p.n_ctx <= 0) p.n_ctx = pl->n_ctx > 0 ? pl->n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx <= 0) p.n_ctx = 4096;
     if (p.n_ctx > (1 << 24)) return df_err(DF_ERR_INVALID, "n_ctx %d too large", p.n_ctx);
     if (p.n_batch <= 0) p.n_batch = 512;
+    if (pl->n_batch > 0 && p.n_batch > pl->n_batch) p.n_batch = pl->n_batch;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    if (m->params.mem_limit && pl->n_ctx > 0 && p.n_ctx > pl->n_ctx)
+        return df_err(DF_ERR_RANGE, "a context of %d tokens exceeds the memory plan (KV for %d tokens x %d "
+                      "sequences under --mem-limit): load the model with that context (-c %d)",
+                      p.n_ctx, pl->n_ctx, pl->n_seq, p.n_ctx);
+    if (m->params.mem_limit && pl->n_seq > 0 && atomic_fetch_add(&m->n_ctx_live, 1) >= pl->n_seq) {
+        atomic_fetch_sub(&m->n_ctx_live, 1);
+        return df_err(DF_ERR_RANGE, "the memory plan has KV for %d sequence%s (in use); plan more at load "
+                      "(--parallel / n_seq)", pl->n_seq, pl->n_seq == 1 ? "" : "s");
+    }
+    const bool counted = m->params.mem_limit && pl->n_seq > 0;
     int nth = p.n_threads > 0 ? p.n_threads : m->params.n_threads;
     deltafin_ctx *c = df_calloc(1, sizeof *c);
-    if (!c) return DF_ERR_NOMEM;
+    if (!c) {
+        if (counted) atomic_fetch_sub(&m->n_ctx_live, 1);
+        return DF_ERR_NOMEM;
+    }
     c->m = m;
+    c->counted = counted;
     c->w = m->w;
     c->fwd = df_arch_fwd_find(m->arch->name);
     c->n_ctx = p.n_ctx;
@@ -198,6 +217,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
 
 void deltafin_ctx_free(deltafin_ctx *c) {
     if (!c) return;
+    if (c->counted) atomic_fetch_sub(&c->m->n_ctx_live, 1);
     if (c->pool) df_pool_free(c->pool);
     if (c->kv_mem) munmap(c->kv_mem, (size_t)(c->kv_bytes ? c->kv_bytes : 1));
     free(c->k_l);

@@ -7,6 +7,7 @@
  * Threading: a model is read-only after load and shared by any number of contexts. */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
+#include <stdatomic.h>
 #include "deltafin.h"
 #include "format/gguf.h"
 #include "format/pack.h"
@@ -148,6 +149,7 @@ struct deltafin_model {
     deltafin_model_params params;
     deltafin_plan plan;          /* the memory plan it was loaded with */
     int plan_status;             /* DF_OK, or why the plan failed (meta-only loads keep going) */
+    atomic_int n_ctx_live;       /* contexts holding one of the plan's sequences */
     char plan_error[512];
 };
 

@@ -20,17 +20,29 @@
 #include "base/sysmem.h"
 #include "text/tokenizer.h"
 
-/* ---- the planned context ------------------------------------------------------------------ */
+#include <unistd.h>
+
+/* ---- what the plan reserves for ------------------------------------------------------------- */
+/* the context: the caller's n_ctx, else the ctx default min(training context, 4096) */
 static int plan_ctx(const df_model *m) {
     int n = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (m->params.n_ctx > 0) n = m->params.n_ctx;
     if (df_env()->plan_ctx > 0) n = df_env()->plan_ctx;
     return n;
 }
 
-/* the context's default batch, never more than the planned context */
+/* the prompt chunk asked for (the ctx default 512), never more than the planned context */
 static int plan_batch(const df_model *m) {
-    int c = plan_ctx(m);
-    return c < 512 ? c : 512;
+    int c = plan_ctx(m), b = m->params.n_batch > 0 ? m->params.n_batch : 512;
+    return c < b ? c : b;
+}
+
+static int plan_seq(const df_model *m) { return m->params.n_seq > 0 ? m->params.n_seq : 1; }
+
+static int plan_threads(const df_model *m) {
+    if (m->params.n_threads > 0) return m->params.n_threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 /* ---- routed experts: where they are in the files -------------------------------------------- */
@@ -158,8 +170,23 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     in.slot_bytes = x->slot_bytes;
     in.n_expert_pairs = x->n_pairs;
     in.n_expert_used = m->hp.n_expert_used;
-    in.kv_bytes = fp.kv_bytes;
-    in.scratch_bytes = df_session_scratch_bytes(m, plan_batch(m), 1);
+    const uint64_t n_seq = (uint64_t)plan_seq(m);
+    in.kv_bytes = fp.kv_bytes * n_seq;
+    /* prompt chunks the plan may choose: the one asked for, then halves down to 64 tokens
+     * (batches of 64 and more take the same attention path: same tokens) */
+    int batch[8];
+    uint64_t scratch[8];
+    int nb = 0;
+    for (int b = plan_batch(m); nb < 8 && (nb == 0 || b >= 64); b /= 2) {
+        batch[nb] = b;
+        scratch[nb] = df_session_scratch_bytes(m, b, plan_threads(m)) * n_seq;
+        nb++;
+        if (b < 128) break;
+    }
+    in.n_batch_opts = nb;
+    in.batch_fixed = m->params.n_batch > 0;
+    in.batch = batch;
+    in.batch_scratch = scratch;
     in.mem_limit = m->params.mem_limit;
     in.mem_reserve = m->params.mem_reserve;
     in.mem_available = m->params.mem_limit ? 0 : df_mem_available();
@@ -186,6 +213,7 @@ static void publish_plan(df_model *m, const df_plan *p) {
         .dense_layers_streamed = p->n_streamed, .dense_buffers = p->n_buf, .dense_buffer_bytes = p->buf_bytes,
         .dense_total_bytes = p->dense_total, .dense_global_bytes = p->dense_global,
         .dense_layers_bytes = p->layers_bytes, .dense_read_per_token = p->read_per_pass,
+        .n_ctx = plan_ctx(m), .n_batch = p->n_batch, .n_seq = plan_seq(m),
     };
 }
 
