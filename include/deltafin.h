@@ -87,7 +87,9 @@ typedef struct {
     int n_ctx;
     int n_batch;
     int n_seq;
-    bool mlock;             /* mlock the dense weights */
+    bool mlock;             /* lock the resident weights, the expert cache and the dense layer
+                             * buffers in RAM (llama.cpp's --mlock); load fails with a message
+                             * naming RLIMIT_MEMLOCK when the kernel refuses */
     bool progress;          /* log load progress (info level) */
     /* Load progress callback, called after each tensor is read (tools draw a bar with it);
      * done and total are bytes to read at load. NULL = none. */

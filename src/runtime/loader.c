@@ -142,6 +142,7 @@ static int attach_store(df_model *m, df_weights *w, const expert_layout *x, cons
     sp.io.engine = engine;
     sp.budget_bytes = plan->cache_bytes;
     sp.prefetch = m->params.prefetch;
+    sp.mlock = m->params.mlock;
     df_store *s = NULL;
     int rc = df_store_create(&sp, &s);
     free(paths);
