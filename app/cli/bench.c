@@ -5,13 +5,6 @@
  * --json. `deltafin bench kernels ...` forwards to bench_kernels_main (tools/bench_kernels.c). */
 #include "app/cli/cli_args.h"
 #include "deltafin.h"
-#include "weights/expert_store.h"
-#include "weights/io.h"
-#include "kernels/kernels.h"
-#include "runtime/plan.h"
-#include "model/model.h"
-#include "forward/session.h"
-#include "base/util.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -37,21 +30,6 @@ static void usage(FILE *f) {
         "  --prefetch MODE       auto | on | off: expert prefetch and router look-ahead (default auto)\n"
         "  --json                print one JSON object\n"
         "  -h, --help            this help\n");
-}
-
-static const char *commit_id(char *buf, size_t cap) {
-#ifdef DF_GIT_COMMIT
-    snprintf(buf, cap, "%s", DF_GIT_COMMIT);
-#else
-    snprintf(buf, cap, "unknown");
-    FILE *p = popen("git rev-parse --short HEAD 2>/dev/null", "r");
-    if (p) {
-        if (fgets(buf, (int)cap, p)) buf[strcspn(buf, "\r\n")] = 0;
-        else snprintf(buf, cap, "unknown");
-        pclose(p);
-    }
-#endif
-    return buf;
 }
 
 typedef struct { const char *name; int n; double avg, sd; double ts[64]; int nr; } result;
@@ -86,15 +64,14 @@ int cmd_bench(int argc, char **argv) {
         else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
         else if (ARG("-r", "--repetitions")) reps = df_cli_int(argv, &i);
         else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "bench: bad --mem-limit\n"); return 2; }
+            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "bench: bad --mem-limit\n"); return 2; }
         }
         else if (ARG("--io", "--io-engine")) {
-            int e;
             io_engine = argv[++i];
-            if (df_io_engine_parse(io_engine, &e) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
+            if (deltafin_io_engine_check(io_engine) == DELTAFIN_ERR_INVALID) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
         }
         else if (ARG("--prefetch", "--prefetch")) {
-            if (df_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
+            if (deltafin_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
         }
         else if (!strcmp(a, "--json")) json = true;
         else { fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
@@ -113,10 +90,10 @@ int cmd_bench(int argc, char **argv) {
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
     if (io_engine) mp.io_engine = io_engine;
-    uint64_t tl = df_time_ns();
+    if (prefetch >= 0) mp.prefetch = prefetch;
+    uint64_t tl = deltafin_time_ns();
     if (deltafin_model_load(model, &mp, &m) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
-    double load_s = (df_time_ns() - tl) / 1e9;
-    if (df_stream_configure(m, prefetch, NULL, NULL) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
+    double load_s = (deltafin_time_ns() - tl) / 1e9;
     deltafin_ctx_params cp = deltafin_ctx_default_params();
     cp.n_ctx = n_prompt + n_gen > 16 ? n_prompt + n_gen : 16;
     cp.n_batch = n_batch;
@@ -134,16 +111,17 @@ int cmd_bench(int argc, char **argv) {
     int bos = deltafin_token_bos(m);
     if (bos >= 0) toks[0] = bos;
 
-    char commit[64];
-    commit_id(commit, sizeof commit);
-    int threads = c->n_threads;
-    const char *isa = df_kernels()->name;
-    const char *residency = m->experts_loaded ? "resident" : (m->has_provider ? "streamed" : "none");
+    const char *commit = deltafin_commit();
+    const int threads = deltafin_ctx_n_threads(c), n_batch_c = deltafin_ctx_n_batch(c);
+    const char *isa = deltafin_kernel_isa();
+    deltafin_plan plan;
+    deltafin_model_plan(m, &plan);
+    const char *residency = plan.experts_stream ? "streamed" : plan.n_experts_total ? "resident" : "none";
     char mb[32];
     if (!json)
         printf("deltafin %s | commit %s | ISA %s | threads %d | batch %d | experts %s | model %s (%s, %s, load %.2f s)\n",
-               DELTAFIN_VERSION, commit, isa, threads, c->n_batch, residency, model, deltafin_model_arch(m),
-               df_fmt_bytes(m->dense_bytes + m->expert_file_bytes, mb, sizeof mb), load_s);
+               DELTAFIN_VERSION, commit, isa, threads, n_batch_c, residency, model, deltafin_model_arch(m),
+               deltafin_fmt_bytes(deltafin_model_size(m), mb, sizeof mb), load_s);
 
     result res[2] = {{.name = "pp", .n = n_prompt}, {.name = "tg", .n = n_gen}};
     for (int ti = 0; ti < 2; ti++) {
@@ -151,30 +129,32 @@ int cmd_bench(int argc, char **argv) {
         if (r->n <= 0) continue;
         for (int rep = -1; rep < reps; rep++) { /* rep -1: warm-up */
             deltafin_ctx_truncate(c, 0);
-            uint64_t t0 = df_time_ns();
-            int rc = DF_OK;
+            uint64_t t0 = deltafin_time_ns();
+            int rc = DELTAFIN_OK;
             if (ti == 0) rc = deltafin_decode(c, toks, r->n, false);
             else
-                for (int i = 0; i < r->n && rc == DF_OK; i++) rc = deltafin_decode(c, &toks[i % nt], 1, false);
+                for (int i = 0; i < r->n && rc == DELTAFIN_OK; i++) rc = deltafin_decode(c, &toks[i % nt], 1, false);
             if (rc < 0) { fprintf(stderr, "bench: decode: %s\n", deltafin_errmsg()); goto done; }
-            double dt = (df_time_ns() - t0) / 1e9;
+            double dt = (deltafin_time_ns() - t0) / 1e9;
             if (rep >= 0) r->ts[r->nr++] = r->n / dt;
         }
         summarize(r);
     }
     deltafin_stats st;
     deltafin_ctx_stats(c, &st);
+    deltafin_stream_stats ss;
+    deltafin_model_stream_stats(m, &ss);
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "version", DELTAFIN_VERSION);
         cJSON_AddStringToObject(o, "commit", commit);
         cJSON_AddStringToObject(o, "isa", isa);
         cJSON_AddNumberToObject(o, "threads", threads);
-        cJSON_AddNumberToObject(o, "n_batch", c->n_batch);
+        cJSON_AddNumberToObject(o, "n_batch", n_batch_c);
         cJSON_AddStringToObject(o, "experts", residency);
         cJSON_AddStringToObject(o, "model", model);
         cJSON_AddStringToObject(o, "arch", deltafin_model_arch(m));
-        cJSON_AddNumberToObject(o, "model_bytes", (double)(m->dense_bytes + m->expert_file_bytes));
+        cJSON_AddNumberToObject(o, "model_bytes", (double)deltafin_model_size(m));
         cJSON_AddNumberToObject(o, "load_s", load_s);
         cJSON *arr = cJSON_AddArrayToObject(o, "results");
         for (int ti = 0; ti < 2; ti++) {
@@ -195,13 +175,11 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
         cJSON_AddNumberToObject(so, "io_wait_ns", (double)st.io_wait_ns);
-        cJSON_AddNumberToObject(so, "peak_rss", (double)df_peak_rss());
-        if (df_stream_store(m)) { /* expert streaming: cache, I/O, prefetch and look-ahead */
-            df_store_stats ss;
-            df_store_get_stats(df_stream_store(m), &ss);
-            cJSON *sto = cJSON_AddObjectToObject(so, "stream");
-            if (sto) df_store_stats_json(&ss, sto);
-        }
+        cJSON_AddNumberToObject(so, "peak_rss", (double)deltafin_peak_rss());
+        char *sj = deltafin_stream_stats_json(&ss); /* expert streaming: cache, I/O, prefetch, look-ahead */
+        cJSON *sto = sj ? cJSON_Parse(sj) : NULL;
+        free(sj);
+        if (sto) cJSON_AddItemToObject(so, "stream", sto);
         char *s = cJSON_PrintUnformatted(o);
         if (s) { puts(s); free(s); }
         cJSON_Delete(o);
@@ -217,14 +195,12 @@ int cmd_bench(int argc, char **argv) {
         uint64_t acc = st.expert_hits + st.expert_misses;
         if (acc)
             printf("experts: hit rate %.1f%%, %s read\n", 100.0 * st.expert_hits / acc,
-                   df_fmt_bytes(st.bytes_read, mb, sizeof mb));
-        if (df_stream_store(m)) {
-            df_store_stats ss;
+                   deltafin_fmt_bytes(st.bytes_read, mb, sizeof mb));
+        if (ss.experts_stream) {
             char sb[640];
-            df_store_get_stats(df_stream_store(m), &ss);
-            printf("%s\n", df_store_stats_str(&ss, sb, sizeof sb));
+            printf("%s\n", deltafin_stream_stats_str(&ss, sb, sizeof sb));
         }
-        printf("peak memory: %s\n", df_fmt_bytes(df_peak_rss(), mb, sizeof mb));
+        printf("peak memory: %s\n", deltafin_fmt_bytes(deltafin_peak_rss(), mb, sizeof mb));
     }
     ret = 0;
 done:

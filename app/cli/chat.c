@@ -7,7 +7,6 @@
 #include "app/cli/sampling_args.h"
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
-#include "base/util.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -62,7 +61,7 @@ static int msgs_push(msgs_t *m, const char *role, const char *content) {
     }
     memset(&m->v[m->n], 0, sizeof m->v[0]);
     m->v[m->n].role = role;
-    m->v[m->n].content = df_strdup(content);
+    m->v[m->n].content = strdup(content);
     if (!m->v[m->n].content) return -1;
     m->n++;
     return 0;
@@ -80,7 +79,7 @@ static int tokenize_all(deltafin_model *m, const char *text, int32_t **ids) {
     int n = deltafin_tokenize(m, text, len, true, true, NULL, 0);
     if (n < 0) return n;
     int32_t *v = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-    if (!v) return DF_ERR_NOMEM;
+    if (!v) return DELTAFIN_ERR_NOMEM;
     n = deltafin_tokenize(m, text, len, true, true, v, n);
     int32_t bos = deltafin_token_bos(m);
     if (n >= 2 && bos >= 0 && v[0] == bos && v[1] == bos) {
@@ -111,7 +110,7 @@ int cmd_chat(int argc, char **argv) {
         else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
         else if (df_sampling_arg(argc, argv, &i, &sp)) {}
         else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "chat: bad --mem-limit '%s'\n", argv[i]); return 2; }
+            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "chat: bad --mem-limit '%s'\n", argv[i]); return 2; }
         }
         else if (!strcmp(a, "--stats")) stats = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) stats = 2;
@@ -123,7 +122,7 @@ int cmd_chat(int argc, char **argv) {
 #undef ARG
     }
     if (!model) { fprintf(stderr, "chat: -m MODEL is required\n"); usage(stderr); return 2; }
-    if (stats == 2 && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
+    if (stats == 2 && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
 
     int ret = 1;
     deltafin_model *m = NULL;
@@ -203,12 +202,12 @@ int cmd_chat(int argc, char **argv) {
         if (keep >= n) keep = n - 1; /* the last prompt token is decoded again for its logits */
         deltafin_ctx_truncate(c, keep);
         n_cache = keep;
-        uint64_t t0 = df_time_ns();
+        uint64_t t0 = deltafin_time_ns();
         rc = deltafin_decode(c, ids + keep, n - keep, false);
-        uint64_t t_prompt = df_time_ns() - t0;
+        uint64_t t_prompt = deltafin_time_ns() - t0;
         if (rc < 0) {
             n_cache = deltafin_ctx_pos(c);
-            if (rc == DF_ERR_CANCELLED) { fprintf(stderr, "\n(stopped)\n"); msgs_clear(&msgs, msgs.n - 1); continue; }
+            if (rc == DELTAFIN_ERR_CANCELLED) { fprintf(stderr, "\n(stopped)\n"); msgs_clear(&msgs, msgs.n - 1); continue; }
             fprintf(stderr, "chat: decode: %s\n", deltafin_errmsg());
             goto done;
         }
@@ -223,7 +222,7 @@ int cmd_chat(int argc, char **argv) {
         answer[0] = 0;
         size_t printed = 0;
         int n_gen = 0;
-        uint64_t t1 = df_time_ns();
+        uint64_t t1 = deltafin_time_ns();
         bool stopped = false;
         while (n_predict < 0 || n_gen < n_predict) {
             if (g_interrupt) { stopped = true; break; }
@@ -263,7 +262,7 @@ int cmd_chat(int argc, char **argv) {
             rc = deltafin_decode(c, &id, 1, false);
             if (rc < 0) {
                 n_cache = deltafin_ctx_pos(c);
-                if (rc == DF_ERR_CANCELLED) { stopped = true; break; }
+                if (rc == DELTAFIN_ERR_CANCELLED) { stopped = true; break; }
                 fprintf(stderr, "\nchat: decode: %s\n", deltafin_errmsg());
                 goto done;
             }
@@ -273,7 +272,7 @@ int cmd_chat(int argc, char **argv) {
         fputc('\n', stdout);
         fflush(stdout);
         if (stopped) fprintf(stderr, "(stopped)\n");
-        uint64_t t_gen = df_time_ns() - t1;
+        uint64_t t_gen = deltafin_time_ns() - t1;
         if (msgs_push(&msgs, "assistant", answer) < 0) goto done;
         if (stats)
             fprintf(stderr, "[turn %d] prompt %d tokens: reused %d, decoded %d (%.1f tok/s) | generated %d (%.1f tok/s)\n",

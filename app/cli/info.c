@@ -1,17 +1,12 @@
 /* info.c — `deltafin info MODEL`: metadata (architecture, hyperparameters, tokenizer),
  * a tensor summary (count and bytes per type and per role) and the memory plan (dense
  * bytes, routed expert bytes, KV bytes per token and at the default context, scratch).
- * The model is bound and shape-checked but no weights are read (DF_LOAD_META_ONLY). */
+ * The model is bound and shape-checked but no weights are read (deltafin_model_load_meta). */
 #include "app/cli/cli_args.h"
-#include "deltafin.h"
-#include "weights/dense_stream.h"
-#include "runtime/plan.h"
-#include "model/model.h"
-#include "kernels/quant.h"
-#include "text/tokenizer.h"
-#include "base/util.h"
+#include "deltafin_debug.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -26,24 +21,127 @@ static void usage(FILE *f) {
         "  -h, --help            this help\n");
 }
 
-enum { R_EMBD, R_OUTPUT, R_ATTN, R_NORM, R_ROUTER, R_EXPERTS, R_SHARED, R_FFN, R_OTHER, R_N };
-static const char *role_names[R_N] = {"token embedding", "output", "attention", "norms",
-                                      "router", "routed experts", "shared experts", "dense ffn", "other"};
+static void print_header(const char *model, const deltafin_model *m) {
+    deltafin_hparams hp;
+    deltafin_gguf_info gi;
+    deltafin_model_hparams(m, &hp);
+    deltafin_model_gguf_info(m, &gi);
+    const char *name = deltafin_model_meta_str(m, "general.name");
+    printf("model:        %s\n", model);
+    printf("name:         %s\n", name ? name : "(none)");
+    printf("architecture: %s (GGUF v%d, %d tensors, %d KV pairs, %d file%s)\n", deltafin_model_arch(m), gi.version,
+           gi.n_tensors, gi.n_kv, gi.n_files, gi.n_files > 1 ? "s" : "");
+    printf("\nhyperparameters:\n");
+    printf("  n_vocab %d, n_ctx_train %d, n_embd %d, n_layer %d\n", hp.n_vocab, hp.n_ctx_train, hp.n_embd, hp.n_layer);
+    printf("  n_head %d, n_head_kv %d, head_dim k %d / v %d, n_rot %d, rope %s, freq_base %g, freq_scale %g%s\n",
+           hp.n_head, hp.n_head_kv, hp.n_embd_head_k, hp.n_embd_head_v, hp.n_rot, hp.rope_neox ? "neox" : "norm",
+           hp.rope_freq_base, hp.rope_freq_scale, hp.yarn ? " (yarn)" : "");
+    printf("  rms_eps %g, kq_scale %g, n_ff %d\n", hp.rms_eps, hp.kq_scale, hp.n_ff);
+    if (hp.n_expert)
+        printf("  experts %d (used %d), n_ff_exp %d, shared width %d, norm_w %s, scale %g\n", hp.n_expert,
+               hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, hp.expert_weights_norm ? "yes" : "no",
+               hp.expert_weights_scale);
+    printf("\ntokenizer:    ");
+    const deltafin_vocab *v = deltafin_model_vocab(m);
+    if (v) {
+        deltafin_vocab_info vi;
+        deltafin_vocab_get_info(v, &vi);
+        printf("%s%s%s, bos %d, eos %d, %d end-of-generation id%s\n", vi.type, *vi.pre ? ", pre " : "", vi.pre,
+               deltafin_token_bos(m), deltafin_token_eos(m), vi.n_eog, vi.n_eog == 1 ? "" : "s");
+    } else {
+        printf("(none)\n");
+    }
+    const char *tmpl = deltafin_model_meta_str(m, "tokenizer.chat_template");
+    printf("chat template: %s\n", tmpl ? "present" : "(none)");
+}
 
-static int role_of(const df_model *m, const df_tensor *t) {
-    const char *n = t->info->name;
-    if (t == m->tok_embd) return R_EMBD;
-    if (t == m->output || t == m->output_norm) return R_OUTPUT;
-    for (int l = 0; l < m->hp.n_layer; l++)
-        for (int p = 0; p < DF_EXPERT_NPARTS; p++)
-            if (m->layers[l].exps[p] == t) return R_EXPERTS;
-    if (strstr(n, "_norm")) return R_NORM;
-    if (strstr(n, "ffn_gate_inp") && !strstr(n, "shexp")) return R_ROUTER;
-    if (strstr(n, "exp_probs_b")) return R_ROUTER;
-    if (strstr(n, "shexp")) return R_SHARED;
-    if (strstr(n, ".attn_")) return R_ATTN;
-    if (strstr(n, ".ffn_")) return R_FFN;
-    return R_OTHER;
+/* tensors by type and role */
+static int print_tensors(const deltafin_model *m) {
+    const int nt = deltafin_type_count();
+    uint64_t *ty = calloc((size_t)nt * 2, sizeof *ty), ro_n[DELTAFIN_ROLE_COUNT] = {0}, ro_b[DELTAFIN_ROLE_COUNT] = {0};
+    if (!ty) return DELTAFIN_ERR_NOMEM;
+    uint64_t *ty_n = ty, *ty_b = ty + nt;
+    char b1[32];
+    for (int i = 0; i < deltafin_model_n_tensors(m); i++) {
+        deltafin_tensor_info t;
+        if (deltafin_model_tensor(m, i, &t) != DELTAFIN_OK) continue;
+        if (t.type >= 0 && t.type < nt) { ty_n[t.type]++; ty_b[t.type] += t.nbytes; }
+        ro_n[t.role]++;
+        ro_b[t.role] += t.nbytes;
+    }
+    printf("\ntensors by type:\n");
+    for (int t = 0; t < nt; t++)
+        if (ty_n[t]) printf("  %-8s %6llu tensors %12s\n", deltafin_type_name(t), (unsigned long long)ty_n[t],
+                            deltafin_fmt_bytes(ty_b[t], b1, sizeof b1));
+    printf("tensors by role:\n");
+    for (int r = 0; r < DELTAFIN_ROLE_COUNT; r++)
+        if (ro_n[r]) printf("  %-16s %6llu tensors %12s\n", deltafin_role_name(r), (unsigned long long)ro_n[r],
+                            deltafin_fmt_bytes(ro_b[r], b1, sizeof b1));
+    free(ty);
+    return DELTAFIN_OK;
+}
+
+static void print_footprint(const deltafin_model *m, int n_ctx, int n_batch) {
+    char b1[32], b2[32];
+    const int ctx_train = deltafin_model_n_ctx_train(m);
+    int ctx = n_ctx > 0 ? n_ctx : (ctx_train < 4096 ? ctx_train : 4096);
+    if (n_batch <= 0) n_batch = 512;
+    if (n_batch > ctx) n_batch = ctx;
+    deltafin_footprint plan;
+    deltafin_model_footprint(m, ctx, n_batch, &plan);
+    printf("\nmemory plan:\n");
+    printf("  dense weights (resident)   %12s\n", deltafin_fmt_bytes(plan.dense_bytes, b1, sizeof b1));
+    printf("  routed experts             %12s", deltafin_fmt_bytes(plan.expert_bytes, b1, sizeof b1));
+    if (plan.expert_bytes_one) printf("  (largest expert %s)", deltafin_fmt_bytes(plan.expert_bytes_one, b2, sizeof b2));
+    printf("\n");
+    printf("  KV cache per token (F16)   %12s\n", deltafin_fmt_bytes(plan.kv_bytes_per_token, b1, sizeof b1));
+    if (plan.state_bytes) /* kimi-k3 KDA layers: conv + delta-rule state, per sequence */
+        printf("  recurrent state per seq    %12s\n", deltafin_fmt_bytes(plan.state_bytes, b1, sizeof b1));
+    printf("  KV cache at n_ctx %-7d  %12s%s\n", ctx, deltafin_fmt_bytes(plan.kv_bytes, b1, sizeof b1),
+           plan.state_bytes ? " (incl. recurrent state + prompt snapshot)" : "");
+    printf("  scratch (n_batch %d)%*s%12s\n", n_batch, n_batch >= 1000 ? 4 : n_batch >= 100 ? 5 : 6, "",
+           deltafin_fmt_bytes(plan.scratch_bytes, b1, sizeof b1));
+    printf("  all resident               %12s\n",
+           deltafin_fmt_bytes(plan.dense_bytes + plan.expert_bytes + plan.kv_bytes + plan.scratch_bytes, b1, sizeof b1));
+}
+
+/* the plan run would make at --mem-limit (dense_stream.c, plan.c) */
+static void print_limit_plan(deltafin_model *m, uint64_t mem_limit) {
+    char b1[32], b2[32];
+    deltafin_limit_plan lp;
+    deltafin_model_plan_limit(m, mem_limit, &lp);
+    printf("\nat --mem-limit %s (KV and scratch at the run's planned context %d):\n",
+           deltafin_fmt_bytes(mem_limit, b1, sizeof b1), lp.n_ctx);
+    if (lp.status < 0) {
+        printf("  refused: %s\n", lp.error);
+        return;
+    }
+    printf("  routed experts             %s\n", !deltafin_model_n_expert(m) ? "(none)" : lp.experts_stream ?
+           "streamed (expert cache)" : "resident");
+    printf("  %s\n", lp.dense_plan);
+    if (lp.dense_layers_streamed)
+        printf("  dense resident + buffers   %12s\n", deltafin_fmt_bytes(lp.dense_resident_bytes, b1, sizeof b1));
+    if (!lp.cache_planned) return;
+    if (lp.cache_status == DELTAFIN_OK)
+        printf("  expert cache               %12s  (%d slots of %s, %.2f%% of the %d experts)\n",
+               deltafin_fmt_bytes(lp.cache_bytes, b1, sizeof b1), lp.n_slots,
+               deltafin_fmt_bytes(lp.slot_bytes, b2, sizeof b2), 100.0 * lp.frac_resident, lp.n_experts_total);
+    else
+        printf("  expert cache               refused: %s\n", lp.cache_error);
+}
+
+static int info_model(const char *model, int n_ctx, int n_batch, uint64_t mem_limit) {
+    deltafin_model *m = NULL;
+    if (deltafin_model_load_meta(model, &m) < 0) {
+        fprintf(stderr, "info: %s\n", deltafin_errmsg());
+        return 1;
+    }
+    print_header(model, m);
+    int rc = print_tensors(m);
+    print_footprint(m, n_ctx, n_batch);
+    if (mem_limit) print_limit_plan(m, mem_limit);
+    deltafin_model_free(m);
+    return rc ? 1 : 0;
 }
 
 int cmd_info(int argc, char **argv) {
@@ -57,7 +155,7 @@ int cmd_info(int argc, char **argv) {
         else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && i + 1 < argc) n_ctx = df_cli_int(argv, &i);
         else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && i + 1 < argc) n_batch = df_cli_int(argv, &i);
         else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0 || !mem_limit) {
+            if (deltafin_parse_size(argv[++i], &mem_limit) < 0 || !mem_limit) {
                 fprintf(stderr, "info: --mem-limit '%s': expected a size like 20G\n", argv[i]);
                 return 2;
             }
@@ -66,126 +164,5 @@ int cmd_info(int argc, char **argv) {
         else { fprintf(stderr, "info: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!model) { usage(stderr); return 2; }
-    df_model *m = NULL;
-    if (df_model_load(model, NULL, DF_LOAD_META_ONLY, &m) < 0) {
-        fprintf(stderr, "info: %s\n", deltafin_errmsg());
-        return 1;
-    }
-    const df_hparams *hp = &m->hp;
-    char b1[32], b2[32];
-    const char *name = deltafin_model_meta_str(m, "general.name");
-    printf("model:        %s\n", model);
-    printf("name:         %s\n", name ? name : "(none)");
-    printf("architecture: %s (GGUF v%d, %d tensors, %d KV pairs, %d file%s)\n", m->arch->name,
-           m->gguf->version, m->gguf->n_tensors, m->gguf->n_kv, m->gguf->n_shards,
-           m->gguf->n_shards > 1 ? "s" : "");
-    printf("\nhyperparameters:\n");
-    printf("  n_vocab %d, n_ctx_train %d, n_embd %d, n_layer %d\n", hp->n_vocab, hp->n_ctx_train,
-           hp->n_embd, hp->n_layer);
-    printf("  n_head %d, n_head_kv %d, head_dim k %d / v %d, n_rot %d, rope %s, freq_base %g, freq_scale %g%s\n",
-           hp->n_head, hp->n_head_kv, hp->n_embd_head_k, hp->n_embd_head_v, hp->n_rot,
-           hp->rope_mode == DF_ROPE_NEOX ? "neox" : "norm", hp->rope_freq_base, hp->rope_freq_scale,
-           hp->yarn_ext_factor != 0 ? " (yarn)" : "");
-    printf("  rms_eps %g, kq_scale %g, n_ff %d\n", hp->eps, hp->kq_scale, hp->n_ff);
-    if (hp->n_expert)
-        printf("  experts %d (used %d), n_ff_exp %d, shared width %d, norm_w %s, scale %g\n",
-               hp->n_expert, hp->n_expert_used, hp->n_ff_exp, hp->n_ff_shexp,
-               hp->expert_weights_norm ? "yes" : "no", hp->expert_weights_scale);
-    printf("\ntokenizer:    ");
-    if (m->tokenizer) {
-        const int32_t *eog = NULL;
-        int n_eog = df_tokenizer_eog_ids(m->tokenizer, &eog);
-        printf("%s%s%s, bos %d, eos %d, %d end-of-generation id%s\n",
-               df_tokenizer_type(m->tokenizer) == DF_TOK_SPM ? "SPM" : "BPE",
-               *df_tokenizer_pre(m->tokenizer) ? ", pre " : "", df_tokenizer_pre(m->tokenizer),
-               deltafin_token_bos(m),
-               deltafin_token_eos(m), n_eog, n_eog == 1 ? "" : "s");
-    } else {
-        printf("(none)\n");
-    }
-    const char *tmpl = deltafin_model_meta_str(m, "tokenizer.chat_template");
-    printf("chat template: %s\n", tmpl ? "present" : "(none)");
-
-    /* tensors by type and role */
-    uint64_t ty_n[DF_TYPE_COUNT] = {0}, ty_b[DF_TYPE_COUNT] = {0}, ro_n[R_N] = {0}, ro_b[R_N] = {0};
-    for (int i = 0; i < m->n_bound; i++) {
-        const df_tensor *t = &m->tensors[i];
-        if (t->type >= 0 && t->type < DF_TYPE_COUNT) { ty_n[t->type]++; ty_b[t->type] += t->info->nbytes; }
-        int r = role_of(m, t);
-        ro_n[r]++;
-        ro_b[r] += t->info->nbytes;
-    }
-    printf("\ntensors by type:\n");
-    for (int t = 0; t < DF_TYPE_COUNT; t++)
-        if (ty_n[t]) printf("  %-8s %6llu tensors %12s\n", df_type_info(t)->name, (unsigned long long)ty_n[t],
-                            df_fmt_bytes(ty_b[t], b1, sizeof b1));
-    printf("tensors by role:\n");
-    for (int r = 0; r < R_N; r++)
-        if (ro_n[r]) printf("  %-16s %6llu tensors %12s\n", role_names[r], (unsigned long long)ro_n[r],
-                            df_fmt_bytes(ro_b[r], b1, sizeof b1));
-
-    int ctx = n_ctx > 0 ? n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    if (n_batch <= 0) n_batch = 512;
-    if (n_batch > ctx) n_batch = ctx;
-    df_mem_plan plan;
-    df_model_mem_plan(m, ctx, n_batch, &plan);
-    printf("\nmemory plan:\n");
-    printf("  dense weights (resident)   %12s\n", df_fmt_bytes(plan.dense_bytes, b1, sizeof b1));
-    printf("  routed experts             %12s", df_fmt_bytes(plan.expert_bytes, b1, sizeof b1));
-    if (plan.expert_bytes_one) printf("  (largest expert %s)", df_fmt_bytes(plan.expert_bytes_one, b2, sizeof b2));
-    printf("\n");
-    printf("  KV cache per token (F16)   %12s\n", df_fmt_bytes(plan.kv_bytes_per_token, b1, sizeof b1));
-    if (plan.state_bytes) /* kimi-k3 KDA layers: conv + delta-rule state, per sequence */
-        printf("  recurrent state per seq    %12s\n", df_fmt_bytes(plan.state_bytes, b1, sizeof b1));
-    printf("  KV cache at n_ctx %-7d  %12s%s\n", ctx, df_fmt_bytes(plan.kv_bytes, b1, sizeof b1),
-           plan.state_bytes ? " (incl. recurrent state + prompt snapshot)" : "");
-    printf("  scratch (n_batch %d)%*s%12s\n", n_batch, n_batch >= 1000 ? 4 : n_batch >= 100 ? 5 : 6, "",
-           df_fmt_bytes(plan.scratch_bytes, b1, sizeof b1));
-    printf("  all resident               %12s\n",
-           df_fmt_bytes(plan.dense_bytes + plan.expert_bytes + plan.kv_bytes + plan.scratch_bytes, b1, sizeof b1));
-    if (mem_limit) {
-        /* the plan run would make (dense_stream.c, memplan.c) */
-        bool stream = false;
-        df_dense_plan dp;
-        char b3[512];
-        df_mem_plan rp;
-        df_memplan_model(m, &rp);
-        m->params.mem_limit = mem_limit;
-        int rc = df_stream_decide(m, &stream);
-        if (rc == DF_OK) rc = df_dense_plan_model(m, stream, &dp);
-        printf("\nat --mem-limit %s (KV and scratch at the run's planned context %d):\n",
-               df_fmt_bytes(mem_limit, b1, sizeof b1), rp.n_ctx);
-        if (rc < 0) {
-            printf("  refused: %s\n", deltafin_errmsg());
-        } else {
-            printf("  routed experts             %s\n", !hp->n_expert ? "(none)" : stream ? "streamed (expert cache)" : "resident");
-            printf("  %s\n", df_dense_plan_str(&dp, b3, sizeof b3));
-            if (dp.n_streamed)
-                printf("  dense resident + buffers   %12s\n", df_fmt_bytes(dp.resident_bytes, b1, sizeof b1));
-            if (stream) { /* the expert cache what is left buys (memplan.c, as run computes it) */
-                uint64_t slot = 0;
-                int pairs = 0;
-                df_memplan_in in = {0};
-                df_memplan ep;
-                in.dense_bytes = dp.n_streamed ? dp.resident_bytes : rp.dense_bytes;
-                in.kv_bytes = rp.kv_bytes;
-                in.scratch_bytes = rp.scratch_bytes;
-                in.expert_total_bytes = rp.expert_bytes;
-                in.mem_limit = mem_limit;
-                if (df_stream_slot_info(m, &slot, &pairs) == DF_OK && slot && pairs) {
-                    in.slot_bytes = slot;
-                    in.n_experts_total = pairs;
-                    if (df_memplan_compute(&in, &ep) == DF_OK)
-                        printf("  expert cache               %12s  (%d slots of %s, %.2f%% of the %d experts)\n",
-                               df_fmt_bytes(ep.cache_bytes, b1, sizeof b1), ep.n_slots,
-                               df_fmt_bytes(slot, b2, sizeof b2), 100.0 * ep.frac_resident, pairs);
-                    else
-                        printf("  expert cache               refused: %s\n", deltafin_errmsg());
-                }
-                df_err_clear();
-            }
-        }
-    }
-    deltafin_model_free(m);
-    return 0;
+    return info_model(model, n_ctx, n_batch, mem_limit);
 }

@@ -2,7 +2,6 @@
  * Subcommands live in app/cli/<name>.c (dev tools in dev/) and define
  * `int cmd_<name>(int argc, char **argv)` (argv[0] is the subcommand name). The references
  * are strong: a missing subcommand is a link error, not a runtime surprise. */
-#include "base/util.h"
 #include "deltafin.h"
 
 #include <stdio.h>
@@ -52,7 +51,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    df_init();
+    deltafin_init();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

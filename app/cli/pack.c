@@ -1,7 +1,10 @@
 /* pack.c — `deltafin pack`: rewrite a GGUF into the expert-major streaming layout
  * (docs/pack-format.md), or check a packed file's record checksums. */
-#include "format/pack.h"
+#include "deltafin.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void usage(FILE *f) {
@@ -34,16 +37,10 @@ int cmd_pack(int argc, char **argv) {
     }
     if (check) {
         if (!in || out) { usage(stderr); return 2; }
-        df_gguf *g = NULL;
-        df_pack *p = NULL;
-        int rc = df_gguf_open(in, &g);
-        if (!rc) rc = df_pack_open(g, &p);
         uint64_t n = 0;
-        if (!rc) rc = df_pack_check(g, p, &n);
-        if (rc) fprintf(stderr, "pack: %s\n", df_errmsg());
+        int rc = deltafin_pack_check(in, &n);
+        if (rc) fprintf(stderr, "pack: %s\n", deltafin_errmsg());
         else printf("%s: %llu expert records, all checksums match\n", in, (unsigned long long)n);
-        df_pack_close(p);
-        df_gguf_close(g);
         return rc ? 1 : 0;
     }
     if (!in || !out) { usage(stderr); return 2; }
@@ -51,15 +48,12 @@ int cmd_pack(int argc, char **argv) {
         fprintf(stderr, "pack: %s exists (use --force to overwrite)\n", out);
         return 1;
     }
-    df_pack_opts o = {0};
-    if (!quiet) {
-        o.progress_tty = isatty(2);
-        o.progress_lines = !o.progress_tty;
-    }
-    const char *fa = getenv("DELTAFIN_PACK_FAIL_AFTER");
+    deltafin_pack_params o = {0};
+    if (!quiet) o.progress = isatty(2) ? DELTAFIN_PROGRESS_BAR : DELTAFIN_PROGRESS_LINES;
+    const char *fa = getenv("DELTAFIN_PACK_FAIL_AFTER"); /* tests: an interrupted pack */
     if (fa) o.fail_after = strtoull(fa, NULL, 10);
-    int rc = df_pack_write(in, out, &o);
-    if (rc) { fprintf(stderr, "pack: %s\n", df_errmsg()); return 1; }
+    int rc = deltafin_pack(in, out, &o);
+    if (rc) { fprintf(stderr, "pack: %s\n", deltafin_errmsg()); return 1; }
     fprintf(stderr, "pack: wrote %s\n", out);
     return 0;
 }

@@ -5,9 +5,6 @@
  * estimate per chunk "[i]ppl," and finally "Final estimate: PPL = X +/- Y". */
 #include "app/cli/cli_args.h"
 #include "deltafin.h"
-#include "model/model.h"
-#include "text/tokenizer.h"
-#include "base/util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +50,7 @@ int cmd_perplexity(int argc, char **argv) {
         else if (ARG("--chunks", "--chunks")) n_chunks = df_cli_int(argv, &i);
         else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
         else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "perplexity: bad --mem-limit\n"); return 2; }
+            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "perplexity: bad --mem-limit\n"); return 2; }
         } else {
             fprintf(stderr, "perplexity: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -76,33 +73,35 @@ int cmd_perplexity(int argc, char **argv) {
     int32_t *toks = NULL, *chunk = NULL;
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
-    if (df_read_file(file, &text, &len) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
+    if (deltafin_read_file(file, &text, &len) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
     deltafin_model_params mp = deltafin_model_default_params();
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
     if (deltafin_model_load(model, &mp, &m) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
-    if (!m->tokenizer) { fprintf(stderr, "perplexity: model has no tokenizer\n"); goto done; }
+    if (!deltafin_model_vocab(m)) { fprintf(stderr, "perplexity: model has no tokenizer\n"); goto done; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_threads = n_threads;
     if (deltafin_ctx_create(m, &cp, &c) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
 
-    uint64_t t0 = df_time_ns();
+    uint64_t t0 = deltafin_time_ns();
     int nt = deltafin_tokenize(m, text, len, true, false, NULL, 0);
     if (nt < 0) { fprintf(stderr, "perplexity: tokenize: %s\n", deltafin_errmsg()); goto done; }
     toks = malloc(sizeof(int32_t) * (size_t)(nt + 1));
     chunk = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!toks || !chunk) goto done;
     nt = deltafin_tokenize(m, text, len, true, false, toks, nt);
-    fprintf(stderr, "perplexity: tokenization took %g ms\n", (df_time_ns() - t0) / 1e6);
+    fprintf(stderr, "perplexity: tokenization took %g ms\n", (deltafin_time_ns() - t0) / 1e6);
     if (nt < 2 * n_ctx) {
         fprintf(stderr, "perplexity: you need at least %d tokens to evaluate perplexity with a context of %d\n",
                 2 * n_ctx, n_ctx);
         fprintf(stderr, "perplexity: the data file you provided tokenizes to only %d tokens\n", nt);
         goto done;
     }
-    const bool add_bos = df_tokenizer_add_bos(m->tokenizer);
+    deltafin_vocab_info vi;
+    deltafin_vocab_get_info(deltafin_model_vocab(m), &vi);
+    const bool add_bos = vi.add_bos;
     const int32_t bos = deltafin_token_bos(m);
     const int n_vocab = deltafin_model_n_vocab(m);
     int n_chunk = nt / n_ctx;
@@ -114,7 +113,7 @@ int cmd_perplexity(int argc, char **argv) {
     int count = 0;
     for (int i = 0; i < n_chunk; i++) {
         const int start = i * n_ctx;
-        uint64_t ts = df_time_ns();
+        uint64_t ts = deltafin_time_ns();
         deltafin_ctx_truncate(c, 0);
         memcpy(chunk, toks + start, sizeof(int32_t) * (size_t)n_ctx);
         if (add_bos && bos >= 0) chunk[0] = bos;
@@ -123,7 +122,7 @@ int cmd_perplexity(int argc, char **argv) {
             goto done;
         }
         if (i == 0) {
-            double tp = (df_time_ns() - ts) / 1e9;
+            double tp = (deltafin_time_ns() - ts) / 1e9;
             fprintf(stderr, "perplexity: %.2f seconds per pass - ETA %.2f minutes\n", tp, tp * n_chunk / 60.0);
         }
         for (int k = first; k < n_ctx - 1; k++) {

@@ -11,7 +11,6 @@
 #include "app/cli/cli_args.h"
 #include "deltafin.h"
 #include "app/cli/load_progress.h"
-#include "base/util.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -52,13 +51,13 @@ static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, 
     if (np < 0) return np;
     if (np > *cap) {
         int32_t *nb = realloc(*buf, sizeof(int32_t) * (size_t)np);
-        if (!nb) return df_err(DF_ERR_NOMEM, "out of memory");
+        if (!nb) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
         *buf = nb;
         *cap = np;
     }
     np = deltafin_tokenize(m, text, len, true, true, *buf, np);
     if (np < 0) return np;
-    if (np == 0) return DF_OK;
+    if (np == 0) return DELTAFIN_OK;
     const int room = deltafin_ctx_n_ctx(c) - n_gen;
     if (np > room) { np = room; (*n_cut)++; }
     int rc = deltafin_ctx_truncate(c, 0);
@@ -78,7 +77,7 @@ static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, 
         (*n_tok)++;
         (*n_gen_tok)++;
     }
-    return DF_OK;
+    return DELTAFIN_OK;
 }
 
 int cmd_profile(int argc, char **argv) {
@@ -100,7 +99,7 @@ int cmd_profile(int argc, char **argv) {
         else if (ARG("--top", "--top")) n_top = df_cli_int(argv, &i);
         else if (!strcmp(a, "--whole")) whole = true;
         else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) {
+            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) {
                 fprintf(stderr, "profile: bad --mem-limit '%s'\n", argv[i]);
                 return 2;
             }
@@ -121,7 +120,7 @@ int cmd_profile(int argc, char **argv) {
     ent *v = NULL;
     FILE *out = NULL;
 
-    if (df_read_file(pfile, &text, &tlen) < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    if (deltafin_read_file(pfile, &text, &tlen) < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
     deltafin_model_params mp = deltafin_model_default_params();
     df_load_progress load_progress = {0};
     mp.progress_cb = df_load_progress_cb;
@@ -144,7 +143,7 @@ int cmd_profile(int argc, char **argv) {
 
     uint64_t n_tok = 0, n_gtok = 0;
     int n_prompts = 0, n_cut = 0;
-    const uint64_t t0 = df_time_ns();
+    const uint64_t t0 = deltafin_time_ns();
     if (whole) {
         rc = profile_prompt(m, c, text, tlen, n_gen, &buf, &cap, &n_tok, &n_gtok, &n_cut);
         n_prompts = 1;
@@ -165,7 +164,7 @@ int cmd_profile(int argc, char **argv) {
     }
     if (rc < 0) { fprintf(stderr, "profile: prompt %d: %s\n", n_prompts, deltafin_errmsg()); goto done; }
     if (n_tok == 0) { fprintf(stderr, "profile: %s has no prompt text\n", pfile); goto done; }
-    const double secs = (double)(df_time_ns() - t0) / 1e9;
+    const double secs = (double)(deltafin_time_ns() - t0) / 1e9;
     if (n_cut) fprintf(stderr, "profile: warning: %d prompt(s) cut to fit the context of %d\n", n_cut, deltafin_ctx_n_ctx(c));
 
     const uint32_t *cnt;

@@ -3,7 +3,11 @@
 #include "app/cli/cli_args.h"
 #include "app/download.h"
 #include "app/progress.h"
-#include "base/util.h"
+#include "deltafin.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include <errno.h>
 #include <sys/stat.h>
@@ -69,7 +73,7 @@ int cmd_pull(int argc, char **argv) {
     if (sha && shafile) { fprintf(stderr, "pull: give --sha256 or --sha256-file, not both\n"); return 2; }
     if (o.max_retries < 0 || o.retry_wait_s < 0) { fprintf(stderr, "pull: bad --retries/--retry-wait\n"); return 2; }
     char url[4096];
-    if (df_download_resolve(spec, url, sizeof url) < 0) { fprintf(stderr, "pull: %s\n", df_errmsg()); return 2; }
+    if (df_download_resolve(spec, url, sizeof url) < 0) { fprintf(stderr, "pull: %s\n", deltafin_errmsg()); return 2; }
     /* $HF_TOKEN goes to Hugging Face only, never to another host the user names */
     const char *hf = getenv("HF_TOKEN");
     if (!o.bearer_token && hf && *hf && !strncmp(url, "https://huggingface.co/", 23)) o.bearer_token = hf;
@@ -88,7 +92,7 @@ int cmd_pull(int argc, char **argv) {
         return 2;
     }
     bool out_dir = out && (split || is_dir_arg(out));
-    if (df_download_global_init() < 0) { fprintf(stderr, "pull: %s\n", df_errmsg()); return 1; }
+    if (df_download_global_init() < 0) { fprintf(stderr, "pull: %s\n", deltafin_errmsg()); return 1; }
     char dir[4096] = ".";
     if (out_dir) {
         snprintf(dir, sizeof dir, "%s", out);
@@ -97,7 +101,7 @@ int cmd_pull(int argc, char **argv) {
     int ret = 0;
     char first_path[8192] = "";
     for (int k = 1; k <= n && ret == 0; k++) {
-        char *u = split ? df_split_name_part(url, k) : df_strdup(url);
+        char *u = split ? df_split_name_part(url, k) : strdup(url);
         if (!u) { ret = 1; break; }
         char path[8192];
         const char *name = url_file_name(u);
@@ -110,7 +114,7 @@ int cmd_pull(int argc, char **argv) {
         o.sha256 = sha;
         if (shafile) {
             if (df_sha256_manifest_lookup(shafile, path, hex) < 0) {
-                fprintf(stderr, "pull: %s\n", df_errmsg());
+                fprintf(stderr, "pull: %s\n", deltafin_errmsg());
                 free(u);
                 ret = 1;
                 break;
@@ -138,7 +142,7 @@ int cmd_pull(int argc, char **argv) {
         o.label = label;
         int rc = df_download(u, path, &o);
         if (rc < 0) {
-            fprintf(stderr, "pull: %s\n", df_errmsg());
+            fprintf(stderr, "pull: %s\n", deltafin_errmsg());
             ret = 1;
         } else {
             fprintf(stderr, "%s: done%s\n", path, o.sha256 ? ", SHA-256 ok" : " (no checksum given; not verified)");
@@ -151,7 +155,7 @@ int cmd_pull(int argc, char **argv) {
         char mpath[8300], *data = NULL;
         size_t len = 0;
         snprintf(mpath, sizeof mpath, "%s.sha256", first_path);
-        if (df_read_file(shafile, &data, &len) == 0) {
+        if (deltafin_read_file(shafile, &data, &len) == 0) {
             FILE *f = fopen(mpath, "wb");
             if (!f || fwrite(data, 1, len, f) != len) fprintf(stderr, "pull: could not write %s\n", mpath);
             if (f) fclose(f);

@@ -7,12 +7,11 @@
 #include "app/cli/sampling_args.h"
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
+#include "app/config.h"
+/* only for the streaming detokenizer below (df_detok, m->tokenizer), which the public API's
+ * streaming detokenizer replaces (branch text) */
 #include "text/tokenizer.h"
 #include "model/model.h"
-#include "runtime/plan.h"
-#include "weights/expert_store.h"
-#include "base/util.h"
-#include "app/config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -76,12 +75,11 @@ typedef struct {
 } run_stats;
 
 static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen, bool final) {
-    const uint64_t now = df_time_ns();
+    const uint64_t now = deltafin_time_ns();
     deltafin_stats st;
     deltafin_ctx_stats(rs->c, &st);
-    df_store *store = df_stream_store(rs->m);
-    df_store_stats ss = {0};
-    if (store) df_store_get_stats(store, &ss);
+    deltafin_stream_stats ss;
+    deltafin_model_stream_stats(rs->m, &ss);
     const double dt = (double)(now - (rs->t_prev ? rs->t_prev : rs->t0)) / 1e9;
     const uint64_t dbytes = st.bytes_read - rs->bytes_prev;
     const uint64_t dio = st.io_wait_ns - rs->io_prev, dcomp = st.compute_ns - rs->comp_prev;
@@ -92,9 +90,9 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     cJSON_AddNumberToObject(o, "n_gen", n_gen);
     cJSON_AddNumberToObject(o, "tok_s", dt > 0 && n_gen > rs->gen_prev ? (n_gen - rs->gen_prev) / dt : 0);
     cJSON_AddNumberToObject(o, "gen_tok_s_avg", st.gen_ns ? st.n_gen_tokens / (st.gen_ns / 1e9) : 0);
-    cJSON_AddNumberToObject(o, "rss_bytes", (double)df_cur_rss());
-    cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)df_peak_rss());
-    cJSON_AddBoolToObject(o, "streaming", store != NULL);
+    cJSON_AddNumberToObject(o, "rss_bytes", (double)deltafin_cur_rss());
+    cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)deltafin_peak_rss());
+    cJSON_AddBoolToObject(o, "streaming", ss.experts_stream);
     cJSON_AddNumberToObject(o, "expert_cache_bytes", (double)ss.cache_bytes);
     cJSON_AddNumberToObject(o, "expert_hits", (double)st.expert_hits);
     cJSON_AddNumberToObject(o, "expert_misses", (double)st.expert_misses);
@@ -106,7 +104,7 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     cJSON_AddNumberToObject(o, "compute_s", dcomp / 1e9);
     cJSON_AddNumberToObject(o, "io_wait_s", dio / 1e9);
     cJSON_AddNumberToObject(o, "io_frac", dio + dcomp ? (double)dio / (double)(dio + dcomp) : 0);
-    if (store) {
+    if (ss.experts_stream) {
         cJSON_AddNumberToObject(o, "lookahead_accuracy", ss.lookahead_accuracy);
         cJSON_AddNumberToObject(o, "lookahead_reads", (double)ss.lookahead_issued);
     }
@@ -119,6 +117,14 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     rs->bytes_prev = st.bytes_read;
     rs->io_prev = st.io_wait_ns;
     rs->comp_prev = st.compute_ns;
+}
+
+/* "stream": the expert store's statistics object, when experts stream */
+static void add_stream_json(cJSON *parent, const deltafin_stream_stats *ss) {
+    char *txt = deltafin_stream_stats_json(ss);
+    cJSON *sto = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    if (sto) cJSON_AddItemToObject(parent, "stream", sto);
 }
 
 static volatile sig_atomic_t g_stop;
@@ -140,8 +146,7 @@ int cmd_run(int argc, char **argv) {
     const char *stats_path = NULL, *log_path = NULL;
     int stats_every = 16, log_level = -1;
     deltafin_sampler_params sp = deltafin_sampler_default_params();
-    const char *cache_size = NULL;
-    char cache_buf[32];
+    uint64_t cache_size = 0;
     df_config cfg;
     df_config_init(&cfg);
     const char *cfg_path = df_config_find_arg(argc, argv);
@@ -161,10 +166,7 @@ int cmd_run(int argc, char **argv) {
         if (cfg.set & DF_CFG_MEM_LIMIT) mem_limit = cfg.memory_limit;
         if (cfg.set & DF_CFG_MEM_RESERVE) mem_reserve = cfg.memory_reserve;
         if (cfg.set & DF_CFG_IO_ENGINE) io_engine = cfg.io_engine;
-        if (cfg.set & DF_CFG_CACHE_SIZE) {
-            snprintf(cache_buf, sizeof cache_buf, "%llu", (unsigned long long)cfg.cache_size);
-            cache_size = cache_buf;
-        }
+        if (cfg.set & DF_CFG_CACHE_SIZE) cache_size = cfg.cache_size;
         if (cfg.set & DF_CFG_PRELOAD) preload = cfg.preload_experts;
         if (cfg.set & DF_CFG_HOT_SET) hot = cfg.hot_set;
         if (cfg.set & DF_CFG_PREFETCH) prefetch = cfg.prefetch;
@@ -185,29 +187,26 @@ int cmd_run(int argc, char **argv) {
         else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
         else if (df_sampling_arg(argc, argv, &i, &sp)) {}
         else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) {
+            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) {
                 fprintf(stderr, "run: bad --mem-limit '%s'\n", argv[i]);
                 return 2;
             }
         }
         else if (ARG("--mem-reserve", "--mem_reserve")) {
-            if (df_parse_size(argv[++i], &mem_reserve) < 0) {
+            if (deltafin_parse_size(argv[++i], &mem_reserve) < 0) {
                 fprintf(stderr, "run: bad --mem-reserve '%s'\n", argv[i]);
                 return 2;
             }
         }
         else if (ARG("--cache-size", "--cache_size")) {
-            uint64_t cb;
-            cache_size = argv[++i];
-            if (df_parse_size(cache_size, &cb) < 0) { fprintf(stderr, "run: bad --cache-size '%s'\n", cache_size); return 2; }
+            if (deltafin_parse_size(argv[++i], &cache_size) < 0) { fprintf(stderr, "run: bad --cache-size '%s'\n", argv[i]); return 2; }
         }
         else if (ARG("--io", "--io-engine")) {
-            int e;
             io_engine = argv[++i];
-            if (df_io_engine_parse(io_engine, &e) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
+            if (deltafin_io_engine_check(io_engine) == DELTAFIN_ERR_INVALID) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
         }
         else if (ARG("--prefetch", "--prefetch")) {
-            if (df_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
+            if (deltafin_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
         }
         else if (ARG("--hot", "--hot")) hot = argv[++i];
         else if (ARG("--preload", "--preload")) preload = argv[++i];
@@ -242,12 +241,12 @@ int cmd_run(int argc, char **argv) {
     char *ptext = NULL;
     size_t plen = 0;
     if (pfile) {
-        if (df_read_file(pfile, &ptext, &plen) < 0) {
+        if (deltafin_read_file(pfile, &ptext, &plen) < 0) {
             fprintf(stderr, "run: %s\n", deltafin_errmsg());
             return 1;
         }
     } else {
-        ptext = df_strdup(prompt);
+        ptext = strdup(prompt);
         plen = strlen(prompt);
     }
     int ret = 1;
@@ -263,14 +262,14 @@ int cmd_run(int argc, char **argv) {
         log_f = fopen(log_path, "a");
         if (!log_f) { fprintf(stderr, "run: --log-file %s: %s\n", log_path, strerror(errno)); goto done; }
         setvbuf(log_f, NULL, _IOLBF, 0);
-        df_log_set_file(log_f);
+        deltafin_log_set_file(log_f);
     }
     if (stats_path) {
         stats_f = fopen(stats_path, "w");
         if (!stats_f) { fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno)); goto done; }
     }
-    if (log_level >= 0) df_log_set_level(log_level);
-    if (log_prompts && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
+    if (log_level >= 0) deltafin_log_set_level(log_level);
+    if (log_prompts && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
 
     deltafin_model_params mp = deltafin_model_default_params();
     df_load_progress load_progress = {0};
@@ -280,14 +279,18 @@ int cmd_run(int argc, char **argv) {
     mp.mem_limit = mem_limit;
     mp.mem_reserve = mem_reserve;
     if (io_engine) mp.io_engine = io_engine;
-    /* The memory plan sizes the expert cache exactly from this (src/memplan.c). */
-    if (cache_size) setenv("DELTAFIN_EXPERT_CACHE", cache_size, 1);
-    if (verbose && log_level < 0 && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
+    mp.cache_bytes = cache_size; /* the memory plan sizes the expert cache exactly from this */
+    if (prefetch >= 0) mp.prefetch = prefetch;
+    mp.hot_file = hot;
+    mp.preload = preload;
+    if (verbose && log_level < 0 && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
-    rc = df_stream_configure(m, prefetch, hot, preload);
-    if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
-    if (!m->tokenizer) {
+    deltafin_stream_stats ss;
+    deltafin_model_stream_stats(m, &ss);
+    if ((hot || preload) && !ss.experts_stream)
+        deltafin_log(DELTAFIN_LOG_INFO, "experts are resident: --hot/--preload have no effect");
+    if (!deltafin_model_vocab(m)) {
         fprintf(stderr, "run: model has no tokenizer\n");
         goto done;
     }
@@ -306,7 +309,7 @@ int cmd_run(int argc, char **argv) {
     if (!pids) goto done;
     np = deltafin_tokenize(m, ptext, plen, true, true, pids, np);
     if (np <= 0) { fprintf(stderr, "run: empty prompt\n"); goto done; }
-    if (log_prompts) df_log(DF_LOG_INFO, "prompt (%d tokens): %.*s", np, (int)plen, ptext);
+    if (log_prompts) deltafin_log(DELTAFIN_LOG_INFO, "prompt (%d tokens): %.*s", np, (int)plen, ptext);
     const int nctx = deltafin_ctx_n_ctx(c);
     if (np > nctx) { fprintf(stderr, "run: prompt has %d tokens, context is %d (use -c)\n", np, nctx); goto done; }
     smp = deltafin_sampler_create(&sp);
@@ -318,16 +321,16 @@ int cmd_run(int argc, char **argv) {
     if (!gen) goto done;
     int n_gen = 0;
 
-    uint64_t t0 = df_time_ns();
+    uint64_t t0 = deltafin_time_ns();
     rc = deltafin_decode(c, pids, np, false);
-    uint64_t t_prompt = df_time_ns() - t0;
+    uint64_t t_prompt = deltafin_time_ns() - t0;
     if (rc < 0) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); goto done; }
     run_stats rs = {.f = stats_f, .c = c, .m = m, .t0 = t0};
     if (stats_f) stats_line(&rs, "prompt", np, 0, false);
     df_detok dt;
     df_detok_init(&dt, special, false);
     char piece[1024];
-    uint64_t t1 = df_time_ns();
+    uint64_t t1 = deltafin_time_ns();
     bool failed = false;
     while (n_gen < max_gen && !g_stop) {
         const float *lg = deltafin_logits(c, -1);
@@ -351,11 +354,11 @@ int cmd_run(int argc, char **argv) {
         if (n_gen >= max_gen || deltafin_ctx_pos(c) >= nctx) break;
         rc = deltafin_decode(c, &id, 1, false);
         if (rc < 0) {
-            if (rc != DF_ERR_CANCELLED) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); failed = true; }
+            if (rc != DELTAFIN_ERR_CANCELLED) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); failed = true; }
             break;
         }
     }
-    uint64_t t_gen = df_time_ns() - t1;
+    uint64_t t_gen = deltafin_time_ns() - t1;
     int n = df_detok_flush(&dt, piece, (int)sizeof piece);
     if (n > 0) {
         if (!json) fwrite(piece, 1, (size_t)n, stdout);
@@ -369,29 +372,28 @@ int cmd_run(int argc, char **argv) {
         text_len += (size_t)n;
     }
     if (!json) { fputc('\n', stdout); fflush(stdout); }
-    if (!text) text = df_strdup("");
+    if (!text) text = strdup("");
     else text[text_len] = 0;
 
     if (stats_f) stats_line(&rs, "end", np, n_gen, true);
-    if (log_prompts) df_log(DF_LOG_INFO, "output (%d tokens): %s", n_gen, text);
+    if (log_prompts) deltafin_log(DELTAFIN_LOG_INFO, "output (%d tokens): %s", n_gen, text);
     double pps = t_prompt ? np / (t_prompt / 1e9) : 0.0;
     double gps = t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0;
-    uint64_t peak = df_peak_rss();
+    uint64_t peak = deltafin_peak_rss();
     char pb[32];
     deltafin_stats st;
     deltafin_ctx_stats(c, &st);
     fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generation: %d tokens, %.2f tok/s | peak memory: %s\n",
-            np, pps, n_gen, gps, df_fmt_bytes(peak, pb, sizeof pb));
-    if (verbose && df_stream_store(m)) {
-        df_store_stats ss;
+            np, pps, n_gen, gps, deltafin_fmt_bytes(peak, pb, sizeof pb));
+    deltafin_model_stream_stats(m, &ss);
+    if (verbose && ss.experts_stream) {
         char sb[640];
-        df_store_get_stats(df_stream_store(m), &ss);
-        fprintf(stderr, "%s\n", df_store_stats_str(&ss, sb, sizeof sb));
+        fprintf(stderr, "%s\n", deltafin_stream_stats_str(&ss, sb, sizeof sb));
         /* per layer: where the misses and the waiting happened */
         fprintf(stderr, "per layer:   layer     hits   misses    hit%%   I/O wait s\n");
-        for (int l = 0; l < m->hp.n_layer; l++) {
+        for (int l = 0; l < deltafin_model_n_layer(m); l++) {
             uint64_t h = 0, mi = 0, w = 0;
-            if (df_store_layer_stats(df_stream_store(m), l, &h, &mi, &w) != DF_OK || h + mi == 0) continue;
+            if (deltafin_model_layer_stats(m, l, &h, &mi, &w) != DELTAFIN_OK || h + mi == 0) continue;
             fprintf(stderr, "             %5d %8llu %8llu %6.1f%% %12.3f\n", l, (unsigned long long)h,
                     (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
         }
@@ -413,12 +415,7 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
         cJSON_AddNumberToObject(so, "dense_bytes_read", (double)st.dense_bytes_read);
-        if (df_stream_store(m)) { /* expert streaming: cache, I/O, prefetch and look-ahead */
-            df_store_stats ss;
-            df_store_get_stats(df_stream_store(m), &ss);
-            cJSON *sto = cJSON_AddObjectToObject(so, "stream");
-            if (sto) df_store_stats_json(&ss, sto);
-        }
+        add_stream_json(so, &ss); /* expert streaming: cache, I/O, prefetch and look-ahead */
         char *s = cJSON_PrintUnformatted(o);
         if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }
         cJSON_Delete(o);
@@ -426,7 +423,7 @@ int cmd_run(int argc, char **argv) {
     ret = failed ? 1 : 0;
 done:
     if (stats_f && fclose(stats_f)) fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno));
-    if (log_f) { df_log_set_file(stderr); fclose(log_f); }
+    if (log_f) { deltafin_log_set_file(stderr); fclose(log_f); }
     g_ctx = NULL;
     signal(SIGINT, SIG_DFL);
     deltafin_sampler_free(smp);

@@ -5,10 +5,6 @@
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
 #include "app/server.h"
-#include "weights/expert_store.h"
-#include "weights/io.h"
-#include "runtime/plan.h"
-#include "base/util.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -53,7 +49,7 @@ static void usage(FILE *f) {
 static char *base_name(const char *path) {
     const char *b = strrchr(path, '/');
     b = b ? b + 1 : path;
-    char *s = df_strdup(b);
+    char *s = strdup(b);
     if (!s) return NULL;
     size_t n = strlen(s);
     if (n > 5 && !strcmp(s + n - 5, ".gguf")) s[n - 5] = 0;
@@ -82,7 +78,7 @@ int cmd_serve(int argc, char **argv) {
         else if (ARG("-np", "--parallel")) p.n_parallel = df_cli_int(argv, &i);
         else if (ARG("--queue", "--queue")) p.n_queue = df_cli_int(argv, &i);
         else if (ARG("--max-body", "--max_body")) {
-            if (df_parse_size(argv[++i], &max_body) < 0 || max_body < 16) {
+            if (deltafin_parse_size(argv[++i], &max_body) < 0 || max_body < 16) {
                 fprintf(stderr, "serve: bad --max-body '%s'\n", argv[i]);
                 return 2;
             }
@@ -95,15 +91,14 @@ int cmd_serve(int argc, char **argv) {
         else if (ARG("-t", "--threads")) p.n_threads = df_cli_int(argv, &i);
         else if (!strcmp(a, "--no-cache-prompt")) p.cache_prompt = false;
         else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "serve: bad --mem-limit '%s'\n", argv[i]); return 2; }
+            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "serve: bad --mem-limit '%s'\n", argv[i]); return 2; }
         }
         else if (ARG("--io", "--io-engine")) {
-            int e;
             io_engine = argv[++i];
-            if (df_io_engine_parse(io_engine, &e) < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); return 2; }
+            if (deltafin_io_engine_check(io_engine) == DELTAFIN_ERR_INVALID) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); return 2; }
         }
         else if (ARG("--prefetch", "--prefetch")) {
-            if (df_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); return 2; }
+            if (deltafin_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); return 2; }
         }
         else if (ARG("--hot", "--hot")) hot = argv[++i];
         else if (ARG("--preload", "--preload")) preload = argv[++i];
@@ -117,9 +112,9 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!model) { fprintf(stderr, "serve: -m MODEL is required\n"); usage(stderr); return 2; }
     p.max_body = (size_t)max_body;
-    char *id = alias ? df_strdup(alias) : base_name(model);
+    char *id = alias ? strdup(alias) : base_name(model);
     p.model_id = id;
-    if (p.verbose && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
+    if (p.verbose && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
 
     /* every thread inherits the blocked mask; the main thread waits for the signals */
     sigset_t set;
@@ -144,9 +139,10 @@ int cmd_serve(int argc, char **argv) {
     mp.n_threads = p.n_threads;
     mp.mem_limit = mem_limit;
     if (io_engine) mp.io_engine = io_engine;
+    if (prefetch >= 0) mp.prefetch = prefetch;
+    mp.hot_file = hot;
+    mp.preload = preload;
     rc = deltafin_model_load(model, &mp, &m);
-    if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
-    rc = df_stream_configure(m, prefetch, hot, preload);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
     rc = df_server_set_model(s, m);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }

@@ -1,10 +1,9 @@
 /* tokenize.c — `deltafin tokenize`: print the token ids of a text. Loads only the tokenizer
  * KVs of the GGUF (vocab-only files work; no tensor data is read). */
-#include "base/util.h"
-#include "format/gguf.h"
-#include "text/tokenizer.h"
+#include "deltafin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -77,34 +76,29 @@ int cmd_tokenize(int argc, char **argv) {
     char *text = NULL;
     size_t len = 0;
     if (file) {
-        int rc = df_read_file(file, &text, &len);
-        if (rc) { fprintf(stderr, "tokenize: %s\n", df_errmsg()); return 1; }
+        int rc = deltafin_read_file(file, &text, &len);
+        if (rc) { fprintf(stderr, "tokenize: %s\n", deltafin_errmsg()); return 1; }
     } else {
         len = strlen(prompt);
     }
     const char *txt = file ? text : prompt;
 
-    df_gguf *g = NULL;
-    int rc = df_gguf_open(model, &g);
-    if (rc) { fprintf(stderr, "tokenize: %s\n", df_errmsg()); free(text); return 1; }
-    df_tokenizer *t = NULL;
-    df_tokenizer_opts o = {.pre_override = pre};
-    rc = df_tokenizer_load_ex(g, &o, &t);
-    df_gguf_close(g);
-    if (rc) { fprintf(stderr, "tokenize: %s: %s\n", model, df_errmsg()); free(text); return 1; }
+    deltafin_vocab *t = NULL;
+    int rc = deltafin_vocab_load(model, pre, &t);
+    if (rc) { fprintf(stderr, "tokenize: %s\n", deltafin_errmsg()); free(text); return 1; }
 
-    uint64_t t0 = df_time_ns();
+    uint64_t t0 = deltafin_time_ns();
     double c0 = cpu_s();
     int32_t *ids = NULL;
-    int n = df_tokenize_alloc(t, txt, len, bos, special, &ids);
+    int n = deltafin_vocab_tokenize_alloc(t, txt, len, bos, special, &ids);
     double c1 = cpu_s();
-    uint64_t t1 = df_time_ns();
+    uint64_t t1 = deltafin_time_ns();
     if (n < 0) {
-        fprintf(stderr, "tokenize: %s\n", df_errmsg());
-        free(ids); df_tokenizer_free(t); free(text);
+        fprintf(stderr, "tokenize: %s\n", deltafin_errmsg());
+        free(ids); deltafin_vocab_free(t); free(text);
         return 1;
     }
-    if (timing) { /* wall and CPU time of the df_tokenize call (one core) */
+    if (timing) { /* wall and CPU time of the tokenize call (one core) */
         double s = (double)(t1 - t0) / 1e9, c = c1 - c0;
         fprintf(stderr, "tokenize: %zu bytes -> %d tokens: %.3f s wall (%.2f MB/s), %.3f s CPU (%.2f MB/s)\n",
                 len, n, s, s > 0 ? (double)len / 1e6 / s : 0.0, c, c > 0 ? (double)len / 1e6 / c : 0.0);
@@ -114,13 +108,13 @@ int cmd_tokenize(int argc, char **argv) {
         char *buf = NULL;
         int cap = 0;
         for (int i = 0; i < n; i++) {
-            int l = df_token_to_piece(t, ids[i], true, buf, cap);
+            int l = deltafin_vocab_token_to_piece(t, ids[i], true, buf, cap);
             if (l > cap) {
                 cap = l + 64;
                 char *p = realloc(buf, (size_t)cap);
                 if (!p) break;
                 buf = p;
-                l = df_token_to_piece(t, ids[i], true, buf, cap);
+                l = deltafin_vocab_token_to_piece(t, ids[i], true, buf, cap);
             }
             printf("%d\t", ids[i]);
             json_str(stdout, buf ? buf : "", l < 0 ? 0 : l);
@@ -136,7 +130,7 @@ int cmd_tokenize(int argc, char **argv) {
         putchar('\n');
     }
     free(ids);
-    df_tokenizer_free(t);
+    deltafin_vocab_free(t);
     free(text);
     return 0;
 }
