@@ -2,8 +2,8 @@
  * (pp: N random tokens decoded as one prompt from an empty cache; tg: N tokens decoded one at
  * a time from an empty cache; one warm-up run each, then -r repetitions, mean ± stddev).
  * Prints a config line (commit, ISA table, threads, batch, expert residency) and a table or
- * --json. `deltafin bench kernels ...` forwards to bench_kernels_main (tools/bench_kernels.c). */
-#include "app/cli/cli_args.h"
+ * --json. `deltafin bench kernels ...` forwards to bench_kernels_main (app/cli/bench_kernels.c). */
+#include "app/cli/flags.h"
 #include "deltafin.h"
 
 #include <cjson/cJSON.h>
@@ -14,23 +14,12 @@
 
 int bench_kernels_main(int argc, char **argv);
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin bench -m MODEL [options]\n"
-        "       deltafin bench kernels [options]   (kernel throughput; see bench kernels --help)\n"
-        "  -m, --model FILE      GGUF model\n"
-        "  -p, --n-prompt N      prompt tokens for the pp test (default 512; 0 = skip)\n"
-        "  -n, --n-gen N         generated tokens for the tg test (default 128; 0 = skip)\n"
-        "  -t, --threads N       threads (default: all cores)\n"
-        "  -b, --batch-size N    prompt tokens per forward step (default 512)\n"
-        "  -r, --repetitions N   repetitions per test (default 5)\n"
-        "  --mem-limit SIZE      memory limit for the process\n"
-        "  --io ENGINE           expert reads when streaming: auto | pread | direct | uring | mmap\n"
-        "                        (default auto; any other value forces streaming)\n"
-        "  --prefetch MODE       auto | on | off: expert prefetch and router look-ahead (default auto)\n"
-        "  --json                print one JSON object\n"
-        "  -h, --help            this help\n");
-}
+static const df_cmd k_bench = {
+    DF_CMD_BENCH, "bench",
+    "usage: deltafin bench -m MODEL [options]\n"
+    "       deltafin bench kernels [options]   (kernel throughput; see deltafin bench kernels --help)",
+    "Prompt processing (pp: N random tokens as one prompt) and generation (tg: N tokens one at a time)\n"
+    "speed like llama-bench: one warm-up run each, then -r repetitions, mean +- stddev.", NULL, 0};
 
 typedef struct { const char *name; int n; double avg, sd; double ts[64]; int nr; } result;
 
@@ -46,38 +35,18 @@ int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "kernels")) {
         return bench_kernels_main(argc - 1, argv + 1);
     }
-    const char *model = NULL;
-    int n_prompt = 512, n_gen = 128, n_threads = 0, n_batch = 512, reps = 5;
-    bool json = false;
-    uint64_t mem_limit = 0;
-    const char *io_engine = NULL;
-    int prefetch = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (ARG("-m", "--model")) model = argv[++i];
-        else if (ARG("-p", "--n-prompt")) n_prompt = df_cli_int(argv, &i);
-        else if (ARG("-n", "--n-gen")) n_gen = df_cli_int(argv, &i);
-        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
-        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
-        else if (ARG("-r", "--repetitions")) reps = df_cli_int(argv, &i);
-        else if (ARG("--mem-limit", "--mem_limit")) {
-            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "bench: bad --mem-limit\n"); return 2; }
-        }
-        else if (ARG("--io", "--io-engine")) {
-            io_engine = argv[++i];
-            if (deltafin_io_engine_check(io_engine) == DELTAFIN_ERR_INVALID) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
-        }
-        else if (ARG("--prefetch", "--prefetch")) {
-            if (deltafin_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); return 2; }
-        }
-        else if (!strcmp(a, "--json")) json = true;
-        else { fprintf(stderr, "bench: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
-#undef ARG
+    df_settings S;
+    int prc = df_cli_parse(&k_bench, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.model;
+    const int n_prompt = S.n_prompt, n_gen = S.n_gen;
+    int reps = S.reps;
+    const bool json = S.json;
+    if (!model) {
+        fprintf(stderr, "bench: -m MODEL is required\n\n");
+        df_cli_help(&k_bench, stderr);
+        return 2;
     }
-    if (!model) { fprintf(stderr, "bench: -m MODEL is required\n"); usage(stderr); return 2; }
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
     if (n_prompt < 0 || n_gen < 0) { fprintf(stderr, "bench: -p/-n must be >= 0\n"); return 2; }
@@ -86,18 +55,13 @@ int cmd_bench(int argc, char **argv) {
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
     int32_t *toks = NULL;
-    deltafin_model_params mp = deltafin_model_default_params();
-    mp.n_threads = n_threads;
-    mp.mem_limit = mem_limit;
-    if (io_engine) mp.io_engine = io_engine;
-    if (prefetch >= 0) mp.prefetch = prefetch;
+    if (df_cli_log_begin(&k_bench, &S) != DF_CLI_GO) return 1;
+    deltafin_model_params mp = df_cli_model_params(&S);
     uint64_t tl = deltafin_time_ns();
     if (deltafin_model_load(model, &mp, &m) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
     double load_s = (deltafin_time_ns() - tl) / 1e9;
-    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    deltafin_ctx_params cp = df_cli_ctx_params(&S);
     cp.n_ctx = n_prompt + n_gen > 16 ? n_prompt + n_gen : 16;
-    cp.n_batch = n_batch;
-    cp.n_threads = n_threads;
     if (deltafin_ctx_create(m, &cp, &c) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
     const int n_vocab = deltafin_model_n_vocab(m);
     int nt = n_prompt > 1 ? n_prompt : 1;
@@ -207,5 +171,6 @@ done:
     deltafin_ctx_free(c);
     deltafin_model_free(m);
     free(toks);
+    df_cli_log_end(&S);
     return ret;
 }

@@ -5,6 +5,7 @@
  * against bandwidth passes alternated with that type's passes (so both see the same load).
  * The measuring is the library's (deltafin_debug.h, src/runtime/kbench.c); this file prints.
  * Entry point bench_kernels_main() is called by app/cli/bench.c for `deltafin bench kernels`. */
+#include "app/cli/flags.h"
 #include "deltafin_debug.h"
 
 #include <stdio.h>
@@ -13,48 +14,24 @@
 
 int bench_kernels_main(int argc, char **argv);
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: deltafin bench kernels [options]\n"
-            "  Memory read bandwidth, then matrix-vector throughput per weight type (bytes of\n"
-            "  weights read per second) on matrices much larger than the CPU caches. Each\n"
-            "  type's passes alternate with bandwidth passes; its ratio is taken against\n"
-            "  the best of those (same load on a shared machine).\n"
-            "options:\n"
-            "  --size SIZE     bytes per buffer/matrix (default 1G; use ≥ 4x the L3 size)\n"
-            "  -t, --threads N threads (default: all cores)\n"
-            "  --types LIST    comma-separated weight types (default Q8_0,Q4_K,MXFP4,Q6_K,IQ2_XXS,F16)\n"
-            "  --n-in N        matrix row length (default 4096)\n"
-            "  --n-tok N       also time N activation rows at once (default 0 = skip)\n"
-            "  --reps N        repetitions, best is reported (default 5)\n"
-            "  --isa NAME      kernel table: ref | avx2 | avx512 | neon (default: best)\n"
-            "  --json          one JSON object on stdout\n"
-            "  -h, --help      this help\n");
-}
+static const df_cmd k_bench_kernels = {
+    DF_CMD_BENCH_KERNELS, "bench kernels", "usage: deltafin bench kernels [options]",
+    "Memory read bandwidth, then matrix-vector throughput per weight type (bytes of weights read per\n"
+    "second) on matrices much larger than the CPU caches. Each type's passes alternate with\n"
+    "bandwidth passes; its ratio is taken against the best of those (same load on a shared machine).",
+    NULL, 0};
 
 int bench_kernels_main(int argc, char **argv) {
-    uint64_t size = 1ull << 30;
-    int nthreads = 0, reps = 5, n_tok = 0;
-    int64_t n_in = 4096;
-    bool json = false;
-    const char *isa_req = NULL;
-    const char *types = "Q8_0,Q4_K,MXFP4,Q6_K,IQ2_XXS,F16";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--json")) json = true;
-        else if (!strcmp(a, "kernels")) continue;
-        else if (!v) { fprintf(stderr, "bench kernels: unknown or incomplete option %s\n", a); usage(stderr); return 2; }
-        else if (!strcmp(a, "--size")) { if (deltafin_parse_size(v, &size) || size < (1u << 20)) { fprintf(stderr, "bench kernels: bad --size %s\n", v); return 2; } i++; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { nthreads = atoi(v); i++; }
-        else if (!strcmp(a, "--types")) { types = v; i++; }
-        else if (!strcmp(a, "--n-in")) { n_in = atoll(v); i++; }
-        else if (!strcmp(a, "--n-tok")) { n_tok = atoi(v); i++; }
-        else if (!strcmp(a, "--reps")) { reps = atoi(v); i++; }
-        else if (!strcmp(a, "--isa")) { isa_req = v; i++; }
-        else { fprintf(stderr, "bench kernels: unknown option %s\n", a); usage(stderr); return 2; }
-    }
+    df_settings S;
+    int prc = df_cli_parse(&k_bench_kernels, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const uint64_t size = S.buf_size;
+    const int nthreads = S.n_threads, n_tok = S.n_tok;
+    int reps = S.reps;
+    const int64_t n_in = S.n_in;
+    const bool json = S.json;
+    const char *isa_req = S.isa, *types = S.types;
+    if (size < (1u << 20)) return df_cli_usage_error(&k_bench_kernels, "--size must be at least 1M");
     if (reps < 1) reps = 1;
     if (n_in <= 0) { fprintf(stderr, "bench kernels: bad --n-in\n"); return 2; }
     deltafin_kbench *kb = NULL;

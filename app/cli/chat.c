@@ -3,8 +3,7 @@
  * common token prefix with what is already cached (deltafin_ctx_truncate) and decodes only
  * the rest, then streams the answer. Ctrl-C stops the current answer (the program goes on);
  * /reset clears the conversation, /exit (or end of input) quits. */
-#include "app/cli/cli_args.h"
-#include "app/cli/sampling_args.h"
+#include "app/cli/flags.h"
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
 
@@ -14,29 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin chat -m MODEL [options]   (then type messages; /reset, /exit)\n"
-        "  -m, --model FILE        GGUF model\n"
-        "  --system TEXT           system prompt\n"
-        "  --chat-template NAME    builtin chat template (default: the model's, else chatml)\n"
-        "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
-        "  -n, --n-predict N       max tokens per answer (default -1: until end of turn)\n"
-        "  -t, --threads N         threads (default: all cores)\n"
-        "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
-        "  --temp T                temperature (default 0.8; 0 = greedy)\n"
-        "  --top-k N               top-k (default 40; 0 = off)\n"
-        "  --top-p P               top-p (default 0.95; 1 = off)\n"
-        "  --min-p P               min-p (default 0.05; 0 = off)\n"
-        "  --repeat-penalty X      repetition penalty (default 1.0 = off)\n"
-        "  --repeat-last-n N       penalty window (default 64)\n"
-        "  -s, --seed N            sampler seed (default: random)\n"
-        "  --mem-limit SIZE        memory limit for the process (default: available RAM)\n"
-        "  --stats                 per turn on stderr: prompt tokens, reused from the cache,\n"
-        "                          decoded, generated, speed\n"
-        "  -v, --verbose           --stats plus library logging\n"
-        "  -h, --help              this help\n");
-}
+static const df_cmd k_chat = {
+    DF_CMD_CHAT, "chat", "usage: deltafin chat -m MODEL [options]   (then type messages; /reset, /exit)",
+    "Interactive multi-turn chat in the terminal, with the model's chat template. Ctrl-C stops the\n"
+    "current answer; /reset clears the conversation; /exit (or end of input) quits.", NULL, 0};
 
 static volatile sig_atomic_t g_interrupt;
 static deltafin_ctx *volatile g_ctx;
@@ -91,38 +71,17 @@ static int tokenize_all(deltafin_model *m, const char *text, int32_t **ids) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *tmpl = NULL;
-    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
-    int stats = 0;
-    uint64_t mem_limit = 0;
-    deltafin_sampler_params sp = deltafin_sampler_default_params();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (ARG("-m", "--model")) model = argv[++i];
-        else if (ARG("--system", "-sys")) system = argv[++i];
-        else if (ARG("--chat-template", "--chat_template")) tmpl = argv[++i];
-        else if (ARG("-n", "--n-predict")) n_predict = df_cli_int(argv, &i);
-        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
-        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
-        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
-        else if (df_sampling_arg(argc, argv, &i, &sp)) {}
-        else if (ARG("--mem-limit", "--mem_limit")) {
-            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "chat: bad --mem-limit '%s'\n", argv[i]); return 2; }
-        }
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) stats = 2;
-        else {
-            fprintf(stderr, "chat: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef ARG
+    df_settings S;
+    int prc = df_cli_parse(&k_chat, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.model, *system = S.system, *tmpl = S.chat_template;
+    const int n_predict = S.n_predict, stats = S.verbose ? 2 : S.stats ? 1 : 0;
+    if (!model) {
+        fprintf(stderr, "chat: -m MODEL is required\n\n");
+        df_cli_help(&k_chat, stderr);
+        return 2;
     }
-    if (!model) { fprintf(stderr, "chat: -m MODEL is required\n"); usage(stderr); return 2; }
-    if (stats == 2 && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
+    if (df_cli_log_begin(&k_chat, &S) != DF_CLI_GO) return 1;
 
     int ret = 1;
     deltafin_model *m = NULL;
@@ -134,25 +93,20 @@ int cmd_chat(int argc, char **argv) {
     char *line = NULL, *answer = NULL;
     size_t line_cap = 0;
 
-    deltafin_model_params mp = deltafin_model_default_params();
+    deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
     mp.progress_cb = df_load_progress_cb;
     mp.progress_ud = &load_progress;
-    mp.n_threads = n_threads;
-    mp.mem_limit = mem_limit;
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-    deltafin_ctx_params cp = deltafin_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.n_threads = n_threads;
+    deltafin_ctx_params cp = df_cli_ctx_params(&S);
     rc = deltafin_ctx_create(m, &cp, &c);
     if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     const int nctx = deltafin_ctx_n_ctx(c);
     const int n_vocab = deltafin_model_n_vocab(m);
     cache = malloc(sizeof(int32_t) * (size_t)nctx);
     if (!cache) goto done;
-    smp = deltafin_sampler_create(&sp);
+    smp = deltafin_sampler_create(&S.sp);
     if (!smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     if (system && msgs_push(&msgs, "system", system) < 0) goto done;
     const int n_keep_msgs = msgs.n;
@@ -292,5 +246,6 @@ done:
     deltafin_sampler_free(smp);
     deltafin_ctx_free(c);
     deltafin_model_free(m);
+    df_cli_log_end(&S);
     return ret;
 }

@@ -3,7 +3,7 @@
  * and temperature hints), recommend settings, estimate tok/s for MODEL, and save the I/O
  * engine choice in the profile that `--io auto` reads, so runs skip measuring. The disk and
  * plan measurements are the library's (deltafin_debug.h); CPU and memory probes are here. */
-#include "app/cli/cli_args.h"
+#include "app/cli/flags.h"
 #include "deltafin_debug.h"
 
 #include <errno.h>
@@ -15,26 +15,16 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin doctor [options] [MODEL.gguf]\n"
-        "\n"
-        "Measure this machine and recommend settings for MODEL:\n"
-        "  - disk reads on MODEL's filesystem: buffered, O_DIRECT and io_uring, expert-sized\n"
-        "    requests, queue depths 1, 4 and 16 (page cache dropped with fadvise first);\n"
-        "  - memory bandwidth, available RAM, CPU features and kernels, clock/thermal hints;\n"
-        "  - recommended --mem-limit, -t, --io and --prefetch, and the expected tok/s range\n"
-        "    for MODEL from its memory plan and the measured I/O floor.\n"
-        "The winning I/O engine is saved in the profile `--io auto` reads, so runs skip the\n"
-        "measurement. Without MODEL only memory and CPU are measured.\n"
-        "\n"
-        "  --seconds S       disk measurement budget in seconds (default 8)\n"
-        "  --profile FILE    I/O profile to write (default: $DELTAFIN_IO_PROFILE, else\n"
-        "                    $XDG_CACHE_HOME/deltafin/io-profile, else ~/.cache/deltafin/io-profile)\n"
-        "  --no-save         measure and print only; do not write the profile\n"
-        "  --mem-limit SIZE  estimate tok/s for this memory limit (default: the recommended one)\n"
-        "  -h, --help        this help\n");
-}
+static const df_cmd k_doctor = {
+    DF_CMD_DOCTOR, "doctor", "usage: deltafin doctor [options] [MODEL.gguf]",
+    "Measure this machine and recommend settings for MODEL:\n"
+    "  - disk reads on MODEL's filesystem: buffered, O_DIRECT and io_uring, expert-sized\n"
+    "    requests, queue depths 1, 4 and 16 (page cache dropped with fadvise first);\n"
+    "  - memory bandwidth, available RAM, CPU features and kernels, clock/thermal hints;\n"
+    "  - recommended --mem-limit, -t, --io and --prefetch, and the expected tok/s range\n"
+    "    for MODEL from its memory plan and the measured I/O floor.\n"
+    "The winning I/O engine is saved in the profile `--io auto` reads, so runs skip the\n"
+    "measurement. Without MODEL only memory and CPU are measured.", NULL, 1};
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
@@ -304,26 +294,17 @@ static int estimate(const doctor_run *d, deltafin_model *m, const char *model, u
 }
 
 int cmd_doctor(int argc, char **argv) {
-    const char *model = NULL, *profile = NULL;
-    double secs = 8;
-    bool save = true;
-    uint64_t user_limit = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--seconds") && i + 1 < argc) secs = df_cli_float(argv, &i);
-        else if (!strcmp(a, "--profile") && i + 1 < argc) profile = argv[++i];
-        else if (!strcmp(a, "--no-save")) save = false;
-        else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
-            if (deltafin_parse_size(argv[++i], &user_limit) < 0 || !user_limit) {
-                fprintf(stderr, "doctor: bad --mem-limit '%s'\n", argv[i]);
-                return 2;
-            }
-        }
-        else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model = argv[++i];
-        else if (a[0] != '-' && !model) model = a;
-        else { fprintf(stderr, "doctor: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
-    }
+    df_settings S;
+    int prc = df_cli_parse(&k_doctor, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = df_cli_model_arg(&k_doctor, &S, false, &prc);
+    if (prc) return prc;
+    const char *profile = S.profile;
+    const double secs = S.seconds;
+    const bool save = !S.no_save;
+    const uint64_t user_limit = S.mem_limit;
+    if (df_cli_given(&S, &k_doctor, "--mem-limit") && !user_limit)
+        return df_cli_usage_error(&k_doctor, "--mem-limit must be more than 0");
     if (!(secs > 0) || secs > 3600) { fprintf(stderr, "doctor: --seconds must be in (0, 3600]\n"); return 2; }
     const uint64_t avail = deltafin_mem_available();
     deltafin_model *m = NULL;

@@ -2,7 +2,7 @@
  * a tensor summary (count and bytes per type and per role) and the memory plan (dense
  * bytes, routed expert bytes, KV bytes per token and at the default context, scratch).
  * The model is bound and shape-checked but no weights are read (deltafin_model_load_meta). */
-#include "app/cli/cli_args.h"
+#include "app/cli/flags.h"
 #include "deltafin_debug.h"
 
 #include <stdio.h>
@@ -10,16 +10,10 @@
 #include <string.h>
 
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin info [-m] MODEL [options]\n"
-        "  -c, --ctx-size N      context for the KV line of the memory plan\n"
-        "                        (default: min(training context, 4096))\n"
-        "  -b, --batch-size N    batch for the scratch line (default 512)\n"
-        "  --mem-limit SIZE      also show which dense layers would stream at this limit\n"
-        "                        (as deltafin run --mem-limit SIZE plans them)\n"
-        "  -h, --help            this help\n");
-}
+static const df_cmd k_info = {
+    DF_CMD_INFO, "info", "usage: deltafin info [-m] MODEL [options]",
+    "Metadata, hyperparameters, tokenizer, tensors by type and role, and the memory plan. No weights\n"
+    "are read.", NULL, 1};
 
 static void print_header(const char *model, const deltafin_model *m) {
     deltafin_hparams hp;
@@ -145,24 +139,12 @@ static int info_model(const char *model, int n_ctx, int n_batch, uint64_t mem_li
 }
 
 int cmd_info(int argc, char **argv) {
-    const char *model = NULL;
-    int n_ctx = 0, n_batch = 512;
-    uint64_t mem_limit = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) model = argv[++i];
-        else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) && i + 1 < argc) n_ctx = df_cli_int(argv, &i);
-        else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && i + 1 < argc) n_batch = df_cli_int(argv, &i);
-        else if (!strcmp(a, "--mem-limit") && i + 1 < argc) {
-            if (deltafin_parse_size(argv[++i], &mem_limit) < 0 || !mem_limit) {
-                fprintf(stderr, "info: --mem-limit '%s': expected a size like 20G\n", argv[i]);
-                return 2;
-            }
-        }
-        else if (a[0] != '-' && !model) model = a;
-        else { fprintf(stderr, "info: unknown option '%s'\n", a); usage(stderr); return 2; }
-    }
-    if (!model) { usage(stderr); return 2; }
-    return info_model(model, n_ctx, n_batch, mem_limit);
+    df_settings S;
+    int rc = df_cli_parse(&k_info, argc, argv, &S);
+    if (rc != DF_CLI_GO) return rc;
+    const char *model = df_cli_model_arg(&k_info, &S, true, &rc);
+    if (!model) return rc;
+    if (df_cli_given(&S, &k_info, "--mem-limit") && !S.mem_limit)
+        return df_cli_usage_error(&k_info, "--mem-limit must be more than 0");
+    return info_model(model, S.n_ctx, S.n_batch, S.mem_limit);
 }

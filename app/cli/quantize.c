@@ -2,6 +2,7 @@
  * (include/deltafin.h, which converts tensor by tensor as llama-quantize does) and a progress
  * display: a bar on a terminal, else a line every 5 s. Output goes to OUT.tmp, renamed to OUT
  * on success. */
+#include "app/cli/flags.h"
 #include "deltafin.h"
 
 #include <stdio.h>
@@ -9,21 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: deltafin quantize IN.gguf OUT.gguf TYPE [options]\n"
-            "  Convert weight matrices to TYPE (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K\n"
-            "  IQ4_NL IQ4_XS MXFP4 F16 BF16 F32). Norms, routers (ffn_gate_inp), biases and other\n"
-            "  1-D tensors stay as they are (F32), as llama-quantize does.\n"
-            "options:\n"
-            "  --type-experts T   type for 3-D weight tensors: routed experts (*_exps), and deepseek2's\n"
-            "                     attn_k_b / attn_v_b, as llama-quantize's MXFP4_MOE (default: TYPE)\n"
-            "  --type-dense T     type for all other weight matrices (default: TYPE)\n"
-            "  --output-type T    type for output.weight (default: Q6_K, or Q8_0 if TYPE is Q8_0)\n"
-            "  --pure             no special type for output.weight\n"
-            "  -t, --threads N    threads (default: all cores)\n"
-            "  -h, --help         this help\n");
-}
+static const df_cmd k_quantize = {
+    DF_CMD_QUANTIZE, "quantize", "usage: deltafin quantize IN.gguf OUT.gguf TYPE [options]",
+    "Convert weight matrices to TYPE (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS\n"
+    "MXFP4 F16 BF16 F32). Norms, routers (ffn_gate_inp), biases and other 1-D tensors stay as they are\n"
+    "(F32), as llama-quantize does.", NULL, 3};
 
 typedef struct {
     bool tty;
@@ -70,44 +61,24 @@ static bool target_type(const char *v, int *out) {
 }
 
 int cmd_quantize(int argc, char **argv) {
-    const char *pos[3] = {0};
-    int npos = 0, nthreads = 0, t_exp = -1, t_dense = -1, t_out = -1;
-    bool pure = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--pure")) { pure = true; continue; }
-        if (a[0] == '-' && a[1]) {
-            if (i + 1 >= argc) { fprintf(stderr, "quantize: %s needs a value\n", a); return 2; }
-            const char *v = argv[++i];
-            int *dst = NULL;
-            if (!strcmp(a, "--type-experts")) dst = &t_exp;
-            else if (!strcmp(a, "--type-dense")) dst = &t_dense;
-            else if (!strcmp(a, "--output-type")) dst = &t_out;
-            else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-                nthreads = atoi(v);
-                if (nthreads <= 0) { fprintf(stderr, "quantize: bad thread count '%s'\n", v); return 2; }
-                continue;
-            } else { fprintf(stderr, "quantize: unknown option %s\n", a); usage(stderr); return 2; }
-            if (!target_type(v, dst)) return 2;
-            continue;
-        }
-        if (npos == 3) { fprintf(stderr, "quantize: too many arguments\n"); usage(stderr); return 2; }
-        pos[npos++] = a;
-    }
-    if (npos != 3) { usage(stderr); return 2; }
+    df_settings S;
+    int prc = df_cli_parse(&k_quantize, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    if (S.n_pos != 3) return df_cli_usage_error(&k_quantize, "IN.gguf, OUT.gguf and TYPE are required");
+    if (df_cli_given(&S, &k_quantize, "--threads") && S.n_threads <= 0)
+        return df_cli_usage_error(&k_quantize, "-t must be at least 1");
     deltafin_quantize_params qp = deltafin_quantize_default_params();
-    if (!target_type(pos[2], &qp.type)) return 2;
-    qp.type_experts = t_exp;
-    qp.type_dense = t_dense;
-    qp.output_type = t_out;
-    qp.pure = pure;
-    qp.n_threads = nthreads;
+    if (!target_type(S.pos[2], &qp.type) || (S.type_experts && !target_type(S.type_experts, &qp.type_experts)) ||
+        (S.type_dense && !target_type(S.type_dense, &qp.type_dense)) ||
+        (S.output_type && !target_type(S.output_type, &qp.output_type)))
+        return 2;
+    qp.pure = S.pure;
+    qp.n_threads = S.n_threads;
     progress pr = {.tty = isatty(2), .t0 = deltafin_time_ns()};
     qp.progress_cb = on_progress;
     qp.progress_ud = &pr;
     deltafin_quantize_result res;
-    int rc = deltafin_quantize(pos[0], pos[1], &qp, &res);
+    int rc = deltafin_quantize(S.pos[0], S.pos[1], &qp, &res);
     if (rc) {
         if (pr.tty && pr.last) fputc('\n', stderr);
         fprintf(stderr, "quantize: %s\n", deltafin_errmsg());

@@ -3,8 +3,7 @@
  * (llama-completion: add BOS per the vocab, parse special tokens). Stops at an end-of-
  * generation token, after -n tokens, or when the context is full. A stats line goes to
  * stderr; --json prints one JSON object at the end instead of streaming. */
-#include "app/cli/cli_args.h"
-#include "app/cli/sampling_args.h"
+#include "app/cli/flags.h"
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
 #include "app/config.h"
@@ -21,47 +20,11 @@
 #include <string.h>
 
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin run -m MODEL (-p PROMPT | -f FILE) [options]\n"
-        "  --config FILE           deltafin.yaml settings (docs/operations.md); flags override it\n"
-        "  -m, --model FILE        GGUF model\n"
-        "  -p, --prompt TEXT       prompt\n"
-        "  -f, --file FILE         read the prompt from a file\n"
-        "  -n, --n-predict N       tokens to generate (default -1: until EOG or context full)\n"
-        "  -t, --threads N         threads (default: all cores)\n"
-        "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
-        "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
-        "  --temp T                temperature (default 0.8; 0 = greedy)\n"
-        "  --top-k N               top-k (default 40; 0 = off)\n"
-        "  --top-p P               top-p (default 0.95; 1 = off)\n"
-        "  --min-p P               min-p (default 0.05; 0 = off)\n"
-        "  --repeat-penalty X      repetition penalty (default 1.0 = off)\n"
-        "  --repeat-last-n N       penalty window (default 64)\n"
-        "  -s, --seed N            sampler seed (default: random)\n"
-        "  --special               print special (control) tokens' text\n"
-        "  --json                  print one JSON object at the end:\n"
-        "                          {\"prompt_tokens\":[...],\"tokens\":[...],\"text\":\"...\",\"stats\":{...}}\n"
-        "  --mem-limit SIZE        memory limit for the process (e.g. 16G; default: available RAM)\n"
-        "  --mem-reserve SIZE      with no --mem-limit: RAM left to the OS (default 1G)\n"
-        "  --cache-size SIZE       expert cache bytes (default: what --mem-limit leaves)\n"
-        "  --io ENGINE             expert reads: auto | pread | direct | uring | mmap (default auto;\n"
-        "                          any other than auto streams routed experts from disk)\n"
-        "  --prefetch MODE         auto | on | off: read a layer's routed experts ahead, and the next\n"
-        "                          layer's predicted experts (router look-ahead; auto: when measured\n"
-        "                          to pay, see docs/streaming.md) (default auto)\n"
-        "  --hot FILE              pin the most used experts (\"layer expert count\" lines, from\n"
-        "                          deltafin profile) in the expert cache\n"
-        "  --preload L:E,...       pin these experts in the expert cache\n"
-        "  -v, --verbose           print the memory plan and expert-cache statistics\n"
-        "  --stats-file FILE       append one JSON line every --stats-every tokens and one at the end:\n"
-        "                          tok/s, RSS, expert cache bytes and hit rate, SSD MB/s, compute/I/O split\n"
-        "  --stats-every N         tokens between stats lines (default 16)\n"
-        "  --log-file FILE         write log messages to FILE instead of stderr\n"
-        "  --log-level LEVEL       error | warn | info | debug (default warn; -v = info)\n"
-        "  --log-prompts           also log the prompt and the generated text (never logged otherwise)\n"
-        "  -h, --help              this help\n");
-}
+static const df_cmd k_run = {
+    DF_CMD_RUN, "run", "usage: deltafin run -m MODEL (-p PROMPT | -f FILE) [options]",
+    "Generate text from a prompt, streamed to stdout as it is produced.", 
+    "--json prints one JSON object at the end instead of the streamed text:\n"
+    "  {\"prompt_tokens\":[...],\"tokens\":[...],\"text\":\"...\",\"stats\":{...}}", 0};
 
 /* --stats-file: one JSON object per line. Rates are over the window since the previous line
  * (tok_s, ssd_mb_s, io_frac) so a slowdown shows when it happens; counters are cumulative. */
@@ -136,108 +99,20 @@ static void on_sigint(int sig) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *pfile = NULL;
-    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
-    bool special = false, json = false;
-    uint64_t mem_limit = 0, mem_reserve = 0;
-    const char *io_engine = NULL, *hot = NULL, *preload = NULL;
-    int prefetch = -1;
-    bool verbose = false, log_prompts = false;
-    const char *stats_path = NULL, *log_path = NULL;
-    int stats_every = 16, log_level = -1;
-    deltafin_sampler_params sp = deltafin_sampler_default_params();
-    uint64_t cache_size = 0;
-    df_config cfg;
-    df_config_init(&cfg);
-    const char *cfg_path = df_config_find_arg(argc, argv);
-    if (cfg_path) {
-        /* The file gives defaults; the flags below override them. */
-        if (df_config_load(cfg_path, &cfg) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
-        if (cfg.set & DF_CFG_MODEL_PATH) model = cfg.model_path;
-        if (cfg.set & DF_CFG_BATCH_SIZE) n_batch = cfg.batch_size;
-        if (cfg.set & DF_CFG_MAX_SEQ_LEN) n_ctx = cfg.max_seq_len;
-        if (cfg.set & DF_CFG_TEMP) sp.temp = cfg.temperature;
-        if (cfg.set & DF_CFG_TOP_K) sp.top_k = cfg.top_k;
-        if (cfg.set & DF_CFG_TOP_P) sp.top_p = cfg.top_p;
-        if (cfg.set & DF_CFG_MIN_P) sp.min_p = cfg.min_p;
-        if (cfg.set & DF_CFG_SEED) sp.seed = cfg.seed;
-        if (cfg.set & DF_CFG_REPEAT_PENALTY) sp.repeat_penalty = cfg.repeat_penalty;
-        if (cfg.set & DF_CFG_THREADS) n_threads = cfg.threads;
-        if (cfg.set & DF_CFG_MEM_LIMIT) mem_limit = cfg.memory_limit;
-        if (cfg.set & DF_CFG_MEM_RESERVE) mem_reserve = cfg.memory_reserve;
-        if (cfg.set & DF_CFG_IO_ENGINE) io_engine = cfg.io_engine;
-        if (cfg.set & DF_CFG_CACHE_SIZE) cache_size = cfg.cache_size;
-        if (cfg.set & DF_CFG_PRELOAD) preload = cfg.preload_experts;
-        if (cfg.set & DF_CFG_HOT_SET) hot = cfg.hot_set;
-        if (cfg.set & DF_CFG_PREFETCH) prefetch = cfg.prefetch;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (ARG("--config", "--config")) i++; /* read above */
-        else if (!strncmp(a, "--config=", 9)) {}
-        else if (ARG("-m", "--model")) model = argv[++i];
-        else if (ARG("-p", "--prompt")) prompt = argv[++i];
-        else if (ARG("-f", "--file")) pfile = argv[++i];
-        else if (ARG("-n", "--n-predict")) n_predict = df_cli_int(argv, &i);
-        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
-        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
-        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
-        else if (df_sampling_arg(argc, argv, &i, &sp)) {}
-        else if (ARG("--mem-limit", "--mem_limit")) {
-            if (deltafin_parse_size(argv[++i], &mem_limit) < 0) {
-                fprintf(stderr, "run: bad --mem-limit '%s'\n", argv[i]);
-                return 2;
-            }
-        }
-        else if (ARG("--mem-reserve", "--mem_reserve")) {
-            if (deltafin_parse_size(argv[++i], &mem_reserve) < 0) {
-                fprintf(stderr, "run: bad --mem-reserve '%s'\n", argv[i]);
-                return 2;
-            }
-        }
-        else if (ARG("--cache-size", "--cache_size")) {
-            if (deltafin_parse_size(argv[++i], &cache_size) < 0) { fprintf(stderr, "run: bad --cache-size '%s'\n", argv[i]); return 2; }
-        }
-        else if (ARG("--io", "--io-engine")) {
-            io_engine = argv[++i];
-            if (deltafin_io_engine_check(io_engine) == DELTAFIN_ERR_INVALID) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
-        }
-        else if (ARG("--prefetch", "--prefetch")) {
-            if (deltafin_prefetch_parse(argv[++i], &prefetch) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return 2; }
-        }
-        else if (ARG("--hot", "--hot")) hot = argv[++i];
-        else if (ARG("--preload", "--preload")) preload = argv[++i];
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = true;
-        else if (ARG("--stats-file", "--stats_file")) stats_path = argv[++i];
-        else if (ARG("--stats-every", "--stats_every")) {
-            stats_every = df_cli_int(argv, &i);
-            if (stats_every < 1) { fprintf(stderr, "run: --stats-every must be >= 1\n"); return 2; }
-        }
-        else if (ARG("--log-file", "--log_file")) log_path = argv[++i];
-        else if (ARG("--log-level", "--log_level")) {
-            static const char *lv[] = {"error", "warn", "info", "debug"};
-            const char *v = argv[++i];
-            for (int k = 0; k < 4; k++) if (!strcmp(v, lv[k]) || (v[0] == '0' + k && !v[1])) log_level = k;
-            if (log_level < 0) { fprintf(stderr, "run: --log-level must be error, warn, info or debug\n"); return 2; }
-        }
-        else if (!strcmp(a, "--log-prompts")) log_prompts = true;
-        else if (!strcmp(a, "--special")) special = true;
-        else if (!strcmp(a, "--json")) json = true;
-        else {
-            fprintf(stderr, "run: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef ARG
-    }
+    df_settings S;
+    int prc = df_cli_parse(&k_run, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.model, *prompt = S.prompt, *pfile = S.file;
+    const int n_predict = S.n_predict, stats_every = S.stats_every;
+    const bool special = S.special, json = S.json, verbose = S.verbose, log_prompts = S.log_prompts;
+    const char *stats_path = S.stats_file;
+    deltafin_sampler_params sp = S.sp;
     if (!model || (!prompt && !pfile)) {
-        fprintf(stderr, "run: -m MODEL and -p PROMPT (or -f FILE) are required\n");
-        usage(stderr);
+        fprintf(stderr, "run: -m MODEL and -p PROMPT (or -f FILE) are required\n\n");
+        df_cli_help(&k_run, stderr);
         return 2;
     }
+    if (stats_every < 1) return df_cli_usage_error(&k_run, "--stats-every must be >= 1");
     char *ptext = NULL;
     size_t plen = 0;
     if (pfile) {
@@ -257,47 +132,28 @@ int cmd_run(int argc, char **argv) {
     char *text = NULL;
     size_t text_len = 0, text_cap = 0;
 
-    FILE *log_f = NULL, *stats_f = NULL;
-    if (log_path) {
-        log_f = fopen(log_path, "a");
-        if (!log_f) { fprintf(stderr, "run: --log-file %s: %s\n", log_path, strerror(errno)); goto done; }
-        setvbuf(log_f, NULL, _IOLBF, 0);
-        deltafin_log_set_file(log_f);
-    }
+    FILE *stats_f = NULL;
+    if (df_cli_log_begin(&k_run, &S) != DF_CLI_GO) goto done;
     if (stats_path) {
         stats_f = fopen(stats_path, "w");
         if (!stats_f) { fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno)); goto done; }
     }
-    if (log_level >= 0) deltafin_log_set_level(log_level);
-    if (log_prompts && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
 
-    deltafin_model_params mp = deltafin_model_default_params();
+    deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
     mp.progress_cb = df_load_progress_cb;
     mp.progress_ud = &load_progress;
-    mp.n_threads = n_threads;
-    mp.mem_limit = mem_limit;
-    mp.mem_reserve = mem_reserve;
-    if (io_engine) mp.io_engine = io_engine;
-    mp.cache_bytes = cache_size; /* the memory plan sizes the expert cache exactly from this */
-    if (prefetch >= 0) mp.prefetch = prefetch;
-    mp.hot_file = hot;
-    mp.preload = preload;
-    if (verbose && log_level < 0 && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     deltafin_stream_stats ss;
     deltafin_model_stream_stats(m, &ss);
-    if ((hot || preload) && !ss.experts_stream)
+    if ((S.hot || S.preload) && !ss.experts_stream)
         deltafin_log(DELTAFIN_LOG_INFO, "experts are resident: --hot/--preload have no effect");
     if (!deltafin_model_vocab(m)) {
         fprintf(stderr, "run: model has no tokenizer\n");
         goto done;
     }
-    deltafin_ctx_params cp = deltafin_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.n_threads = n_threads;
+    deltafin_ctx_params cp = df_cli_ctx_params(&S);
     rc = deltafin_ctx_create(m, &cp, &c);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     g_ctx = c;
@@ -423,7 +279,7 @@ int cmd_run(int argc, char **argv) {
     ret = failed ? 1 : 0;
 done:
     if (stats_f && fclose(stats_f)) fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno));
-    if (log_f) { deltafin_log_set_file(stderr); fclose(log_f); }
+    df_cli_log_end(&S);
     g_ctx = NULL;
     signal(SIGINT, SIG_DFL);
     deltafin_sampler_free(smp);

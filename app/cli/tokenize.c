@@ -1,5 +1,6 @@
 /* tokenize.c — `deltafin tokenize`: print the token ids of a text. Loads only the tokenizer
  * KVs of the GGUF (vocab-only files work; no tensor data is read). */
+#include "app/cli/flags.h"
 #include "deltafin.h"
 
 #include <stdio.h>
@@ -13,23 +14,10 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void help(FILE *f) {
-    fprintf(f,
-            "usage: deltafin tokenize -m MODEL (-p TEXT | -f FILE) [options]\n"
-            "Print the token ids of TEXT, one line, space separated.\n\n"
-            "  -m, --model PATH   GGUF file (a vocab-only GGUF is enough)\n"
-            "  -p, --prompt TEXT  text to tokenize\n"
-            "  -f, --file PATH    read the text from a file (bytes as they are)\n"
-            "      --special      parse special-token text such as <|im_start|> (default: off,\n"
-            "                     special-token text is tokenized as plain text)\n"
-            "      --bos          add BOS/EOS as the model's add_bos/add_eos flags say (default: off)\n"
-            "      --json         print a JSON array of ids instead\n"
-            "      --pieces       print one line per token: id<TAB>piece (piece JSON-escaped)\n"
-            "      --count        print only the number of tokens\n"
-            "      --pre NAME     override tokenizer.ggml.pre (testing)\n"
-            "      --time         print tokenizer speed (MB/s) to stderr\n"
-            "  -h, --help         this help\n");
-}
+static const df_cmd k_tokenize = {
+    DF_CMD_TOKENIZE, "tokenize", "usage: deltafin tokenize -m MODEL (-p TEXT | -f FILE) [options]",
+    "Print the token ids of TEXT, one line, space separated. Only the tokenizer keys of the GGUF are\n"
+    "read (a vocab-only GGUF is enough).", NULL, 0};
 
 static void json_str(FILE *f, const char *s, int n) {
     fputc('"', f);
@@ -46,31 +34,15 @@ static void json_str(FILE *f, const char *s, int n) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *file = NULL, *pre = NULL;
-    bool special = false, bos = false, json = false, pieces = false, count = false, timing = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_next = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); return 0; }
-        else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_next) model = argv[++i];
-        else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && has_next) prompt = argv[++i];
-        else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && has_next) file = argv[++i];
-        else if (!strcmp(a, "--pre") && has_next) pre = argv[++i];
-        else if (!strcmp(a, "--special")) special = true;
-        else if (!strcmp(a, "--bos")) bos = true;
-        else if (!strcmp(a, "--json")) json = true;
-        else if (!strcmp(a, "--pieces")) pieces = true;
-        else if (!strcmp(a, "--count")) count = true;
-        else if (!strcmp(a, "--time")) timing = true;
-        else {
-            fprintf(stderr, "tokenize: unknown or incomplete option '%s'\n\n", a);
-            help(stderr);
-            return 2;
-        }
-    }
+    df_settings S;
+    int prc = df_cli_parse(&k_tokenize, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.model, *prompt = S.prompt, *file = S.file, *pre = S.pre;
+    const bool special = S.special, bos = S.bos, json = S.json, pieces = S.pieces, count = S.count;
+    const bool timing = S.timing;
     if (!model || (!prompt == !file)) {
         fprintf(stderr, "tokenize: need -m MODEL and exactly one of -p TEXT / -f FILE\n\n");
-        help(stderr);
+        df_cli_help(&k_tokenize, stderr);
         return 2;
     }
     char *text = NULL;

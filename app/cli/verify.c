@@ -1,6 +1,7 @@
 /* verify.c — `deltafin verify MODEL`: check a model (or every part of a split model) against
  * MODEL.sha256 (sha256sum format) and, for packed models, every expert record's XXH64.
  * Reports every problem found (not only the first) and what to fetch again. */
+#include "app/cli/flags.h"
 #include "app/download.h"
 #include "app/progress.h"
 #include "deltafin.h"
@@ -11,24 +12,15 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin verify [options] MODEL.gguf\n"
-        "\n"
-        "Check a model against its checksums and report exactly what is missing or corrupt:\n"
-        "  - MODEL.sha256 (sha256sum format, written by `deltafin pull`; for a split model the\n"
-        "    manifest of part 1 lists every part): each listed file must exist and match;\n"
-        "  - a split model (…-00001-of-0000N.gguf): every part must be present;\n"
-        "  - a packed model (`deltafin pack`): every (layer, expert) record's XXH64.\n"
-        "Exit status: 0 all checks passed, 1 problems found, 3 nothing to check against\n"
-        "(no manifest and not packed; the GGUF structure was still validated).\n"
-        "\n"
-        "  --sha256-file FILE  manifest to use instead of MODEL.sha256\n"
-        "  --no-sha256         skip the SHA-256 manifest (packed records only: much faster)\n"
-        "  --list              packed models: print \"layer expert offset bytes\" for every record\n"
-        "  -q, --quiet         no progress output\n"
-        "  -h, --help          this help\n");
-}
+static const df_cmd k_verify = {
+    DF_CMD_VERIFY, "verify", "usage: deltafin verify [options] MODEL.gguf",
+    "Check a model against its checksums and report exactly what is missing or corrupt:\n"
+    "  - MODEL.sha256 (sha256sum format, written by `deltafin pull`; for a split model the\n"
+    "    manifest of part 1 lists every part): each listed file must exist and match;\n"
+    "  - a split model (...-00001-of-0000N.gguf): every part must be present;\n"
+    "  - a packed model (`deltafin pack`): every (layer, expert) record's XXH64.\n"
+    "Exit status: 0 all checks passed, 1 problems found, 3 nothing to check against\n"
+    "(no manifest and not packed; the GGUF structure was still validated).", NULL, 1};
 
 static bool exists(const char *p) {
     struct stat st;
@@ -110,20 +102,17 @@ static int check_pack(const char *model, int progress, bool list, uint64_t *n_ch
 }
 
 int cmd_verify(int argc, char **argv) {
-    const char *model = NULL, *manifest = NULL;
-    bool no_sha = false, list = false;
-    int progress = DF_PROGRESS_AUTO;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--sha256-file") && i + 1 < argc) manifest = argv[++i];
-        else if (!strcmp(a, "--no-sha256")) no_sha = true;
-        else if (!strcmp(a, "--list")) list = true;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) progress = DF_PROGRESS_QUIET;
-        else if (a[0] != '-' && !model) model = a;
-        else { fprintf(stderr, "verify: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
+    df_settings S;
+    int prc = df_cli_parse(&k_verify, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.n_pos ? S.pos[0] : NULL, *manifest = S.sha256_file;
+    const bool no_sha = S.no_sha256, list = S.list;
+    const int progress = S.quiet ? DF_PROGRESS_QUIET : DF_PROGRESS_AUTO;
+    if (!model) {
+        fprintf(stderr, "verify: MODEL is required\n\n");
+        df_cli_help(&k_verify, stderr);
+        return 2;
     }
-    if (!model) { fprintf(stderr, "verify: MODEL is required\n"); usage(stderr); return 2; }
     int bad = 0, checks = 0;
     char mbuf[8300];
     if (!manifest) {
