@@ -75,6 +75,19 @@ static void check_config_keys(void) {
         if (c & (1u << DF_CMD_RUN)) got |= f;
     }
     CHECK_MSG(got == want, "run's rows map config bits %#x, want %#x", got, want);
+    /* a command that takes --config has some option a key maps to */
+    for (int c = 0; c < DF_CMD_COUNT; c++) {
+        bool config = false, keyed = false;
+        for (int i = 0; i < df_cli_n_rows(); i++) {
+            const char *n, *h;
+            unsigned cm, f;
+            df_cli_row(i, &n, &cm, &f, &h);
+            if (!(cm & (1u << c))) continue;
+            config |= !strcmp(n, "--config");
+            keyed |= f != 0;
+        }
+        CHECK_MSG(!config || keyed, "%s takes --config but no option of it has a config key", cmd_names[c]);
+    }
 }
 
 /* "(default 0.8" in a row's help must be the value the parser starts from */

@@ -56,7 +56,7 @@ static const row g_rows[] = {
     /* ---- the model and where settings come from ---- */
     {"--config", "FILE", K_CONFIG, F(config), NULL,
      "deltafin.yaml settings (docs/operations.md) for the options below; flags override it",
-     ALL & ~(B(PULL) | B(BENCH_KERNELS)), NOCFG},
+     ALL & ~(B(PULL) | B(BENCH_KERNELS) | B(PACK) | B(VERIFY)), NOCFG},
     {"-m|--model", "FILE", K_STR, F(model), NULL, "GGUF model",
      LOADS | B(INFO) | B(TOKENIZE) | B(DOCTOR), C(MODEL_PATH, model_path)},
     /* ---- inputs ---- */
