@@ -42,7 +42,8 @@ const char *deltafin_commit(void);
  * calls it; idempotent and thread-safe. */
 void deltafin_init(void);
 /* Record `fmt` as the calling thread's error detail (deltafin_errmsg) and return `status`:
- * for applications that report their own failures through the same channel as the library. */
+ * for applications that report their own failures through the same channel as the library.
+ * The arguments may include deltafin_errmsg() itself (to add context in front of it). */
 int deltafin_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The kernel table in use: "avx512", "avx2", "neon" or "ref". */
 const char *deltafin_kernel_isa(void);
