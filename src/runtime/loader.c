@@ -218,6 +218,21 @@ static void publish_plan(df_model *m, const df_plan *p) {
     };
 }
 
+/* The plan for m's current parameters (info / doctor at another limit): the footprint again
+ * and df_plan_make; m is not changed. */
+int df_loader_plan(df_model *m, df_plan *out) {
+    expert_layout x = {0};
+    df_dense_footprint dfp = {0};
+    int engine = DF_IO_AUTO;
+    int rc = m->params.io_engine ? df_io_engine_parse(m->params.io_engine, &engine) : DF_OK;
+    if (rc == DF_OK) rc = expert_layout_make(m, &x);
+    if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
+    if (rc == DF_OK) rc = make_plan(m, 0, engine, &x, &dfp, out);
+    expert_layout_free(&x);
+    df_dense_footprint_free(&dfp);
+    return rc;
+}
+
 /* ---- loading ----------------------------------------------------------------------------- */
 deltafin_model_params deltafin_model_default_params(void) {
     deltafin_model_params p;
