@@ -3,7 +3,9 @@
  * tokenizer.ggml.pre), special-token partitioning, EOG set, and a streaming detokenizer.
  * Invariant: a df_tokenizer is immutable after df_tokenizer_load(); every function taking a
  * const df_tokenizer* is thread-safe (per-call scratch is allocated by the call).
- * Ground truth for every behaviour is llama.cpp (src/llama-vocab.cpp, src/unicode.cpp). */
+ * Ground truth for every behaviour is llama.cpp (src/llama-vocab.cpp, src/unicode.cpp).
+ * Implementation: vocab.c (load), pretok.c, bpe.c, spm.c, detok.c, tokenizer.c; internals
+ * they share are in tokenizer_impl.h. UTF-8 validity is base/utf8.h's. */
 #ifndef DF_TOKENIZER_H
 #define DF_TOKENIZER_H
 #include "base/util.h"
@@ -120,8 +122,4 @@ void df_detok_init(df_detok *d, bool special, bool strip_leading_space);
 int df_detok_push(df_detok *d, const df_tokenizer *t, int32_t id, char *out, int cap);
 int df_detok_flush(df_detok *d, char *out, int cap);
 
-/* UTF-8 helpers (exported for chat/server code). Length of the longest prefix of s[0..n)
- * that consists of complete valid UTF-8 sequences; *need_more is set when the remainder
- * is a valid but incomplete sequence. */
-size_t df_utf8_valid_prefix(const unsigned char *s, size_t n, bool *need_more);
 #endif
