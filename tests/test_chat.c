@@ -390,6 +390,42 @@ static void test_errors(void) {
     }
 }
 
+/* JSON inputs read as Python's json.loads: number kinds survive, strictness as Python's */
+static void test_json_input(void) {
+    static const struct { const char *vars, *want; } ok[] = {
+        {"{\"a\": 2, \"b\": 2.0, \"c\": 1e2, \"d\": -0, \"e\": 12345678901234567890}",
+         "2|2.0|100.0|0|1.2345678901234567e+19|True False False"},
+        {"{\"a\": [1, {\"x\": 1.5}], \"b\": \"\\u00e9\\ud83d\\ude00\", \"c\": null, \"d\": true, \"e\": false}",
+         "[1, {'x': 1.5}]|\xc3\xa9\xf0\x9f\x98\x80|None|True|False|False False False"},
+        {"{\"a\": 1, \"a\": 3, \"b\": \"\", \"c\": {}, \"d\": [], \"e\": 0.5}", "3||{}|[]|0.5|True False False"},
+    };
+    const char *tmpl = "{{ a }}|{{ b }}|{{ c }}|{{ d }}|{{ e }}|{{ a is integer }} {{ b is integer }} {{ c is integer }}";
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        df_chat_opts o = {0};
+        o.extra_vars_json = ok[i].vars;
+        char *out = NULL;
+        int rc = df_chat_render_ex(tmpl, "[]", &o, &out);
+        CHECK_MSG(rc == 0 && out && !strcmp(out, ok[i].want), "%s -> %d \"%s\" (%s), want \"%s\"", ok[i].vars, rc,
+                  out ? out : "", rc ? df_errmsg() : "", ok[i].want);
+        free(out);
+    }
+    static const struct { const char *vars, *needle; } bad[] = {
+        {"{\"a\": 1.}", "bad number at offset 8"},   {"{\"a\": -.5}", "bad number"},
+        {"{\"a\": \"x\ty\"}", "control character"}, {"{\f\"a\": 1}", "unexpected character"},
+        {"{\"a\": 1,}", "syntax error"},             {"{\"a\": 1} x", "syntax error"},
+        {"[1]", "must be an object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        df_chat_opts o = {0};
+        o.extra_vars_json = bad[i].vars;
+        char *out = NULL;
+        int rc = df_chat_render_ex("x", "[]", &o, &out);
+        CHECK_MSG(rc == DF_ERR_FORMAT && !out && strstr(df_errmsg(), bad[i].needle), "%s -> %d (%s)", bad[i].vars, rc,
+                  df_errmsg());
+        free(out);
+    }
+}
+
 static void test_helpers(void) {
     deltafin_chat_msg m[3] = {
         {"system", "be nice", NULL, NULL, NULL},
@@ -441,6 +477,7 @@ int main(void) {
     test_snippets();
     test_semantics();
     test_errors();
+    test_json_input();
     test_helpers();
     TEST_MAIN_END("test_chat");
 }

@@ -28,6 +28,13 @@
  *   - not supported (syntax error): {% call %}, {% filter %}, {% include/extends/block %},
  *     recursive loops, *args and **kwargs, loop.cycle.
  *
+ * JSON inputs (messages, tools, extra variables) are read as Python's json.loads reads them
+ * (ints stay ints, "2.0" is a float; control characters in strings, non-JSON whitespace and
+ * numbers such as "1." are errors), parsed by cJSON; two cJSON limits remain: a string holding
+ * \u0000 ends there, and a lone surrogate escape (\ud800) is a syntax error.
+ * Implementation: jinja_lex.c, jinja_parse.c, jinja_values.c, jinja_eval.c, jinja_builtins.c
+ * (internals in jinja_impl.h), this module's entry points in chat.c.
+ *
  * Status codes: DF_ERR_FORMAT  syntax error in the template, malformed JSON input;
  *               DF_ERR_INVALID the template called raise_exception() or hit a runtime type
  *                              error (e.g. `'x' in none`, undefined attribute of undefined);
