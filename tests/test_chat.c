@@ -457,7 +457,10 @@ static void test_helpers(void) {
     CHECK_EQ_INT(df_chat_render_msgs("ignored", "llama3", &u, 1, NULL, true, "<|begin_of_text|>", NULL, NULL, &out), DF_OK);
     CHECK(out && !strncmp(out, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>", 58));
     free(out);
-    CHECK_EQ_INT(df_chat_render_msgs(NULL, "nope", &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_ERR_NOTFOUND);
+    CHECK_EQ_INT(df_chat_render_msgs(NULL, "nope", &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_ERR_INVALID);
+    CHECK_EQ_INT(df_chat_render_msgs("", "", &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_OK); /* "" = none: ChatML */
+    CHECK_STR(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    free(out);
     CHECK_EQ_INT(df_chat_render_msgs(NULL, "qwen3", &u, 1, NULL, true, NULL, NULL, "{\"enable_thinking\":false}", &out), DF_OK);
     CHECK_STR(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     free(out);

@@ -206,9 +206,9 @@ int df_chat_render_msgs(const char *template_src, const char *template_name,
     if (!out) return df_err(DF_ERR_INVALID, "df_chat_render_msgs: NULL out");
     *out = NULL;
     const char *src = template_src;
-    if (template_name) {
+    if (template_name && *template_name) {
         src = df_chat_builtin_template(template_name);
-        if (!src) return df_err(DF_ERR_NOTFOUND, "unknown chat template name '%s'", template_name);
+        if (!src) return df_err(DF_ERR_INVALID, "unknown chat template '%s'", template_name);
     }
     if (!src || !*src) src = df_chat_builtin_template("chatml");
     char *js = NULL;

@@ -87,11 +87,11 @@ const char *df_chat_detect(const char *template_src);
  * convention the templates expect), tool_call_id and name when non-NULL. *out is malloc'ed. */
 int df_chat_msgs_to_json(const deltafin_chat_msg *msgs, int n, char **out);
 
-/* Everything deltafin_chat_render needs except the model: template_name (built-in, e.g.
- * "qwen3") wins if non-NULL (DF_ERR_NOTFOUND if unknown), else template_src (the GGUF's
- * tokenizer.chat_template), else, when that is NULL or empty, the ChatML fallback.
- * bos/eos: the vocab's BOS/EOS token text (NULL = undefined in the template). The caller
- * strips a leading BOS text itself if the tokenizer adds BOS (formats.md 4.6). */
+/* deltafin_chat_render without the model: template_name (a built-in, e.g. "qwen3") wins if
+ * non-NULL and non-empty (DF_ERR_INVALID if unknown), else template_src (the GGUF's
+ * tokenizer.chat_template), else, when that is NULL or empty, the ChatML fallback (as
+ * llama.cpp). bos/eos: the vocab's BOS/EOS token text (NULL = undefined in the template).
+ * The caller strips a leading BOS text itself if the tokenizer adds BOS (formats.md 4.6). */
 int df_chat_render_msgs(const char *template_src, const char *template_name,
                         const deltafin_chat_msg *msgs, int n, const char *tools_json,
                         bool add_generation_prompt, const char *bos_token, const char *eos_token,
