@@ -182,6 +182,18 @@ static void test_snippets(void) {
 
 /* render a literal template with simple messages; returns malloc'ed output or NULL */
 static long long g_max_steps;
+/* df_chat_render_ex with the options as arguments */
+static int render_json(const char *tmpl, const char *msgs, const char *tools, bool agp, const char *bos,
+                       const char *eos, const char *extra, char **out) {
+    df_chat_opts o = {0};
+    o.add_generation_prompt = agp;
+    o.bos_token = bos;
+    o.eos_token = eos;
+    o.tools_json = tools;
+    o.extra_vars_json = extra;
+    return df_chat_render_ex(tmpl, msgs, &o, out);
+}
+
 static char *R(const char *tmpl, int *rc_out) {
     df_chat_opts o = {0};
     o.max_steps = g_max_steps;
@@ -312,13 +324,13 @@ static void test_errors(void) {
         for (int i = 0; i < 5000; i++) deep[n++] = ']';
         deep[n] = 0;
         char *out = NULL;
-        int rc = df_chat_render_json("{{ messages }}", deep, NULL, false, NULL, NULL, NULL, &out);
+        int rc = render_json("{{ messages }}", deep, NULL, false, NULL, NULL, NULL, &out);
         CHECK_EQ_INT(rc, DF_ERR_FORMAT);
         CHECK(out == NULL);
         free(deep);
-        rc = df_chat_render_json("x", "{not json", NULL, false, NULL, NULL, NULL, &out);
+        rc = render_json("x", "{not json", NULL, false, NULL, NULL, NULL, &out);
         CHECK_EQ_INT(rc, DF_ERR_FORMAT);
-        rc = df_chat_render_json("x", "[]", NULL, false, NULL, NULL, "[1]", &out);
+        rc = render_json("x", "[]", NULL, false, NULL, NULL, "[1]", &out);
         CHECK_EQ_INT(rc, DF_ERR_FORMAT);
     }
     /* output limit */
@@ -381,7 +393,7 @@ static void test_errors(void) {
             memcpy(buf, k3, cut);
             buf[cut] = 0;
             char *out = NULL;
-            int rc = df_chat_render_json(buf, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, true, NULL, NULL, NULL, &out);
+            int rc = render_json(buf, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, true, NULL, NULL, NULL, &out);
             if (rc < 0) n_err++;
             free(out);
         }
@@ -438,7 +450,7 @@ static void test_helpers(void) {
                   "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}}]},"
                   "{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"call_1\",\"name\":\"f\"}]");
     char *out = NULL;
-    CHECK_EQ_INT(df_chat_render_json(df_chat_builtin_template("chatml"), js, NULL, true, NULL, NULL, NULL, &out), DF_OK);
+    CHECK_EQ_INT(render_json(df_chat_builtin_template("chatml"), js, NULL, true, NULL, NULL, NULL, &out), DF_OK);
     CHECK_STR(out, "<|im_start|>system\nbe nice<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n"
                    "<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n");
     free(out);

@@ -68,15 +68,14 @@ int df_chat_render_ex(const char *template_src, const char *messages_json, const
         return rc;
     }
     size_t n;
-    J->src = normalize_source(J, template_src, &n);
+    const char *src = normalize_source(J, template_src, &n);
     int nt;
-    tok *toks = df_jinja_lex(J, J->src, n, &nt);
+    tok *toks = df_jinja_lex(J, src, n, &nt);
     node *root = df_jinja_parse(J, toks, nt);
 
     ev E = {0};
     E.J = J;
     scope *G = scope_new(&E, NULL);
-    E.root = G;
     df_jinja_add_globals(J, G);
     scope *T = scope_new(&E, G);
     set_context(J, T, messages_json, o);
@@ -95,18 +94,6 @@ int df_chat_render_ex(const char *template_src, const char *messages_json, const
     }
     render_free(J);
     return rc;
-}
-
-int df_chat_render_json(const char *template_src, const char *messages_json,
-                        const char *tools_json, bool add_generation_prompt, const char *bos_token,
-                        const char *eos_token, const char *extra_vars_json, char **out) {
-    df_chat_opts o = {0};
-    o.add_generation_prompt = add_generation_prompt;
-    o.bos_token = bos_token;
-    o.eos_token = eos_token;
-    o.tools_json = tools_json;
-    o.extra_vars_json = extra_vars_json;
-    return df_chat_render_ex(template_src, messages_json, &o, out);
 }
 
 static const struct {

@@ -65,11 +65,6 @@ typedef struct {
 int df_chat_render_ex(const char *template_src, const char *messages_json, const df_chat_opts *o,
                       char **out);
 
-/* Convenience form of df_chat_render_ex (strftime_now uses the current time). */
-int df_chat_render_json(const char *template_src, const char *messages_json,
-                        const char *tools_json, bool add_generation_prompt, const char *bos_token,
-                        const char *eos_token, const char *extra_vars_json, char **out);
-
 /* Built-in template source by name: "kimi-k3", "kimi-k2", "kimi-k2-base", "deepseek-v3",
  * "qwen3", "qwen3-coder", "gpt-oss", "llama3", "mistral", "glm-4.6", "chatml" (plus aliases
  * "deepseek-v3.1", "llama3.1", "mistral-nemo", "glm4.6"). NULL if unknown. */

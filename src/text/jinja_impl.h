@@ -52,7 +52,6 @@ typedef struct jx {
     int depth, edepth;
     size_t max_output;
     int64_t now;
-    const char *src;     /* normalized template source (for error positions) */
     void *json_tmp;      /* cJSON tree being converted (freed on error too) */
 } jx;
 
@@ -232,8 +231,7 @@ struct macro {
 
 typedef struct {
     jx *J;
-    scope *root;
-    sbuf *out;
+    sbuf *out;   /* where output goes (a macro call or block set redirects it) */
 } ev;
 
 typedef struct {

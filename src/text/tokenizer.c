@@ -158,15 +158,8 @@ int df_tokenize_alloc(const df_tokenizer *t, const char *text, size_t len, bool 
  * accessors
  * ---------------------------------------------------------------------------------------- */
 int32_t df_token_lookup(const df_tokenizer *t, const char *s, size_t len) { return text_to_token(t, s, len); }
-const char *df_token_text(const df_tokenizer *t, int32_t id) {
-    if (!t || id < 0 || id >= t->n_vocab) return NULL;
-    return strtab_str(&t->st, t->tok_sid[id]);
-}
 int df_token_attr(const df_tokenizer *t, int32_t id) {
     return (t && id >= 0 && id < t->n_vocab) ? t->attr[id] : 0;
-}
-float df_token_score(const df_tokenizer *t, int32_t id) {
-    return (t && id >= 0 && id < t->n_vocab) ? t->score[id] : 0.0f;
 }
 bool df_token_is_eog(const df_tokenizer *t, int32_t id) {
     if (!t || id < 0) return false;
@@ -189,19 +182,10 @@ int df_tokenizer_max_piece_len(const df_tokenizer *t) { return t->max_piece; }
 int32_t df_tokenizer_bos(const df_tokenizer *t) { return t->bos; }
 int32_t df_tokenizer_eos(const df_tokenizer *t) { return t->eos; }
 int32_t df_tokenizer_eot(const df_tokenizer *t) { return t->eot; }
-int32_t df_tokenizer_eom(const df_tokenizer *t) { return t->eom; }
-int32_t df_tokenizer_unk(const df_tokenizer *t) { return t->unk; }
-int32_t df_tokenizer_pad(const df_tokenizer *t) { return t->pad; }
-int32_t df_tokenizer_sep(const df_tokenizer *t) { return t->sep; }
 int32_t df_tokenizer_nl(const df_tokenizer *t) { return t->nl; }
 bool df_tokenizer_add_bos(const df_tokenizer *t) { return t->add_bos; }
-bool df_tokenizer_add_eos(const df_tokenizer *t) { return t->add_eos; }
 bool df_tokenizer_add_space_prefix(const df_tokenizer *t) { return t->add_space_prefix; }
 int df_tokenizer_eog_ids(const df_tokenizer *t, const int32_t **ids) {
     *ids = t->eog;
     return t->n_eog;
-}
-int df_tokenizer_suppress_ids(const df_tokenizer *t, const int32_t **ids) {
-    *ids = t->suppress;
-    return t->n_suppress;
 }

@@ -127,12 +127,10 @@ struct df_tokenizer {
     int n_special;
     int32_t *eog;
     int n_eog;
-    int32_t *suppress;
-    int n_suppress;
 
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, nl;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
-    bool add_bos, add_eos, add_sep, add_space_prefix, ignore_merges, clean_spaces;
+    bool add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
     bool spm_split_ws; /* no token has U+2581 right after a non-U+2581 char: see spm.c */
 };
 

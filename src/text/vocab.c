@@ -319,8 +319,8 @@ static void load_special_id(const df_gguf *g, const char *key, int32_t n_vocab, 
     *id = (int32_t)v;
 }
 
-/* tokenizer.ggml.*_token_id, add_bos/eos/sep flags, suppress_tokens. */
-static int load_special_ids(const df_gguf *g, const df_tokenizer_opts *opts, df_tokenizer *t) {
+/* tokenizer.ggml.*_token_id, add_bos / add_eos. */
+static void load_special_ids(const df_gguf *g, const df_tokenizer_opts *opts, df_tokenizer *t) {
     static const struct { const char *key; size_t off; } keys[] = {
         {"tokenizer.ggml.bos_token_id", offsetof(df_tokenizer, bos)},
         {"tokenizer.ggml.eos_token_id", offsetof(df_tokenizer, eos)},
@@ -346,20 +346,7 @@ static int load_special_ids(const df_gguf *g, const df_tokenizer_opts *opts, df_
     bool b;
     if (df_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) == DF_OK) t->add_bos = b;
     if (df_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b) == DF_OK) t->add_eos = b;
-    if (df_gguf_get_bool(g, "tokenizer.ggml.add_sep_token", &b) == DF_OK) t->add_sep = b;
     df_err_clear();
-
-    const df_gguf_kv *kv = df_gguf_find(g, "tokenizer.ggml.suppress_tokens");
-    if (kv && kv->type == DF_GGUF_ARRAY && (kv->arr_type == DF_GGUF_I32 || kv->arr_type == DF_GGUF_U32) &&
-        kv->arr_n <= (uint64_t)INT32_MAX) {
-        t->suppress = df_malloc((kv->arr_n + 1) * sizeof(int32_t));
-        if (!t->suppress) return DF_ERR_NOMEM;
-        for (uint64_t i = 0; i < kv->arr_n; i++) {
-            int32_t id = ((const int32_t *)kv->arr)[i];
-            if (id >= 0 && id < nv) t->suppress[t->n_suppress++] = id;
-        }
-    }
-    return DF_OK;
 }
 
 /* Special tokens found by text when the file names none (llama.cpp iterates its token_to_id
@@ -525,7 +512,7 @@ int df_tokenizer_load_ex(const df_gguf *g, const df_tokenizer_opts *opts, df_tok
     if (t->type == DF_TOK_BPE && (rc = load_merges(g, t))) goto fail;
     if ((rc = index_tokens(t))) goto fail;
     if (t->type == DF_TOK_BPE && (rc = df_pretok_compile(t))) goto fail;
-    if ((rc = load_special_ids(g, opts, t))) goto fail;
+    load_special_ids(g, opts, t);
     detect_special(t);
     if ((rc = build_eog(t))) goto fail;
     if ((rc = build_special_cache(t))) goto fail;
@@ -554,6 +541,5 @@ void df_tokenizer_free(df_tokenizer *t) {
     for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
     free(t->special);
     free(t->eog);
-    free(t->suppress);
     free(t);
 }
