@@ -101,15 +101,20 @@ static bool tok_is(const df_tokenizer *t, int32_t id, const char *s) {
     return t->st.len[sid] == l && !memcmp(strtab_str(&t->st, sid), s, l);
 }
 
-static bool text_in(const df_tokenizer *t, int32_t id, const char *const *list) {
-    for (int i = 0; list[i]; i++)
-        if (tok_is(t, id, list[i])) return true;
-    return false;
+/* The token id of each text of a NULL-terminated list (the last id of duplicate texts, i.e.
+ * llama.cpp's token_to_id, the only ids its text scans can find): calls fn(t, id, ud). */
+static void each_token_of(df_tokenizer *t, const char *const *list, void (*fn)(df_tokenizer *, int32_t, void *),
+                          void *ud) {
+    for (int i = 0; list[i]; i++) {
+        int32_t id = text_to_token(t, list[i], strlen(list[i]));
+        if (id >= 0) fn(t, id, ud);
+    }
 }
 
-/* Token ids reachable by text (the last id for duplicate texts), i.e. llama.cpp's
- * token_to_id values. */
-static inline bool tok_canonical(const df_tokenizer *t, int32_t id) { return t->sid_tok[t->tok_sid[id]] == id; }
+static void keep_max(df_tokenizer *t, int32_t id, void *ud) {
+    int32_t *best = ud;
+    if (id > *best) *best = id;
+}
 
 static void warn(const df_tokenizer_opts *o, const char *fmt, const char *a, long b) {
     if (o && o->quiet) return;
@@ -376,12 +381,11 @@ static void detect_special(df_tokenizer *t) {
     };
     for (size_t d = 0; d < sizeof det / sizeof det[0]; d++) {
         if (*det[d].id >= 0) continue;
-        for (int32_t i = t->n_vocab - 1; i >= 0; i--) {
-            if (!tok_canonical(t, i) || !text_in(t, i, det[d].txt)) continue;
-            *det[d].id = i;
-            t->attr[i] |= DF_TATTR_CONTROL;
-            break;
-        }
+        int32_t best = -1;
+        each_token_of(t, det[d].txt, keep_max, &best);
+        if (best < 0) continue;
+        *det[d].id = best;
+        t->attr[best] |= DF_TATTR_CONTROL;
     }
 }
 
@@ -413,6 +417,13 @@ static void eog_exceptions(df_tokenizer *t, uint8_t *in) {
     }
 }
 
+static void mark_eog(df_tokenizer *t, int32_t id, void *ud) {
+    ((uint8_t *)ud)[id] = 1;
+    t->attr[id] |= DF_TATTR_CONTROL;
+}
+
+static void mark_user_defined(df_tokenizer *t, int32_t id, void *ud) { t->attr[id] = DF_TATTR_USER_DEFINED; }
+
 /* The end-of-generation set (sorted ascending). */
 static int build_eog(df_tokenizer *t) {
     static const char *eog_txt[] = {
@@ -428,15 +439,10 @@ static int build_eog(df_tokenizer *t) {
     int32_t fims[3] = {t->fim_pad, t->fim_rep, t->fim_sep};
     for (int k = 0; k < 3; k++)
         if (fims[k] >= 0) in[fims[k]] = 1;
-    for (int32_t i = 0; i < nv; i++) {
-        if (!tok_canonical(t, i) || !text_in(t, i, eog_txt)) continue;
-        in[i] = 1;
-        t->attr[i] |= DF_TATTR_CONTROL;
-    }
+    each_token_of(t, eog_txt, mark_eog, in);
     /* gpt-oss: always render these */
     static const char *uddef[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL};
-    for (int32_t i = 0; i < nv; i++)
-        if (tok_canonical(t, i) && text_in(t, i, uddef)) t->attr[i] = DF_TATTR_USER_DEFINED;
+    each_token_of(t, uddef, mark_user_defined, NULL);
     if (t->eos >= 0) in[t->eos] = 1;
     if (t->eot >= 0) in[t->eot] = 1;
     if (t->eom >= 0) in[t->eom] = 1;
