@@ -92,7 +92,10 @@ static void test_prefix_and_replace(void) {
     CHECK(!more);
     CHECK_EQ_INT(df_utf8_valid_prefix("\xED\xA0\x80", 3, &more), 0);
     CHECK(!more);
-    CHECK_EQ_INT(df_utf8_valid_prefix("0123456789abcdef\xC3\xA9xyz0123456789", 35, NULL), 35);
+    static const char mixed[] = "0123456789abcdef\xC3\xA9xyz0123456789";
+    CHECK_EQ_INT(df_utf8_valid_prefix(mixed, sizeof mixed - 1, NULL), sizeof mixed - 1);
+    CHECK_EQ_INT(df_utf8_valid_prefix(mixed, 17, &more), 16); /* cut inside U+00E9 */
+    CHECK(more);
     CHECK_EQ_INT(df_utf8_valid_prefix("0123456789abcdef\xC3", 17, &more), 16);
     CHECK(more);
 

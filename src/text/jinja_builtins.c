@@ -133,7 +133,7 @@ static jval f_list(ev *E, node *at, const char *name, jval v, const args_t *a) {
     return mk_list(l);
 }
 
-static jval f_first(ev *E, node *at, const char *name, jval v, const args_t *a) {
+static jval f_first_last(ev *E, node *at, const char *name, jval v, const args_t *a) {
     jlist *src = iter_list(E, at, v);
     if (!src->n) return undef_named(E, "no first/last item");
     return src->v[name[0] == 'f' ? 0 : src->n - 1];
@@ -156,7 +156,7 @@ static jval f_join(ev *E, node *at, const char *name, jval v, const args_t *a) {
     return sb_val(J, &b);
 }
 
-static jval f_upper(ev *E, node *at, const char *name, jval v, const args_t *a) {
+static jval f_case(ev *E, node *at, const char *name, jval v, const args_t *a) {
     jval s = to_str(E, v);
     return str_case(E, s.s, name[0] == 'u' ? 0 : name[0] == 'l' ? 1 : name[0] == 't' ? 2 : 3);
 }
@@ -332,7 +332,7 @@ static jval f_indent(ev *E, node *at, const char *name, jval v, const args_t *a)
     return sb_val(J, &b);
 }
 
-static jval f_e(ev *E, node *at, const char *name, jval v, const args_t *a) {
+static jval f_escape(ev *E, node *at, const char *name, jval v, const args_t *a) {
     jx *J = E->J;
     jval s = to_str(E, v);
     if (s.s->safe) return s;
@@ -373,7 +373,7 @@ static jval f_sum(ev *E, node *at, const char *name, jval v, const args_t *a) {
     return acc;
 }
 
-static jval f_min(ev *E, node *at, const char *name, jval v, const args_t *a) {
+static jval f_min_max(ev *E, node *at, const char *name, jval v, const args_t *a) {
     jlist *src = iter_list(E, at, v);
     if (!src->n) return undef_named(E, "empty sequence");
     bool cs = truthy(arg_or(a, 0, "case_sensitive", mk_bool(false)));
@@ -421,13 +421,14 @@ static const struct {
 } FILTERS[] = {
     {"safe", f_safe}, {"string", f_string}, {"trim", f_trim}, {"length", f_length},
     {"count", f_length}, {"tojson", f_tojson}, {"default", f_default}, {"d", f_default},
-    {"list", f_list}, {"first", f_first}, {"last", f_first}, {"join", f_join}, {"upper", f_upper},
-    {"lower", f_upper}, {"title", f_upper}, {"capitalize", f_upper}, {"replace", f_replace},
-    {"items", f_items}, {"dictsort", f_dictsort}, {"selectattr", f_selectattr},
-    {"rejectattr", f_rejectattr}, {"select", f_select}, {"reject", f_reject}, {"map", f_map},
-    {"int", f_int}, {"float", f_float}, {"abs", f_abs}, {"unique", f_unique}, {"sort", f_sort},
-    {"indent", f_indent}, {"e", f_e}, {"escape", f_e}, {"reverse", f_reverse}, {"sum", f_sum},
-    {"min", f_min}, {"max", f_min}, {"round", f_round}, {"attr", f_attr}, {"format", f_format},
+    {"list", f_list}, {"first", f_first_last}, {"last", f_first_last}, {"join", f_join},
+    {"upper", f_case}, {"lower", f_case}, {"title", f_case}, {"capitalize", f_case},
+    {"replace", f_replace}, {"items", f_items}, {"dictsort", f_dictsort},
+    {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"select", f_select},
+    {"reject", f_reject}, {"map", f_map}, {"int", f_int}, {"float", f_float}, {"abs", f_abs},
+    {"unique", f_unique}, {"sort", f_sort}, {"indent", f_indent}, {"e", f_escape},
+    {"escape", f_escape}, {"reverse", f_reverse}, {"sum", f_sum}, {"min", f_min_max},
+    {"max", f_min_max}, {"round", f_round}, {"attr", f_attr}, {"format", f_format},
 };
 
 jval apply_filter(ev *E, node *at, const char *name, jval v, const args_t *a) {
@@ -494,13 +495,13 @@ static bool t_callable(ev *E, node *at, const char *name, jval v, jval x) {
     return v.t == V_MACRO || v.t == V_FUNC || v.t == V_METHOD;
 }
 
-static bool t_lower(ev *E, node *at, const char *name, jval v, jval x) {
+static bool t_case(ev *E, node *at, const char *name, jval v, jval x) {
     if (v.t != V_STR) return false;
     jval c = str_case(E, v.s, name[0] == 'l' ? 1 : 0);
     return c.s->len == v.s->len && !memcmp(c.s->s, v.s->s, v.s->len);
 }
 
-static bool t_odd(ev *E, node *at, const char *name, jval v, jval x) {
+static bool t_odd_even(ev *E, node *at, const char *name, jval v, jval x) {
     if (v.t != V_INT && v.t != V_BOOL) rt_fail(E, at, "test '%s' needs an integer", name);
     int64_t i = num_i(v);
     return ((i % 2) != 0) == (name[0] == 'o');
@@ -564,8 +565,8 @@ static const struct {
     {"boolean", t_boolean, 0}, {"true", t_true, 0}, {"false", t_false, 0},
     {"integer", t_integer, 0}, {"float", t_float, 0}, {"number", t_number, 0},
     {"string", t_string, 0}, {"mapping", t_mapping, 0}, {"iterable", t_iterable, 0},
-    {"sequence", t_sequence, 0}, {"callable", t_callable, 0}, {"lower", t_lower, 0},
-    {"upper", t_lower, 0}, {"odd", t_odd, 0}, {"even", t_odd, 0}, {"eq", t_eq, 1},
+    {"sequence", t_sequence, 0}, {"callable", t_callable, 0}, {"lower", t_case, 0},
+    {"upper", t_case, 0}, {"odd", t_odd_even, 0}, {"even", t_odd_even, 0}, {"eq", t_eq, 1},
     {"equalto", t_eq, 1}, {"==", t_eq, 2}, {"ne", t_ne, 1}, {"!=", t_ne, 2},
     {"sameas", t_sameas, 1}, {"lt", t_lt, 1}, {"le", t_le, 1}, {"gt", t_gt, 1}, {"ge", t_ge, 1},
     {"divisibleby", t_divisibleby, 1}, {"in", t_in, 1},
@@ -586,7 +587,7 @@ bool apply_test(ev *E, node *at, const char *name, jval v, const args_t *a) {
 
 /* --- methods ------------------------------------------------------------------------------ */
 
-static jval m_str_startswith(ev *E, node *at, jval self, const char *m, const args_t *a) {
+static jval m_str_starts_ends(ev *E, node *at, jval self, const char *m, const args_t *a) {
     jx *J = E->J;
     jstr *s = self.s;
     jval x;
@@ -650,7 +651,7 @@ static jval m_str_capitalize(ev *E, node *at, jval self, const char *m, const ar
     return str_case(E, s, 3);
 }
 
-static jval m_str_find(ev *E, node *at, jval self, const char *m, const args_t *a) {
+static jval m_str_find_count(ev *E, node *at, jval self, const char *m, const args_t *a) {
     jstr *s = self.s;
     jstr *sub = arg_str(E, at, a, 0, NULL, m);
     if (m[0] == 'f') {
@@ -694,7 +695,7 @@ static jval m_str_splitlines(ev *E, node *at, jval self, const char *m, const ar
     return mk_list(l);
 }
 
-static jval m_str_isdigit(ev *E, node *at, jval self, const char *m, const args_t *a) {
+static jval m_str_isclass(ev *E, node *at, jval self, const char *m, const args_t *a) {
     jstr *s = self.s;
     if (!s->len) return mk_bool(false);
     for (size_t i = 0; i < s->len; i++) {
@@ -782,7 +783,7 @@ static jval m_list_insert(ev *E, node *at, jval self, const char *m, const args_
     return NONE;
 }
 
-static jval m_list_remove(ev *E, node *at, jval self, const char *m, const args_t *a) {
+static jval m_list_search(ev *E, node *at, jval self, const char *m, const args_t *a) {
     jlist *l = self.l;
     jval x;
     if (!arg(a, 0, NULL, &x)) rt_fail(E, at, "%s() takes exactly one argument", m);
@@ -836,7 +837,7 @@ static jval m_dict_items(ev *E, node *at, jval self, const char *m, const args_t
     return items_of(E, at, self);
 }
 
-static jval m_dict_keys(ev *E, node *at, jval self, const char *m, const args_t *a) {
+static jval m_dict_keys_values(ev *E, node *at, jval self, const char *m, const args_t *a) {
     jx *J = E->J;
     jdict *d = self.d;
     jlist *l = list_new(J, d->n);
@@ -906,33 +907,30 @@ struct method_def {
 };
 
 static const method_def STR_METHODS[] = {
-    {"startswith", m_str_startswith, false}, {"endswith", m_str_startswith, false},
+    {"startswith", m_str_starts_ends, false}, {"endswith", m_str_starts_ends, false},
     {"split", m_str_split, false}, {"rsplit", m_str_split, false}, {"strip", m_str_strip, false},
     {"lstrip", m_str_strip, false}, {"rstrip", m_str_strip, false},
     {"replace", m_str_replace, false}, {"upper", m_str_upper, false}, {"lower", m_str_lower, false},
     {"title", m_str_title, false}, {"capitalize", m_str_capitalize, false},
-    {"find", m_str_find, false}, {"count", m_str_find, false}, {"join", m_str_join, false},
-    {"splitlines", m_str_splitlines, false}, {"isdigit", m_str_isdigit, false},
-    {"isalpha", m_str_isdigit, false}, {"isspace", m_str_isdigit, false},
-    {"format", m_str_format, false},
-    {NULL, NULL, false},
+    {"find", m_str_find_count, false}, {"count", m_str_find_count, false},
+    {"join", m_str_join, false}, {"splitlines", m_str_splitlines, false},
+    {"isdigit", m_str_isclass, false}, {"isalpha", m_str_isclass, false},
+    {"isspace", m_str_isclass, false}, {"format", m_str_format, false}, {NULL, NULL, false},
 };
 
 static const method_def LIST_METHODS[] = {
     {"append", m_list_append, false}, {"extend", m_list_extend, false}, {"pop", m_list_pop, false},
-    {"insert", m_list_insert, false}, {"remove", m_list_remove, false},
-    {"index", m_list_remove, true}, {"count", m_list_remove, true},
+    {"insert", m_list_insert, false}, {"remove", m_list_search, false},
+    {"index", m_list_search, true}, {"count", m_list_search, true},
     {"reverse", m_list_reverse, false}, {"copy", m_list_copy, false},
-    {"clear", m_list_clear, false},
-    {NULL, NULL, false},
+    {"clear", m_list_clear, false}, {NULL, NULL, false},
 };
 
 static const method_def DICT_METHODS[] = {
-    {"get", m_dict_get, false}, {"items", m_dict_items, false}, {"keys", m_dict_keys, false},
-    {"values", m_dict_keys, false}, {"pop", m_dict_pop, false},
+    {"get", m_dict_get, false}, {"items", m_dict_items, false}, {"keys", m_dict_keys_values, false},
+    {"values", m_dict_keys_values, false}, {"pop", m_dict_pop, false},
     {"setdefault", m_dict_setdefault, false}, {"update", m_dict_update, false},
-    {"copy", m_dict_copy, false}, {"clear", m_dict_clear, false},
-    {NULL, NULL, false},
+    {"copy", m_dict_copy, false}, {"clear", m_dict_clear, false}, {NULL, NULL, false},
 };
 
 const method_def *find_method(jval obj, const char *name) {
