@@ -239,6 +239,41 @@ typedef struct {
     bool add_bos, add_eos;  /* what add_special adds */
 } deltafin_vocab_info;
 void deltafin_vocab_get_info(const deltafin_vocab *v, deltafin_vocab_info *out);
+/* ---- streaming detokenizer --------------------------------------------------------------
+ * Turns generated token ids into text that is always whole, valid UTF-8, one token at a
+ * time: the bytes of a character split across tokens are held back until it completes, and
+ * bytes that can never form a character become U+FFFD (one per maximal invalid subpart, as
+ * Python's errors="replace"). Concatenating every push and the final flush gives the
+ * sanitized concatenation of the tokens' pieces.
+ *
+ *   deltafin_detok *d = deltafin_detok_create(m, false);
+ *   for each generated id: n = deltafin_detok_push(d, id, &text); write(text, n);
+ *   at the end:            n = deltafin_detok_flush(d, &text);      write(text, n);
+ *   deltafin_detok_free(d);
+ *
+ * special: render control tokens' text (e.g. "<|im_end|>") instead of nothing.
+ * push / flush return the number of bytes ready (>= 0; 0 when a character is still
+ * incomplete) and point *text at them, or < 0 (an id outside the vocabulary; the state is
+ * unchanged). The bytes live in the detokenizer and stay valid until its next call; they are
+ * not NUL-terminated. No allocation after create. A detokenizer is one stream, used by one
+ * thread at a time; reset starts a new stream (e.g. the next request) without reallocating.
+ * create returns NULL (deltafin_errmsg() says why) when the model has no tokenizer or memory
+ * is short. The model must outlive the detokenizer. */
+typedef struct deltafin_detok deltafin_detok;
+deltafin_detok *deltafin_detok_create(const deltafin_model *m, bool special);
+int deltafin_detok_push(deltafin_detok *d, int32_t id, const char **text);
+int deltafin_detok_flush(deltafin_detok *d, const char **text);
+void deltafin_detok_reset(deltafin_detok *d);
+void deltafin_detok_free(deltafin_detok *d);
+
+/* ---- UTF-8 ------------------------------------------------------------------------------- */
+/* Length of the longest prefix of s[0..n) made of complete, valid UTF-8 sequences (RFC 3629:
+ * no overlong forms, surrogates or code points above U+10FFFF); s is valid iff it is n. */
+size_t deltafin_utf8_valid_prefix(const char *s, size_t n);
+/* Copy s[0..n) to out with every maximal invalid subpart replaced by U+FFFD, so the result
+ * is valid UTF-8 (the same replacement as the streaming detokenizer). out needs 3 * n bytes;
+ * it is not NUL-terminated. Returns the bytes written. */
+size_t deltafin_utf8_sanitize(const char *s, size_t n, char *out);
 
 /* ---- chat -------------------------------------------------------------------------------- */
 typedef struct {

@@ -507,6 +507,39 @@ static void test_llama2_tiny(void) {
     free(chat);
     chat = NULL;
     CHECK(deltafin_chat_render(m, "no-such-template", msgs, 2, NULL, true, &chat) == DF_ERR_INVALID && !chat);
+    /* streaming detokenizer: characters split over byte tokens come out whole */
+    {
+        const char txt[] = "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80!";
+        int32_t di[64];
+        int nd = deltafin_tokenize(m, txt, sizeof txt - 1, false, false, di, 64);
+        CHECK(nd > 0 && nd <= 64);
+        deltafin_detok *d = deltafin_detok_create(m, false);
+        CHECK(d != NULL);
+        char all[256], pieces[256];
+        size_t na = 0, npc = 0;
+        int held = 0; /* pushes that held back the start of a character */
+        for (int i = 0; d && i < nd && i < 64; i++) {
+            const char *t;
+            int n = deltafin_detok_push(d, di[i], &t);
+            CHECK(n >= 0 && deltafin_utf8_valid_prefix(t, (size_t)(n > 0 ? n : 0)) == (size_t)(n > 0 ? n : 0));
+            if (n > 0 && na + (size_t)n < sizeof all) memcpy(all + na, t, (size_t)n), na += (size_t)n;
+            int pl = deltafin_token_to_piece(m, di[i], false, pieces + npc, (int)(sizeof pieces - npc));
+            if (n == 0 && pl > 0) held++;
+            npc += (size_t)pl;
+        }
+        CHECK(held > 0); /* the emoji is byte tokens here */
+        const char *t;
+        CHECK(d && deltafin_detok_flush(d, &t) == 0);
+        CHECK(na == npc && !memcmp(all, pieces, na)); /* valid text: the pieces themselves */
+        CHECK(na >= sizeof txt - 1 && !memcmp(all + na - (sizeof txt - 1), txt, sizeof txt - 1));
+        CHECK(d && deltafin_detok_push(d, 40000, &t) < 0); /* outside the vocabulary */
+        if (d) deltafin_detok_reset(d);
+        deltafin_detok_free(d);
+        char san[16];
+        CHECK_EQ_INT(deltafin_utf8_sanitize("a\xE2\x82" "b", 4, san), 5);
+        CHECK(!memcmp(san, "a\xEF\xBF\xBD" "b", 5));
+        CHECK_EQ_INT(deltafin_utf8_valid_prefix("ab\xC0\x80", 4), 2);
+    }
     /* context full */
     deltafin_ctx *c = NULL;
     deltafin_ctx_params cp = deltafin_ctx_default_params();

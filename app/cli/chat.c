@@ -18,6 +18,21 @@ static const df_cmd k_chat = {
     "Interactive multi-turn chat in the terminal, with the model's chat template. Ctrl-C stops the\n"
     "current answer; /reset clears the conversation; /exit (or end of input) quits.", NULL, 0};
 
+/* append n bytes to the answer (NUL-terminated); < 0 when out of memory */
+static int answer_put(char **answer, size_t *alen, size_t *acap, const char *p, size_t n) {
+    if (*alen + n + 1 > *acap) {
+        size_t nc = (*alen + n + 1) * 2;
+        char *na = realloc(*answer, nc);
+        if (!na) return -1;
+        *answer = na;
+        *acap = nc;
+    }
+    memcpy(*answer + *alen, p, n);
+    *alen += n;
+    (*answer)[*alen] = 0;
+    return 0;
+}
+
 static volatile sig_atomic_t g_interrupt;
 static deltafin_ctx *volatile g_ctx;
 static void on_sigint(int sig) {
@@ -87,6 +102,7 @@ int cmd_chat(int argc, char **argv) {
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
     deltafin_sampler *smp = NULL;
+    deltafin_detok *dt = NULL;
     int32_t *cache = NULL, *ids = NULL;
     int n_cache = 0;
     msgs_t msgs = {0};
@@ -108,6 +124,8 @@ int cmd_chat(int argc, char **argv) {
     if (!cache) goto done;
     smp = deltafin_sampler_create(&S.sp);
     if (!smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
+    dt = deltafin_detok_create(m, false);
+    if (!dt) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     if (system && msgs_push(&msgs, "system", system) < 0) goto done;
     const int n_keep_msgs = msgs.n;
 
@@ -174,7 +192,7 @@ int cmd_chat(int argc, char **argv) {
         answer = malloc(acap);
         if (!answer) goto done;
         answer[0] = 0;
-        size_t printed = 0;
+        deltafin_detok_reset(dt);
         int n_gen = 0;
         uint64_t t1 = deltafin_time_ns();
         bool stopped = false;
@@ -185,31 +203,11 @@ int cmd_chat(int argc, char **argv) {
             deltafin_sampler_accept(smp, id);
             if (deltafin_token_is_eog(m, id)) break;
             n_gen++;
-            char piece[512];
-            int pn = deltafin_token_to_piece(m, id, false, piece, (int)sizeof piece);
-            if (pn > 0 && pn <= (int)sizeof piece) {
-                if (alen + (size_t)pn + 1 > acap) {
-                    acap = (alen + (size_t)pn + 1) * 2;
-                    char *na = realloc(answer, acap);
-                    if (!na) goto done;
-                    answer = na;
-                }
-                memcpy(answer + alen, piece, (size_t)pn);
-                alen += (size_t)pn;
-                answer[alen] = 0;
-                /* print whole characters only: hold back a character split across tokens */
-                size_t end = alen;
-                for (size_t k = alen; k > printed && alen - k < 4; k--) {
-                    unsigned char ch = (unsigned char)answer[k - 1];
-                    if ((ch & 0xc0) == 0x80) continue;
-                    if (ch >= 0xc0) {
-                        size_t need = ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : 2;
-                        if (alen - (k - 1) < need) end = k - 1;
-                    }
-                    break;
-                }
-                fwrite(answer + printed, 1, end - printed, stdout);
-                printed = end;
+            const char *piece;
+            int pn = deltafin_detok_push(dt, id, &piece); /* whole characters only */
+            if (pn > 0) {
+                if (answer_put(&answer, &alen, &acap, piece, (size_t)pn) < 0) goto done;
+                fwrite(piece, 1, (size_t)pn, stdout);
                 fflush(stdout);
             }
             if (n_cache >= nctx) break;
@@ -222,7 +220,12 @@ int cmd_chat(int argc, char **argv) {
             }
             cache[n_cache++] = id;
         }
-        if (printed < alen) fwrite(answer + printed, 1, alen - printed, stdout);
+        const char *rest;
+        int rn = deltafin_detok_flush(dt, &rest);
+        if (rn > 0) {
+            if (answer_put(&answer, &alen, &acap, rest, (size_t)rn) < 0) goto done;
+            fwrite(rest, 1, (size_t)rn, stdout);
+        }
         fputc('\n', stdout);
         fflush(stdout);
         if (stopped) fprintf(stderr, "(stopped)\n");
@@ -244,6 +247,7 @@ done:
     free(ids);
     free(cache);
     deltafin_sampler_free(smp);
+    deltafin_detok_free(dt);
     deltafin_ctx_free(c);
     deltafin_model_free(m);
     df_cli_log_end(&S);

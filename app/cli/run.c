@@ -7,10 +7,6 @@
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
 #include "app/config.h"
-/* only for the streaming detokenizer below (df_detok, m->tokenizer), which the public API's
- * streaming detokenizer replaces (branch text) */
-#include "text/tokenizer.h"
-#include "model/model.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -128,6 +124,7 @@ int cmd_run(int argc, char **argv) {
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
     deltafin_sampler *smp = NULL;
+    deltafin_detok *dt = NULL;
     int32_t *pids = NULL, *gen = NULL;
     char *text = NULL;
     size_t text_len = 0, text_cap = 0;
@@ -183,9 +180,9 @@ int cmd_run(int argc, char **argv) {
     if (rc < 0) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); goto done; }
     run_stats rs = {.f = stats_f, .c = c, .m = m, .t0 = t0};
     if (stats_f) stats_line(&rs, "prompt", np, 0, false);
-    df_detok dt;
-    df_detok_init(&dt, special, false);
-    char piece[1024];
+    dt = deltafin_detok_create(m, special);
+    if (!dt) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
+    const char *piece;
     uint64_t t1 = deltafin_time_ns();
     bool failed = false;
     while (n_gen < max_gen && !g_stop) {
@@ -194,7 +191,7 @@ int cmd_run(int argc, char **argv) {
         deltafin_sampler_accept(smp, id);
         if (deltafin_token_is_eog(m, id)) break;
         gen[n_gen++] = id;
-        int n = df_detok_push(&dt, m->tokenizer, id, piece, (int)sizeof piece);
+        int n = deltafin_detok_push(dt, id, &piece);
         if (n > 0) {
             if (!json) { fwrite(piece, 1, (size_t)n, stdout); fflush(stdout); }
             if (text_len + (size_t)n + 1 > text_cap) {
@@ -215,7 +212,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     uint64_t t_gen = deltafin_time_ns() - t1;
-    int n = df_detok_flush(&dt, piece, (int)sizeof piece);
+    int n = deltafin_detok_flush(dt, &piece);
     if (n > 0) {
         if (!json) fwrite(piece, 1, (size_t)n, stdout);
         if (text_len + (size_t)n + 1 > text_cap) {
@@ -283,6 +280,7 @@ done:
     g_ctx = NULL;
     signal(SIGINT, SIG_DFL);
     deltafin_sampler_free(smp);
+    deltafin_detok_free(dt);
     deltafin_ctx_free(c);
     deltafin_model_free(m);
     free(pids);

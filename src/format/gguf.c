@@ -11,6 +11,7 @@
  * Writer: KVs and tensor infos are collected in memory, the header is serialised in one buffer,
  * tensor data follows (streamed or from memory), offsets = running sum of padded sizes. */
 #include "format/gguf.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -360,30 +361,6 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
     return DF_OK;
 }
 
-static bool utf8_ok(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        int len;
-        uint32_t cp;
-        if (c < 0x80) { i++; continue; }
-        if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-        else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-        else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-        else return false;
-        if (i + (size_t)len > n) return false;
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) return false;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += (size_t)len;
-    }
-    return true;
-}
-
 /* Compute nbytes of a tensor with overflow checks. Returns 0 ok, else fills reason. */
 static int tensor_nbytes(int type, const int64_t ne[4], uint64_t *out, char *why, size_t cap) {
     if (!tensor_type_ok(type)) {
@@ -439,7 +416,7 @@ static int rd_tensor_info(rd *r, df_gguf_tensor *t, int i) {
         free(nm.data);
         return rc;
     }
-    if (strlen(nm.data) != nm.len || !utf8_ok((const uint8_t *)nm.data, nm.len)) {
+    if (strlen(nm.data) != nm.len || df_utf8_valid_prefix(nm.data, nm.len, NULL) != nm.len) {
         free(nm.data);
         return df_err(DF_ERR_FORMAT, "%s: tensor #%d: name is not valid UTF-8 text", r->name, i);
     }

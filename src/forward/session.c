@@ -1,6 +1,6 @@
 /* session.c — deltafin_ctx: one sequence's F16 KV cache and scratch, the forward pass of the
  * transformer over a batch of tokens (matrix-matrix work, n_batch tokens per step), logits,
- * cancellation and statistics; plus the public vocabulary / chat wrappers.
+ * cancellation and statistics.
  * Layer skeleton (formats.md §3.0): h += Attn(RMSNorm(h)); h += FFN_or_MoE(RMSNorm(h)).
  * Invariant: no allocation inside deltafin_decode except growing the all-logits buffer once
  * per call; all scratch is carved at create time from one block (df_session_scratch_bytes).
@@ -15,8 +15,6 @@
 #include <math.h>
 #include <sys/mman.h>
 
-#include "text/tokenizer.h"
-#include "text/chat.h"
 
 /* ---- architecture hooks ------------------------------------------------------------------
  * One line per architecture with forward hooks; the others run the generic blocks. */
@@ -527,66 +525,4 @@ const float *deltafin_logits(const deltafin_ctx *c, int i) {
     if (i < 0) i = c->n_logits - 1;
     if (i >= c->n_logits) return NULL;
     return c->logits + (int64_t)i * c->m->hp.n_vocab;
-}
-
-/* ---- vocabulary / chat wrappers ------------------------------------------------------------ */
-
-static int no_tok(const deltafin_model *m) {
-    if (!m->tokenizer) return df_err(DF_ERR_UNSUPPORTED, "model has no tokenizer");
-    return DF_OK;
-}
-
-int deltafin_tokenize(const deltafin_model *m, const char *text, size_t len, bool add_special,
-                      bool parse_special, int32_t *ids, int cap) {
-    int rc = no_tok(m);
-    if (rc < 0) return rc;
-    return df_tokenize(m->tokenizer, text, len, add_special, parse_special, ids, cap);
-}
-int deltafin_token_to_piece(const deltafin_model *m, int32_t id, bool special, char *buf, int cap) {
-    int rc = no_tok(m);
-    if (rc < 0) return rc;
-    return df_token_to_piece(m->tokenizer, id, special, buf, cap);
-}
-bool deltafin_token_is_eog(const deltafin_model *m, int32_t id) {
-    return m->tokenizer && df_token_is_eog(m->tokenizer, id);
-}
-int32_t deltafin_token_bos(const deltafin_model *m) {
-    return m->tokenizer ? df_tokenizer_bos(m->tokenizer) : -1;
-}
-int32_t deltafin_token_eos(const deltafin_model *m) {
-    return m->tokenizer ? df_tokenizer_eos(m->tokenizer) : -1;
-}
-
-static char *piece_str(const deltafin_model *m, int32_t id) {
-    if (id < 0) return NULL;
-    char buf[256];
-    int n = deltafin_token_to_piece(m, id, true, buf, (int)sizeof buf - 1);
-    if (n < 0 || n >= (int)sizeof buf) return NULL;
-    return df_strndup(buf, (size_t)n);
-}
-
-int deltafin_chat_render(const deltafin_model *m, const char *template_name,
-                         const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
-                         bool add_generation_prompt, char **out) {
-    *out = NULL;
-    const char *src = NULL;
-    if (template_name && *template_name) {
-        src = df_chat_builtin_template(template_name);
-        if (!src) return df_err(DF_ERR_INVALID, "unknown chat template '%s'", template_name);
-    } else {
-        src = deltafin_model_meta_str(m, "tokenizer.chat_template");
-        if (!src) src = df_chat_builtin_template("chatml");
-        if (!src) return df_err(DF_ERR_UNSUPPORTED, "model has no chat template");
-    }
-    char *mj = NULL;
-    int rc = df_chat_msgs_to_json(msgs, n_msgs, &mj);
-    if (rc < 0) return rc;
-    char *bos = piece_str(m, deltafin_token_bos(m));
-    char *eos = piece_str(m, deltafin_token_eos(m));
-    rc = df_chat_render_json(src, mj, tools_json, add_generation_prompt, bos ? bos : "",
-                             eos ? eos : "", NULL, out);
-    free(bos);
-    free(eos);
-    free(mj);
-    return rc;
 }
