@@ -1,7 +1,7 @@
 /* test_attn_gqa.c — df_attn_gqa (src/attn_gqa.c) on small deterministic inputs:
  *   1. every kernel set: close to a double-precision softmax attention (F16 Q and F16 V
  *      accumulation bound the error to a few 1e-3)
- *   2. avx512 with DELTAFIN_GGML_ORDER=1: bit-identical to llama.cpp's CPU flash attention
+ *   2. avx512: bit-identical to llama.cpp's CPU flash attention
  *      (ggml_flash_attn_ext, one-chunk path: decode and batches < 64 queries, GQA, MLA-like
  *      widths, sinks). The hashes below are FNV-1a over ggml's output floats in deltafin's
  *      [token][head][dim] order, recorded with a private harness against the llama.cpp build
@@ -93,7 +93,6 @@ static uint64_t run_case(df_pool *pool, const tcase *c, bool check_hash, bool f3
 }
 
 int main(void) {
-    setenv("DELTAFIN_GGML_ORDER", "1", 1);
     df_init();
     const tcase cases[] = {
         {72, 64, 4, 2, 40, 1, 2.0f, 0, 0x18ae0def7c8e19b8ull},   /* decode, GQA, DK % 64 = 8 */

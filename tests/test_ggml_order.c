@@ -1,4 +1,4 @@
-/* test_ggml_order.c — ggml's float order for the MoE block (src/ops.c, DELTAFIN_GGML_ORDER=1):
+/* test_ggml_order.c — ggml's float order for the MoE block (src/forward/ops.c):
  * df_softmax_ggml (ggml_soft_max), df_swiglu_rows (ggml_swiglu) and df_gemm_f32_ggml
  * (ggml_mul_mat of F32 weights and >= 2 tokens, llamafile's tinyBLAS) on deterministic inputs.
  *   1. every kernel set: close to a double-precision reference (the exp approximation is
@@ -161,7 +161,6 @@ static void run_set(const char *isa) {
 }
 
 int main(void) {
-    setenv("DELTAFIN_GGML_ORDER", "1", 1);
     df_init();
     const char *sets[] = {"avx512", "avx2", "ref", "neon"};
     int checked = 0;

@@ -275,7 +275,7 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     const int r8 = n_out % 8 == 0 && k->vec_dot_r8[t];
     /* F32 weights, a batch: llamafile's tinyBLAS order (ops.c) in ggml's order */
     float *Yt = NULL;
-    if (t == DF_TYPE_F32 && n_tok >= 2 && df_ggml_order() && df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok)) {
+    if (t == DF_TYPE_F32 && n_tok >= 2 && df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok)) {
         Yt = malloc(ldy * n_tok * 4);
         df_gemm_f32_ggml((const float *)W, n_in, 0, n_out, (const float *)act, n_in, (int)n_tok, Yt, ldy);
     }
@@ -504,7 +504,7 @@ int main(void) {
             const df_kernel_table *k = df_kernels_by_name(names[i]);
             if (k) test_type_table(k, r, t);
             if (k) test_dot4(k, t);
-            /* ggml's repacked-weight orders (gemv / gemm; DELTAFIN_GGML_ORDER, the default):
+            /* ggml's repacked-weight orders (gemv / gemm):
              * within the type's tolerance of ref, and their 4-row forms bit-equal to 1-row */
             for (int g = 0; k && g < 2; g++) {
                 df_vec_dot_fn d1 = g ? k->vec_dot_r8g[t] : k->vec_dot_r8[t];
@@ -522,7 +522,7 @@ int main(void) {
     CHECK(compute_types >= 4);
     /* Q4_K has both repacked orders on x86 (avx2 and avx512 tables): 2 each */
 #if defined(__x86_64__)
-    if (df_ggml_order() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         CHECK_MSG(r8_checked >= 2, "repacked-order kernels checked: %d", r8_checked);
 #endif
 

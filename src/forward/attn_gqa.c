@@ -3,7 +3,7 @@
  * s = dot(q, k)·scale in F32, online softmax, V accumulated in F16 (decode / small batches);
  * for large batches (llama.cpp's tiled path) q stays F32 and the accumulator is F32.
  * Causal mask (plus an optional sliding window), optional per-head sink logits.
- * With DELTAFIN_GGML_ORDER=1, bit parity with ggml on x86 (the avx512 / avx2 kernel sets, as a
+ * Bit parity with ggml on x86 (the avx512 / avx2 kernel sets, as a
  * -march=native ggml build on the same CPU; checked in tests/test_attn_gqa.c): the F16 dot product keeps ggml_vec_dot_f16's summation order (4 accumulators of
  * 16 / 8 lanes with FMA, pairwise reduction, then the < 64 / < 32 leftover products added in
  * double), the V update is f16(fma(v, vs, acc)) and the softmax sum S = fma(S, ms, vs) as gcc
@@ -158,10 +158,8 @@ static void attn_task(void *ctx, int task, int thread) {
     const char *isa = df_kernels()->name;
     vec512 = !strcmp(isa, "avx512");
     vec256 = vec512 || !strcmp(isa, "avx2");
-    if (df_ggml_order()) {
-        if (vec512) dot16 = dot_f16_avx512;
-        else if (!strcmp(isa, "avx2")) dot16 = dot_f16_avx2;
-    }
+    if (vec512) dot16 = dot_f16_avx512;
+    else if (!strcmp(isa, "avx2")) dot16 = dot_f16_avx2;
 #endif
     (void)vec512;
     (void)vec256;

@@ -380,7 +380,6 @@ static df_task_fn kda_head_fn(void) { return kda_head_generic; }
  * `sumf += s * c`), then ggml_vec_silu_f32 on each token's row of DI. */
 static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const float *taps, float *win) {
     const int cs = C - 1;
-    const int gg = df_ggml_order();
     for (int64_t ch = 0; ch < DI; ch++) {
         float *st = state + ch * cs;
         const float *w = taps + ch * C;
@@ -388,16 +387,12 @@ static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const fl
         for (int t = 0; t < nt; t++) win[cs + t] = x[t * DI + ch];
         for (int t = 0; t < nt; t++) {
             float s = 0.0f;
-            if (gg)
-                for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
-            else
-                for (int i = 0; i < C; i++) s += win[t + i] * w[i];
-            x[t * DI + ch] = gg ? s : df_silu(s);
+            for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
+            x[t * DI + ch] = s;
         }
         for (int i = 0; i < cs; i++) st[i] = win[nt + i];
     }
-    if (gg)
-        for (int t = 0; t < nt; t++) df_silu_row(x + t * DI, (int)DI);
+    for (int t = 0; t < nt; t++) df_silu_row(x + t * DI, (int)DI);
 }
 
 static void l2_heads(float *x, int nt, int H, int S, float eps) {

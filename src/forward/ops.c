@@ -27,7 +27,6 @@ static float yarn_ramp(float low, float high, int i0) {
 
 void df_rope_cache(const df_rope *r, float pos, float *cache) {
     /* theta advances by repeated F32 multiplication, exactly like ggml_rope_cache_init */
-    const int ggml = df_ggml_order(); /* gcc's contractions in ggml, or deltafin's plain order */
     float theta = pos;
     for (int i0 = 0; i0 < r->n_rot; i0 += 2) {
         float ff = r->freq_factors ? r->freq_factors[i0 / 2] : 1.0f;
@@ -37,13 +36,9 @@ void df_rope_cache(const df_rope *r, float pos, float *cache) {
         float mscale = r->attn_factor;
         if (r->ext_factor != 0.0f) {
             float mix = yarn_ramp(r->corr_dims[0], r->corr_dims[1], i0) * r->ext_factor;
-            if (ggml) { /* contracted as gcc does in ggml's rope_yarn (-ffp-contract=fast) */
-                th = fmaf(theta_interp, 1 - mix, theta_extrap * mix);
-                mscale *= fmaf(0.1f, logf(1.0f / r->freq_scale), 1.0f);
-            } else {
-                th = theta_interp * (1 - mix) + theta_extrap * mix;
-                mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
-            }
+            /* contracted as gcc does in ggml's rope_yarn (-ffp-contract=fast) */
+            th = fmaf(theta_interp, 1 - mix, theta_extrap * mix);
+            mscale *= fmaf(0.1f, logf(1.0f / r->freq_scale), 1.0f);
         }
         cache[i0] = cosf(th) * mscale;
         cache[i0 + 1] = sinf(th) * mscale;
@@ -52,7 +47,6 @@ void df_rope_cache(const df_rope *r, float pos, float *cache) {
 }
 
 void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, int head_stride) {
-    const int ggml = df_ggml_order();
     int n = r->n_rot;
     for (int h = 0; h < n_head; h++) {
         float *v = x + (size_t)h * head_stride;
@@ -62,13 +56,9 @@ void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, i
             if (r->mode == DF_ROPE_NEOX) { a = i0 / 2; b = a + n / 2; }
             else { a = i0; b = i0 + 1; }
             float x0 = v[a], x1 = v[b];
-            if (ggml) { /* ggml's rotation as gcc contracts it (ops.cpp, -ffp-contract=fast) */
-                v[a] = fmaf(x0, c, -(x1 * s));
-                v[b] = fmaf(x0, s, x1 * c);
-            } else {
-                v[a] = x0 * c - x1 * s;
-                v[b] = x0 * s + x1 * c;
-            }
+            /* ggml's rotation as gcc contracts it (ops.cpp, -ffp-contract=fast) */
+            v[a] = fmaf(x0, c, -(x1 * s));
+            v[b] = fmaf(x0, s, x1 * c);
         }
     }
 }
@@ -95,28 +85,17 @@ void df_softmax(const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] *= is;
 }
 
-void df_swiglu(float *g, const float *u, int n) {
-    if (df_ggml_order()) { df_swiglu_ggml(g, u, n); return; }
-    for (int i = 0; i < n; i++) g[i] = df_silu(g[i]) * u[i];
-}
+void df_swiglu(float *g, const float *u, int n) { df_swiglu_ggml(g, u, n); }
 
 void df_silu_row(float *x, int n) {
-    if (!df_ggml_order()) {
-        for (int i = 0; i < n; i++) x[i] = df_silu(x[i]);
-        return;
-    }
     df_swiglu_ggml(x, NULL, n); /* ggml_vec_silu_f32 = its SwiGLU without the (exact) * u */
 }
 
 void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols) {
-    if (!df_ggml_order()) {
-        for (int64_t i = 0; i < nrows * ncols; i++) g[i] = df_silu(g[i]) * u[i];
-        return;
-    }
     for (int64_t r = 0; r < nrows; r++) df_swiglu_ggml(g + r * ncols, u + r * ncols, (int)ncols);
 }
 
-/* ---- ggml's vectorized exp / softmax / SwiGLU (df_ggml_order(): the default) ----------------
+/* ---- ggml's vectorized exp / softmax / SwiGLU ------------------------------------------------
  * ggml's vec.cpp computes softmax and SwiGLU on whole SIMD vectors with its own exp
  * approximation, and only the n % width leftover elements with libm expf. Which width and which
  * approximation a -march=native ggml build uses follows the CPU; deltafin's kernel set stands for

@@ -37,14 +37,14 @@ void df_rmsnorm(const float *x, const float *w, float *y, int n, float eps);
 void df_softmax(const float *x, float *y, int n);
 static inline float df_silu(float x) { return x / (1.0f + expf(-x)); }
 static inline float df_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-/* g[i] = silu(g[i]) * u[i]. In ggml's order (df_ggml_order()) the n values are one row of
+/* g[i] = silu(g[i]) * u[i]. In ggml's order the n values are one row of
  * ggml's SwiGLU (df_swiglu_ggml); for several rows whose width is not a multiple of the SIMD width
  * (16 on avx512, 8 on avx2) use df_swiglu_rows. */
 void df_swiglu(float *g, const float *u, int n);
 /* The same over nrows rows of ncols (row-wise in ggml's order, as ggml_swiglu). */
 void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
 
-/* ggml's float order and exp approximation (used when df_ggml_order(), the default; see
+/* ggml's float order and exp approximation (see
  * ops.c): bit-identical to a -march=native ggml CPU build on the same machine for deltafin's
  * avx512 and avx2 kernel sets (ggml_vec_soft_max_f32 + scale, ggml_vec_swiglu_f32 on one row);
  * other kernel sets use the scalar form (libm expf), as ggml without SIMD. y may alias x. */

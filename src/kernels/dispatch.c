@@ -166,21 +166,6 @@ void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, i
     df_pool_run(pool, (int)((n_tok + j.per_task - 1) / j.per_task), qa_task, &j);
 }
 
-/* ggml's float summation orders (the kernels here, attn_gqa.c's flash attention, ops.c's
- * softmax / SwiGLU / F32 GEMM / RoPE, the KDA convolution): the default since 2026-12-02, because they make deltafin's logits
- * bit-identical to llama.cpp's on this kind of CPU (docs/testing.md, "ggml's summation order").
- * DELTAFIN_GGML_ORDER=0 selects deltafin's own earlier orders (for comparisons). */
-int df_ggml_order(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("DELTAFIN_GGML_ORDER");
-        v = !(e && !strcmp(e, "0"));
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 typedef struct {
     df_vec_dot_fn dot;
     df_vec_dot4_fn dot4;
@@ -279,7 +264,7 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     const df_type_traits *t = df_type_info(wtype);
     DF_ASSERT(t && n_in % t->blck == 0);
     const df_kernel_table *k = df_kernels();
-    if (wtype == DF_TYPE_F32 && kind != MM_ID && n_tok >= 2 && df_ggml_order() &&
+    if (wtype == DF_TYPE_F32 && kind != MM_ID && n_tok >= 2 &&
         df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok) && n_tok <= 0x7fffffff) {
         /* ggml's mul_mat of F32 weights runs a batch through llamafile's tinyBLAS (ops.c) */
         f32_gemm_job g = {W, act, n_in, ldy, (int)n_tok, Y};

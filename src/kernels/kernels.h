@@ -32,9 +32,9 @@ typedef struct df_kernel_table {
     df_vec_dot_fn vec_dot[DF_TYPE_COUNT];    /* indexed by weight type */
     df_from_float_fn from_float[DF_TYPE_COUNT]; /* indexed by vec_dot_type */
     df_vec_dot4_fn vec_dot4[DF_TYPE_COUNT];  /* optional (NULL: vec_dot per row) */
-    /* Optional, set only with DELTAFIN_GGML_ORDER: the float orders ggml uses for weights it
-     * repacks to 8 interleaved rows on this CPU (2-D or expert tensors with rows % 8 == 0, e.g.
-     * Q4_K as q4_K_8x8 on AVX2/AVX-512): _r8 its gemv (one token, the last n_tok % 4 tokens of
+    /* Optional: the float orders ggml uses for weights it repacks to 8 interleaved rows on
+     * this CPU (2-D or expert tensors with rows % 8 == 0, e.g. Q4_K as q4_K_8x8 on
+     * AVX2/AVX-512): _r8 its gemv (one token, the last n_tok % 4 tokens of
      * a plain matmul, every token of an expert matmul), _r8g its gemm (the first
      * n_tok - n_tok % 4 tokens of a plain matmul). df_matmul uses them for n_out % 8 == 0,
      * df_matmul_3d never (ggml does not repack weights of 3-D plain matmuls). NULL: vec_dot. */
@@ -80,18 +80,12 @@ static inline int df_q4kx8_min(const df_block_q4_Kx8 *x, int k) {
 /* The in-memory layout the selected kernels want for weights of file type wtype that are only
  * used by df_matmul / df_matmul_id (not df_matmul_3d, not row lookups), or -1 to keep the
  * file's layout: DF_TYPE_Q4_K_X8 for Q4_K when the table has a native (AVX2 / AVX-512) kernel
- * for it and ggml's orders are on. Env DELTAFIN_REPACK=0 turns repacking off (A/B measurements, tests). */
+ * for it. Env DELTAFIN_REPACK=0 turns repacking off (A/B measurements, tests). */
 int df_repack_type(int wtype);
 /* Repack n_rows (a multiple of 8) rows of n_in columns in place from type `from` to `to`
  * (Q4_K -> Q4_K_X8 or back), 8-row groups spread over the pool (may be NULL).
  * DF_ERR_INVALID for other pairs or shapes, DF_ERR_NOMEM. */
 int df_repack_rows(df_pool *pool, int from, int to, void *data, int64_t n_in, int64_t n_rows);
-
-/* Non-zero (the default) unless env DELTAFIN_GGML_ORDER is "0": every float summation order
- * that matters for parity follows ggml's, bit-identical to a -march=native llama.cpp CPU build
- * on the same machine (docs/testing.md, "Quantized parity"). Read once; kernel tables are
- * filled according to it. */
-int df_ggml_order(void);
 
 void df_kernels_init(void);                     /* called by df_init() */
 const df_kernel_table *df_kernels(void);        /* the selected table */

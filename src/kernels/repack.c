@@ -17,7 +17,7 @@ int df_repack_type(int wtype) {
         o = e && !strcmp(e, "0");
         off = o;
     }
-    if (o || wtype != DF_TYPE_Q4_K || !df_ggml_order()) return -1;
+    if (o || wtype != DF_TYPE_Q4_K) return -1;
     const df_kernel_table *k = df_kernels();
     const df_kernel_table *r = df_kernels_ref();
     if (!k->vec_dot_x8[DF_TYPE_Q4_K_X8] || k->vec_dot_x8[DF_TYPE_Q4_K_X8] == r->vec_dot_x8[DF_TYPE_Q4_K_X8])
