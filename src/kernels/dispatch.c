@@ -1,5 +1,5 @@
-/* dispatch.c — picks the kernel table once (CPU detection, env DELTAFIN_ISA=ref|avx2|avx512|neon
- * overrides) and runs matrix products over the thread pool.
+/* dispatch.c — picks the kernel table once (the only CPU detection of the engine; env
+ * DELTAFIN_ISA=ref|avx2|avx512|neon overrides) and runs matrix products over the thread pool.
  * Matmul work split: output rows are cut into chunks handed out dynamically; inside a chunk the
  * weight rows are walked once per tile of activation rows, so for n_tok > 1 each weight byte
  * comes from DRAM once per chunk (the chunk stays in L2) instead of once per token.
@@ -46,7 +46,9 @@ static void init_tables(void) {
         /* starts from the AVX2 table: slots without an AVX-512 kernel keep the AVX2 one
          * (an AVX-512 CPU has AVX2/FMA/F16C) instead of falling back to scalar */
         g_avx512 = g_avx2;
-        df_kernels_fill_avx512(&g_avx512);
+        const df_cpu_caps caps = {.avx512vbmi = __builtin_cpu_supports("avx512vbmi"),
+                                  .avx512bitalg = __builtin_cpu_supports("avx512bitalg")};
+        df_kernels_fill_avx512(&g_avx512, &caps);
         g_have_avx512 = true;
     }
 #endif
@@ -243,6 +245,18 @@ static void mm_task(void *ctx, int task, int thread) {
     }
 }
 
+bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt) {
+    const df_kernel_table *k = df_kernels();
+    return k->gemm_f32 && nt >= 2 && n_in > 0 && n_in % k->f32_epr == 0 && n_out % 4 == 0;
+}
+
+void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nt,
+                      float *Y, int64_t ldy) {
+    const df_kernel_table *k = df_kernels();
+    DF_ASSERT(k->gemm_f32);
+    k->gemm_f32(W, n_in, r0, r1, X, ldx, nt, Y, ldy);
+}
+
 typedef struct {
     const float *w, *x;
     int64_t n_in, ldy;
@@ -266,7 +280,7 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     const df_kernel_table *k = df_kernels();
     if (wtype == DF_TYPE_F32 && kind != MM_ID && n_tok >= 2 &&
         df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok) && n_tok <= 0x7fffffff) {
-        /* ggml's mul_mat of F32 weights runs a batch through llamafile's tinyBLAS (ops.c) */
+        /* ggml's mul_mat of F32 weights runs a batch through llamafile's tinyBLAS */
         f32_gemm_job g = {W, act, n_in, ldy, (int)n_tok, Y};
         df_pool_run(pool, (int)(n_out / 4), f32_gemm_task, &g);
         return;

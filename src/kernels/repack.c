@@ -17,12 +17,9 @@ int df_repack_type(int wtype) {
         o = e && !strcmp(e, "0");
         off = o;
     }
-    if (o || wtype != DF_TYPE_Q4_K) return -1;
-    const df_kernel_table *k = df_kernels();
-    const df_kernel_table *r = df_kernels_ref();
-    if (!k->vec_dot_x8[DF_TYPE_Q4_K_X8] || k->vec_dot_x8[DF_TYPE_Q4_K_X8] == r->vec_dot_x8[DF_TYPE_Q4_K_X8])
-        return -1; /* the scalar form is slower than the per-row SIMD kernels: keep the file's layout */
-    return DF_TYPE_Q4_K_X8;
+    if (o || wtype < 0 || wtype >= DF_TYPE_COUNT) return -1;
+    const int to = df_kernels()->repack[wtype];
+    return to ? to : -1;
 }
 
 /* 8 standard blocks (one per row) -> one x8 record */

@@ -1,5 +1,5 @@
-/* x86_avx2.c — AVX2 + FMA + F16C kernels (Haswell/Zen and later). Only called after
- * dispatch.c checked the CPU flags.
+/* x86_avx2.c — AVX2 + FMA + F16C kernels of quantized dots (Haswell/Zen and later; the float
+ * slots: x86_avx2_f32.c). Only called after dispatch.c checked the CPU flags.
  * Integer formats use maddubs (u8 x s8 -> s16 pairs; |q| <= 128 and |y| <= 127 so no
  * saturation) + madd to int32, scaled per block in float as llama.cpp's AVX2 code does.
  * Threading: pure functions. */
@@ -996,6 +996,7 @@ static void dot4_q4_Kx8_q8_K_g(int64_t n, float *s, size_t lds, const void *w, c
 
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
+    t->isa = DF_ISA_AVX2;
     for (int e = 0; e < 256; e++) k_e8m0_half[e] = df_e8m0_half((uint8_t)e);
     for (int i = 0; i < 128; i++) {
         uint64_t v = 0;
@@ -1020,6 +1021,7 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K;
     t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K;
     t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g;
+    t->repack[DF_TYPE_Q4_K] = DF_TYPE_Q4_K_X8;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
@@ -1041,4 +1043,5 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_1] = from_q8_1;
+    df_kernels_fill_avx2_f32(t);
 }

@@ -1,5 +1,6 @@
-/* x86_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels. Compiled with -mavx512*; only called
- * after dispatch.c has checked the CPU flags.
+/* x86_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels of quantized dots (the float slots:
+ * x86_avx512_f32.c). Compiled with -mavx512*; only called after dispatch.c has checked the CPU
+ * flags (VBMI / BITALG forms: the caps it hands over).
  * Integer formats use vpdpbusd (u8 x s8): the weight's |q| goes in the unsigned operand and its
  * sign is moved onto the activation (activations never hold -128, so negation is exact).
  * Per-block integer sums are converted to float and scaled per lane, as llama.cpp's SIMD code
@@ -1275,8 +1276,9 @@ static void from_q8_K(const float *x, void *dst, int64_t n) {
     }
 }
 
-void df_kernels_fill_avx512(df_kernel_table *t) {
+void df_kernels_fill_avx512(df_kernel_table *t, const df_cpu_caps *caps) {
     t->name = "avx512";
+    t->isa = DF_ISA_AVX512;
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
@@ -1302,8 +1304,9 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_1] = from_q8_1;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
+    df_kernels_fill_avx512_f32(t);
     /* last: these replace the plain AVX-512 forms where the CPU has the extensions */
-    if (__builtin_cpu_supports("avx512vbmi")) {
+    if (caps->avx512vbmi) {
         t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_vbmi;
         t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_vbmi;
         t->from_float_w[DF_TYPE_MXFP4] = from_q8_0_split; /* the layout these two read */
@@ -1311,7 +1314,7 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
         t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_vbmi;
         t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g_vbmi;
     }
-    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg")) {
+    if (caps->avx512vbmi && caps->avx512bitalg) {
         iq2xxs_tables_init();
         t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K_vbmi;
     }
