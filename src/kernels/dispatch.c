@@ -32,6 +32,7 @@ static const df_kernel_table *table_by_name(const char *name) {
 }
 
 static void init_tables(void) {
+    df_init(); /* the F16 table the kernels read, the log level */
     df_kernels_fill_ref(&g_ref);
 #if defined(__x86_64__)
     __builtin_cpu_init();

@@ -165,7 +165,9 @@ int df_repack_type(int wtype);
  * DF_ERR_INVALID for other pairs or shapes, DF_ERR_NOMEM. */
 int df_repack_rows(df_pool *pool, int from, int to, void *data, int64_t n_in, int64_t n_rows);
 
-void df_kernels_init(void);                     /* called by df_init() */
+/* Choose the table (CPU detection, DELTAFIN_ISA); calls df_init() first. Idempotent and
+ * thread-safe; the model loader calls it, and df_kernels() does on first use. */
+void df_kernels_init(void);
 const df_kernel_table *df_kernels(void);        /* the selected table */
 const df_kernel_table *df_kernels_ref(void);    /* the scalar oracle */
 const df_kernel_table *df_kernels_by_name(const char *name); /* NULL if not available here */

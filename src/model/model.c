@@ -509,6 +509,7 @@ deltafin_model_params deltafin_model_default_params(void) {
 
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out) {
     df_init();
+    df_kernels_init(); /* the kernel table is chosen at load (its DELTAFIN_ISA warning here) */
     *out = NULL;
     df_model *m = df_calloc(1, sizeof *m);
     if (!m) return DF_ERR_NOMEM;
