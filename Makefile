@@ -5,7 +5,7 @@ BUILD   ?= build
 SAN     ?=
 OPT     ?= -O2
 GIT_DEF := -DDF_GIT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
-CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter $(OPT) -g \
+CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Werror=implicit-function-declaration $(OPT) -g \
                  -fno-omit-frame-pointer -Iinclude -Isrc -I. -pthread \
                  $(GIT_DEF)
 ifeq ($(SAN),1)

@@ -16,19 +16,77 @@ extern "C" {
 
 #define DELTAFIN_VERSION "0.1.0"
 
+/* Status codes: every function returning int returns DELTAFIN_OK (0) or one of these. */
+typedef enum {
+    DELTAFIN_OK = 0,
+    DELTAFIN_ERR_IO = -1,          /* read/write/open failed, short read */
+    DELTAFIN_ERR_FORMAT = -2,      /* malformed untrusted input (file, JSON, template ...) */
+    DELTAFIN_ERR_NOMEM = -3,
+    DELTAFIN_ERR_INVALID = -4,     /* bad argument / option value */
+    DELTAFIN_ERR_UNSUPPORTED = -5, /* valid but not implemented (arch, tensor type) */
+    DELTAFIN_ERR_RANGE = -6,       /* size/overflow/limit exceeded (e.g. the memory limit) */
+    DELTAFIN_ERR_CANCELLED = -7,
+    DELTAFIN_ERR_INTERNAL = -8,
+    DELTAFIN_ERR_CHECKSUM = -9,
+    DELTAFIN_ERR_NOTFOUND = -10,
+} deltafin_status;
+
 /* Thread-local detail of the last failure (never NULL). */
 const char *deltafin_errmsg(void);
+/* "ok", "I/O error", "format error" ... */
+const char *deltafin_status_str(int status);
+/* The build: version and the git commit it was built from ("unknown" outside a checkout). */
+const char *deltafin_commit(void);
+
+/* ---- small utilities the tools share ---------------------------------------------------- */
+/* "16G", "512M", "1.5GiB", "4096" -> bytes. DELTAFIN_ERR_INVALID with a message if malformed. */
+int deltafin_parse_size(const char *s, uint64_t *out);
+/* "1.5 GiB"; returns buf. */
+const char *deltafin_fmt_bytes(uint64_t n, char *buf, size_t cap);
+uint64_t deltafin_time_ns(void);   /* monotonic */
+uint64_t deltafin_peak_rss(void);  /* bytes (VmHWM) */
+uint64_t deltafin_cur_rss(void);   /* bytes (VmRSS) */
+/* Bytes this process may still use: min(MemAvailable, memory cgroup limit - usage). */
+uint64_t deltafin_mem_available(void);
+/* Logging (the library prints only through this logger). Default level: warn. */
+enum { DELTAFIN_LOG_ERROR = 0, DELTAFIN_LOG_WARN = 1, DELTAFIN_LOG_INFO = 2, DELTAFIN_LOG_DEBUG = 3 };
+void deltafin_log_set_level(int level);
+int deltafin_log_get_level(void);
+void deltafin_log_set_file(void *file); /* a FILE *; NULL = stderr */
+void deltafin_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct deltafin_model deltafin_model;
 typedef struct deltafin_ctx deltafin_ctx;
 typedef struct deltafin_sampler deltafin_sampler;
 
 /* ---- model ------------------------------------------------------------------------- */
+/* Expert prefetch / router look-ahead (docs/streaming.md). */
+enum { DELTAFIN_PREFETCH_OFF = 0, DELTAFIN_PREFETCH_ON = 1, DELTAFIN_PREFETCH_AUTO = 2 };
+/* "off" | "on" | "auto" -> DELTAFIN_PREFETCH_*; DELTAFIN_ERR_INVALID otherwise. */
+int deltafin_prefetch_parse(const char *s, int *mode);
+/* DELTAFIN_OK if `name` is a read engine of this build ("auto", "pread", "direct", "uring",
+ * "mmap"), else DELTAFIN_ERR_INVALID / _UNSUPPORTED with a message. */
+int deltafin_io_engine_check(const char *name);
+
 typedef struct {
     int n_threads;          /* <= 0: all cores */
     uint64_t mem_limit;     /* bytes for the whole process; 0 = available RAM - mem_reserve */
     uint64_t mem_reserve;   /* bytes left to the OS when mem_limit == 0 */
-    const char *io_engine;  /* "auto", "pread", "direct", "uring", "mmap" (NULL = auto) */
+    const char *io_engine;  /* "auto", "pread", "direct", "uring", "mmap" (NULL = auto); any
+                             * engine other than auto streams the routed experts */
+    uint64_t cache_bytes;   /* expert cache bytes (--cache-size); 0 = what the limit leaves */
+    int prefetch;           /* DELTAFIN_PREFETCH_* (default AUTO) */
+    const char *hot_file;   /* pin the most used experts ("layer expert count" lines, from
+                             * `deltafin profile`), or NULL */
+    const char *preload;    /* pin these experts ("L:E,L:E,..."), or NULL */
+    /* What the memory plan reserves for (docs/streaming.md "memory plan"): KV cache for n_seq
+     * sequences of n_ctx tokens and scratch for prompt chunks of n_batch tokens. With a
+     * mem_limit, contexts beyond that are refused (deltafin_ctx_create), so the process stays
+     * inside the limit; under memory pressure the plan may choose smaller prompt chunks
+     * (deltafin_plan.n_batch; same tokens). 0 = defaults: min(training context, 4096), 512, 1. */
+    int n_ctx;
+    int n_batch;
+    int n_seq;
     bool mlock;             /* mlock the dense weights */
     bool progress;          /* log load progress (info level) */
     /* Load progress callback, called after each tensor is read (tools draw a bar with it);
@@ -40,6 +98,88 @@ typedef struct {
 deltafin_model_params deltafin_model_default_params(void);
 int deltafin_model_load(const char *path, const deltafin_model_params *p, deltafin_model **out);
 void deltafin_model_free(deltafin_model *m);
+
+/* The memory plan the model was loaded with (docs/streaming.md): where the limit goes. */
+typedef struct {
+    uint64_t limit;              /* effective memory limit */
+    bool limit_from_ram;         /* limit = available RAM - reserve */
+    bool experts_stream;         /* routed experts are read from disk into the cache */
+    uint64_t dense_bytes;        /* resident dense weights (+ layer buffers when they stream) */
+    uint64_t kv_bytes;           /* KV cache (+ recurrent state) at the planned context */
+    uint64_t scratch_bytes;      /* activations */
+    uint64_t overhead_bytes;     /* runtime, I/O buffers, slack */
+    uint64_t cache_bytes;        /* expert cache = n_slots * slot_bytes */
+    uint64_t slot_bytes;         /* one expert cache slot */
+    int n_slots;
+    int n_experts_total;         /* (layer, expert) pairs */
+    uint64_t expert_total_bytes; /* all routed experts as stored on disk */
+    bool all_resident;           /* every expert has a slot */
+    /* dense layers */
+    int n_layer;
+    int dense_layers_resident;   /* layers [0, n) keep their dense matrices */
+    int dense_layers_streamed;   /* the others stream (0: all resident) */
+    int dense_buffers;           /* layer buffers (2: double-buffered) */
+    uint64_t dense_buffer_bytes; /* one layer buffer */
+    uint64_t dense_total_bytes;  /* every dense tensor */
+    uint64_t dense_global_bytes; /* always resident (embeddings, output, norms, routers) */
+    uint64_t dense_layers_bytes; /* matrices of the resident layers */
+    uint64_t dense_read_per_token; /* dense bytes read per forward pass */
+    /* what it reserves for */
+    int n_ctx;                   /* KV per sequence */
+    int n_batch;                 /* prompt tokens per forward step (may be below the request) */
+    int n_seq;                   /* sequences (contexts, server slots) */
+} deltafin_plan;
+/* DELTAFIN_OK; a model whose experts are resident has experts_stream false and no slots. */
+int deltafin_model_plan(const deltafin_model *m, deltafin_plan *out);
+/* Multi-line human-readable plan (what `run -v` and `info --mem-limit` print). */
+const char *deltafin_model_plan_str(const deltafin_model *m, char *buf, size_t cap);
+/* One line on the dense layers: "dense: 3 of 8 layers resident (...), 5 streamed through 2
+ * buffers of ..." or "dense: all 8 layers resident (...)". */
+const char *deltafin_plan_dense_str(const deltafin_plan *p, char *buf, size_t cap);
+
+/* Streaming statistics of a model (all contexts together; cumulative since load). */
+typedef struct {
+    bool experts_stream;              /* false: routed experts are resident (fields below 0) */
+    const char *io_engine;            /* read engine in use */
+    int n_slots, n_hot;
+    uint64_t slot_bytes, cache_bytes;
+    uint64_t hits, misses, evictions;
+    double hit_rate;
+    uint64_t bytes_read;              /* expert payload read from disk */
+    double read_gbps;                 /* bytes_read / io_busy */
+    uint64_t io_busy_ns, wait_ns;     /* wall time with a read in flight; acquire blocked */
+    int prefetch;                     /* DELTAFIN_PREFETCH_* */
+    uint64_t prefetch_issued, prefetch_used, prefetch_wasted;
+    double prefetch_accuracy;
+    /* router look-ahead */
+    int lookahead_mode;
+    bool lookahead_active;
+    int lookahead_depth;
+    uint64_t lookahead_predicted, lookahead_correct, lookahead_issued, lookahead_used;
+    uint64_t lookahead_wasted, lookahead_cancelled, boundary_gap_ns;
+    double lookahead_accuracy;
+    /* dense-layer streaming */
+    bool dense_stream;
+    int dense_layers_streamed;
+    uint64_t dense_passes, dense_layer_reads, dense_layer_ready, dense_bytes_read, dense_wait_ns;
+} deltafin_stream_stats;
+int deltafin_model_stream_stats(const deltafin_model *m, deltafin_stream_stats *out);
+/* One line ("cache 12/40 slots ... hit 83.1% read 1.23 GB at 2.1 GB/s ..."); "" if nothing
+ * streams. */
+const char *deltafin_stream_stats_str(const deltafin_stream_stats *st, char *buf, size_t cap);
+/* The same as a JSON object text (run --json "stream", bench --json, --stats-file); the
+ * caller frees. NULL when nothing streams. */
+char *deltafin_stream_stats_json(const deltafin_stream_stats *st);
+/* Per-layer expert counters (run -v): acquires that hit / missed, time blocked on reads.
+ * DELTAFIN_ERR_INVALID if experts do not stream or layer is out of range. */
+int deltafin_model_layer_stats(const deltafin_model *m, int layer, uint64_t *hits, uint64_t *misses,
+                               uint64_t *wait_ns);
+int deltafin_model_n_layer(const deltafin_model *m);
+int deltafin_model_n_expert(const deltafin_model *m);
+/* Bytes of all weight tensors as stored (dense + routed experts). */
+uint64_t deltafin_model_size(const deltafin_model *m);
+/* The kernel table in use: "ref", "avx2", "avx512", "neon" (DELTAFIN_ISA forces one). */
+const char *deltafin_kernels_name(void);
 
 int deltafin_model_n_vocab(const deltafin_model *m);
 int deltafin_model_n_ctx_train(const deltafin_model *m);
@@ -87,6 +227,8 @@ deltafin_ctx_params deltafin_ctx_default_params(void);
 int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *p, deltafin_ctx **out);
 void deltafin_ctx_free(deltafin_ctx *c);
 int deltafin_ctx_n_ctx(const deltafin_ctx *c);
+int deltafin_ctx_n_batch(const deltafin_ctx *c);
+int deltafin_ctx_n_threads(const deltafin_ctx *c);
 /* Number of tokens in the cache (next position). */
 int deltafin_ctx_pos(const deltafin_ctx *c);
 /* Drop cached tokens from position pos on (pos <= current); for reuse across chat turns. */

@@ -63,8 +63,8 @@ int main(int argc, char **argv) {
 
     /* memory plan: 3 KDA layers x (conv 3·(C-1)·DI + delta H·S·S) floats; 1 MLA layer of
      * (kv_lora 32 + rope 16) F16 per token */
-    df_mem_plan plan;
-    df_model_mem_plan(m, 128, 16, &plan);
+    df_footprint plan;
+    df_model_footprint(m, 128, &plan);
     CHECK_EQ_INT((long long)plan.state_bytes, 3LL * (3 * 3 * 64 + 4 * 16 * 16) * 4);
     CHECK_EQ_INT((long long)plan.kv_bytes_per_token, 48LL * 2);
     CHECK_EQ_INT((long long)plan.kv_bytes, 48LL * 2 * 128 + 2 * (long long)plan.state_bytes);

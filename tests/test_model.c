@@ -9,6 +9,8 @@
  *    prompt ids [1, 15043, 3186]; text " processedlijParam współcro ogni heading igual existed
  *    VARCHAR causing Kun sandgenderolasʀ"). */
 #include "model/model.h"
+#include "runtime/loader.h"
+#include "weights/weights.h"
 #include "forward/session.h"
 #include "kernels/quant.h"
 #include "testlib.h"
@@ -355,10 +357,10 @@ static void test_arch(const char *arch, int type) {
     for (int i = 0; i < n * V; i++) { finite &= isfinite(a[i]); varied |= a[i] != a[0]; }
     CHECK(finite && varied);
 
-    df_mem_plan plan;
-    df_model_mem_plan(m, 64, 512, &plan);
+    df_footprint plan;
+    df_model_footprint(m, 64, &plan);
     CHECK_EQ_INT(plan.kv_bytes_per_token, (uint64_t)s.n_layer * s.n_head_kv * 2 * s.head_dim * 2);
-    CHECK(plan.dense_bytes > 0 && plan.scratch_bytes > 0);
+    CHECK(plan.dense_bytes > 0 && df_session_scratch_bytes(m, 512, 1) > 0);
     CHECK((plan.expert_bytes > 0) == (s.n_expert > 0));
 
     if (s.n_expert) {
@@ -367,7 +369,7 @@ static void test_arch(const char *arch, int type) {
         rc = df_model_load(p, &mp, DF_LOAD_SKIP_EXPERTS, &m2);
         CHECK_EQ_INT(rc, DF_OK);
         if (rc == DF_OK) {
-            CHECK(m2->expert_bytes == 0 && m2->dense_bytes < plan.dense_bytes + plan.expert_bytes);
+            CHECK(m2->w->expert_bytes == 0 && m2->w->dense_bytes < plan.dense_bytes + plan.expert_bytes);
             deltafin_ctx *cx = NULL;
             CHECK(deltafin_ctx_create(m2, NULL, &cx) == DF_ERR_INVALID); /* no provider yet */
             pread_prov pp = {.m = m2, .fd = open(p, O_RDONLY)};
@@ -384,8 +386,8 @@ static void test_arch(const char *arch, int type) {
             }
             df_expert_loc loc;
             CHECK(df_model_expert_loc(m2, 0, s.n_expert, 0, &loc) == DF_ERR_INVALID);
-            df_expert_provider pv = {.ud = &pp, .acquire = pp_acquire, .release = pp_release};
-            df_model_set_expert_provider(m2, &pv);
+            df_expert_source pv = {.ud = &pp, .acquire = pp_acquire, .release = pp_release};
+            df_weights_set_experts(m2->w, &pv);
             CHECK_EQ_INT(run_logits(m2, ids, n, 512, 0, c), DF_OK);
             CHECK_MSG(max_diff(a, c, (size_t)n * V) == 0.0, "%s: provider logits differ", arch);
             CHECK(pp.n_acq > 0 && pp.n_acq <= s.n_layer * s.n_expert);
@@ -518,6 +520,60 @@ static void test_llama2_tiny(void) {
     deltafin_model_free(m);
 }
 
+/* The memory plan reserves KV for n_seq sequences of n_ctx tokens: under a memory limit a
+ * larger context, or more contexts, are refused with a message; without a limit they are
+ * allowed; info's KV follows n_ctx. */
+static void test_plan_reserve(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/plan.gguf", g_dir);
+    spec s = base_spec("qwen3moe");
+    s.type = DF_TYPE_Q8_0;
+    CHECK_EQ_INT(write_model(p, &s), DF_OK);
+    deltafin_model_params mp = deltafin_model_default_params();
+    mp.mem_limit = 1ull << 30;
+    mp.n_ctx = 64;
+    mp.n_seq = 2;
+    df_model *m = NULL;
+    int rc = df_model_load(p, &mp, 0, &m);
+    CHECK_MSG(rc == DF_OK, "%s", df_errmsg());
+    if (rc) return;
+    deltafin_plan pl;
+    CHECK_EQ_INT(deltafin_model_plan(m, &pl), DF_OK);
+    CHECK(pl.n_ctx == 64 && pl.n_seq == 2);
+    df_footprint fp;
+    df_model_footprint(m, 64, &fp);
+    CHECK_EQ_INT((long long)pl.kv_bytes, 2LL * (long long)fp.kv_bytes);
+    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    deltafin_ctx *a = NULL, *b = NULL, *c = NULL;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &a), DF_OK);
+    CHECK(a && deltafin_ctx_n_ctx(a) == 64); /* the planned context is the default */
+    cp.n_ctx = 128;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &b), DF_ERR_RANGE);
+    CHECK_MSG(strstr(df_errmsg(), "exceeds the memory plan") != NULL, "msg: %s", df_errmsg());
+    cp.n_ctx = 32;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &b), DF_OK);
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &c), DF_ERR_RANGE); /* a third sequence */
+    CHECK_MSG(strstr(df_errmsg(), "2 sequences") != NULL, "msg: %s", df_errmsg());
+    deltafin_ctx_free(b);
+    b = NULL;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &c), DF_OK); /* freed: its sequence is back */
+    deltafin_ctx_free(a);
+    deltafin_ctx_free(c);
+    deltafin_model_free(m);
+    /* no limit: nothing is refused */
+    mp.mem_limit = 0;
+    rc = df_model_load(p, &mp, 0, &m);
+    CHECK_EQ_INT(rc, DF_OK);
+    if (rc == DF_OK) {
+        cp.n_ctx = 256;
+        deltafin_ctx *x[3] = {0};
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &x[i]), DF_OK);
+        for (int i = 0; i < 3; i++) deltafin_ctx_free(x[i]);
+        deltafin_model_free(m);
+    }
+    unlink(p);
+}
+
 int main(void) {
     df_init();
     snprintf(g_dir, sizeof g_dir, "/tmp/df_test_model_%d", (int)getpid());
@@ -531,6 +587,7 @@ int main(void) {
     }
     test_arch("llama", DF_TYPE_F16);
     test_routing();
+    test_plan_reserve();
     test_llama2_tiny();
     rmdir(g_dir);
     TEST_MAIN_END("test_model");

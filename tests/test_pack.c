@@ -4,6 +4,7 @@
  * packed records with every engine; a corrupted record, a malformed index and an
  * interrupted pack each fail clearly (the interrupted one leaves no output file). */
 #include "format/pack.h"
+#include "weights/expert_store.h"
 #include "kernels/quant.h"
 #include "testlib.h"
 
@@ -103,12 +104,12 @@ int main(void) {
     CHECK_EQ_INT(df_pack_expert_tensor(p, "blk.0.ffn_up_exps.weight", &type, ne), DF_ERR_NOTFOUND);
 
     static df_expert_loc locs[3 * E * 3];
-    static df_store_record recs[3 * E];
+    static df_expert_record recs[3 * E];
     CHECK_EQ_INT(df_pack_locs(p, locs, recs), DF_OK);
     for (int l = 0; l < 3; l++)
         for (int e = 0; e < E; e++) {
             const df_expert_loc *lc = &locs[(l * E + e) * 3];
-            const df_store_record *r = &recs[l * E + e];
+            const df_expert_record *r = &recs[l * E + e];
             if (l == 0) { CHECK(lc[0].nbytes == 0 && lc[1].nbytes == 0 && lc[2].nbytes == 0 && r->nbytes == 0); continue; }
             CHECK(r->offset % 4096 == 0);
             for (int part = 0; part < 3; part++) {
@@ -168,7 +169,7 @@ int main(void) {
 
     /* corrupt one byte of layer 2 expert 3's record */
     {
-        const df_store_record *r = &recs[2 * E + 3];
+        const df_expert_record *r = &recs[2 * E + 3];
         int fd = open(out, O_RDWR);
         uint8_t b;
         CHECK(pread(fd, &b, 1, (off_t)(r->offset + 100)) == 1);

@@ -5,6 +5,7 @@
  * corruption and a truncated file each give an error naming layer, expert, file and offset. */
 #include "weights/expert_store.h"
 #include "runtime/plan.h"
+#include "base/sysmem.h"
 #include "testlib.h"
 
 #include <pthread.h>
@@ -98,13 +99,14 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static df_store *mk(const char *path, const df_expert_loc *locs, const df_store_record *recs, uint64_t budget,
+static const char *g_fault; /* injected faults for the next mk() (df_io_params.fault) */
+static df_store *mk(const char *path, const df_expert_loc *locs, const df_expert_record *recs, uint64_t budget,
                     int engine, int prefetch, int min_slots) {
     const char *paths[1] = {path};
     df_store_params p = df_store_default_params();
     p.n_layers = NL; p.n_experts = NE; p.locs = locs; p.records = recs;
     p.paths = paths; p.n_files = 1; p.budget_bytes = budget; p.min_slots = min_slots;
-    p.prefetch = prefetch; p.io.engine = engine; p.io.n_threads = 3;
+    p.prefetch = prefetch; p.io.engine = engine; p.io.n_threads = 3; p.io.fault = g_fault;
     df_store *s = NULL;
     int rc = df_store_create(&p, &s);
     CHECK_MSG(rc == DF_OK, "create: %s", df_errmsg());
@@ -339,9 +341,9 @@ int main(void) {
         for (int kind = DF_FAULT_EIO; kind <= DF_FAULT_SHORT; kind++) {
             char env[32];
             snprintf(env, sizeof env, "%s:2", kind == DF_FAULT_EIO ? "eio" : "short");
-            setenv("DELTAFIN_FAULT", env, 1);
+            g_fault = env;
             df_store *s = mk(path, locs, NULL, 4 * sb, e, DF_PREFETCH_OFF, 2);
-            unsetenv("DELTAFIN_FAULT");
+            g_fault = NULL;
             df_expert_w w;
             int rc = df_store_acquire(s, 3, 6, &w); /* reads 1..3: down, gate, up -> read 2 is one of them */
             CHECK_EQ_INT(rc, DF_ERR_IO);
@@ -358,7 +360,7 @@ int main(void) {
     /* packed-style records: one aligned record per expert, checksum verified */
     {
         static df_expert_loc rlocs[NL * NE * 3];
-        static df_store_record recs[NL * NE];
+        static df_expert_record recs[NL * NE];
         FILE *f = fopen(rpath, "wb");
         uint64_t off = 4096;
         uint8_t *zero = calloc(1, 4096);
@@ -411,9 +413,9 @@ int main(void) {
             }
             df_store_free(s);
             /* corruption -> checksum error naming layer, expert, file, offset */
-            setenv("DELTAFIN_FAULT", "corrupt:1", 1);
+            g_fault = "corrupt:1";
             s = mk(rpath, rlocs, recs, 5 * rsb, e, DF_PREFETCH_OFF, 2);
-            unsetenv("DELTAFIN_FAULT");
+            g_fault = NULL;
             int rc = df_store_acquire(s, 2, 5, &w);
             CHECK_EQ_INT(rc, DF_ERR_CHECKSUM);
             char want[512];
@@ -424,9 +426,9 @@ int main(void) {
             df_store_release(s, 2, 5);
             df_store_free(s);
             /* EIO on a record */
-            setenv("DELTAFIN_FAULT", "eio:1", 1);
+            g_fault = "eio:1";
             s = mk(rpath, rlocs, recs, 5 * rsb, e, DF_PREFETCH_OFF, 2);
-            unsetenv("DELTAFIN_FAULT");
+            g_fault = NULL;
             rc = df_store_acquire(s, 3, 1, &w);
             CHECK_EQ_INT(rc, DF_ERR_IO);
             snprintf(want, sizeof want, "layer 3 expert 1: %s: read of %llu bytes at offset %llu", rpath,
@@ -456,34 +458,95 @@ int main(void) {
 
     /* memory plan */
     {
-        df_memplan_in in = {0};
-        in.dense_bytes = 1000ull << 20; in.kv_bytes = 100ull << 20; in.scratch_bytes = 36ull << 20;
-        in.overhead_bytes = 64ull << 20;
-        in.slot_bytes = 24ull << 20; in.n_experts_total = 1000; in.expert_total_bytes = 1000ull * (24ull << 20);
+        df_plan_in in = {0};
+        in.has_experts = true; in.stream_experts = 1;
+        in.dense_total = 1000ull << 20; in.kv_bytes = 100ull << 20; in.scratch_bytes = 36ull << 20;
+        in.slot_bytes = 24ull << 20; in.n_expert_pairs = 1000; in.expert_bytes = 1000ull * (24ull << 20);
+        in.n_expert_used = 8; in.force_resident = -1;
         in.mem_limit = 4ull << 30;
-        df_memplan pl;
-        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        df_plan pl;
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
+        CHECK(pl.experts_stream && pl.overhead_bytes == DF_PLAN_OVERHEAD);
         CHECK_EQ_INT(pl.n_slots, (int)(((4ull << 30) - (1200ull << 20)) / (24ull << 20)));
         CHECK(pl.fixed_bytes + pl.cache_bytes <= in.mem_limit);
         CHECK(!pl.all_resident);
         CHECK_NEAR(pl.frac_resident, pl.n_slots / 1000.0, 1e-9);
         char buf[1024];
-        CHECK(strstr(df_memplan_str(&pl, buf, sizeof buf), "expert cache") != NULL);
+        CHECK(strstr(df_plan_str(&pl, buf, sizeof buf), "expert cache") != NULL);
         /* everything fits */
         in.mem_limit = 64ull << 30;
-        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
         CHECK(pl.all_resident && pl.n_slots == 1000);
+        /* decided by size: all of it fits, so the experts stay resident */
+        in.stream_experts = -1;
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
+        CHECK(!pl.experts_stream && pl.n_slots == 0);
+        in.mem_limit = 4ull << 30;
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
+        CHECK(pl.experts_stream);
+        in.stream_experts = 1;
+        /* an exact cache: the limit becomes what it costs on top of everything else */
+        in.cache_bytes = 10 * (24ull << 20);
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
+        CHECK_EQ_INT(pl.n_slots, 10);
+        in.cache_bytes = 0;
         /* smallest working set: dense + kv + scratch + overhead + 2 slots = 1248 MiB */
         in.mem_limit = 1248ull << 20;
-        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
         CHECK_EQ_INT(pl.n_slots, 2);
         in.mem_limit = (1248ull << 20) - 1;
-        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_ERR_RANGE);
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_ERR_RANGE);
         CHECK_MSG(strstr(df_errmsg(), "need at least 1.22 GiB") != NULL, "msg: %s", df_errmsg());
         /* limit from available memory minus reserve */
         in.mem_limit = 0; in.mem_available = 3ull << 30; in.mem_reserve = 1ull << 30;
-        CHECK_EQ_INT(df_memplan_compute(&in, &pl), DF_OK);
+        CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
         CHECK(pl.limit_from_ram && pl.limit == (2ull << 30));
+        /* prompt chunks under pressure: scratch of 512/256/128/64-token chunks 256/128/64/32
+         * MiB; with 4 GiB - 1200 MiB of room the chunk shrinks until its scratch <= room/16 */
+        {
+            const int bt[4] = {512, 256, 128, 64};
+            const uint64_t bs[4] = {256ull << 20, 128ull << 20, 64ull << 20, 32ull << 20};
+            df_plan_in c = in;
+            c.mem_limit = 4ull << 30; c.mem_available = 0; c.scratch_bytes = 0;
+            c.n_batch_opts = 4; c.batch = bt; c.batch_scratch = bs;
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            /* room = 4096 - 1000 - 100 - 64 = 2932 MiB: 256 > 183, 128 <= 183 */
+            CHECK_EQ_INT(pl.n_batch, 256);
+            CHECK_EQ_INT((long long)pl.scratch_bytes, (long long)(128ull << 20));
+            c.batch_fixed = true; /* a chunk the caller chose is kept */
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            CHECK_EQ_INT(pl.n_batch, 512);
+            c.batch_fixed = false;
+            c.mem_limit = 1400ull << 20; /* tight: the smallest chunk */
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            CHECK_EQ_INT(pl.n_batch, 64);
+            CHECK_EQ_INT(pl.n_slots, (int)(((1400ull << 20) - (1164ull << 20) - (32ull << 20)) / (24ull << 20)));
+            c.stream_experts = 0; /* resident experts: no pressure on the cache, the chunk stays */
+            c.mem_limit = 64ull << 30;
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            CHECK_EQ_INT(pl.n_batch, 512);
+        }
+        /* dense layers: 4 layers of 100 MiB matrices (+ 10 MiB always resident); at 400 MiB
+         * with resident experts, the first layers stay and the rest stream through 2 buffers */
+        const uint64_t sb[4] = {100ull << 20, 100ull << 20, 100ull << 20, 100ull << 20};
+        df_plan_in d = {0};
+        d.dense_total = (410ull << 20); d.dense_global = 10ull << 20; d.n_layer = 4;
+        d.layer_stream_bytes = sb; d.layer_buf_bytes = sb; d.layer_read_bytes = sb;
+        d.kv_bytes = 1ull << 20; d.scratch_bytes = 1ull << 20; d.dense_stream = true; d.force_resident = -1;
+        d.mem_limit = 400ull << 20;
+        CHECK_EQ_INT(df_plan_make(&d, &pl), DF_OK);
+        CHECK_EQ_INT(pl.n_resident, 1);
+        CHECK_EQ_INT(pl.n_streamed, 3);
+        CHECK_EQ_INT(pl.n_buf, 2);
+        CHECK(pl.dense_bytes == (10ull << 20) + (100ull << 20) + 2 * (100ull << 20) && pl.read_per_pass == 300ull << 20);
+        CHECK(strstr(df_plan_dense_str(&pl, buf, sizeof buf), "1 of 4 layers resident") != NULL);
+        d.dense_stream = false;
+        CHECK_EQ_INT(df_plan_make(&d, &pl), DF_OK);
+        CHECK(pl.n_streamed == 0 && pl.dense_bytes == d.dense_total);
+        d.dense_stream = true;
+        d.mem_limit = 150ull << 20; /* not even one buffer + the rest */
+        CHECK_EQ_INT(df_plan_make(&d, &pl), DF_ERR_RANGE);
+        CHECK_MSG(strstr(df_errmsg(), "one streamed layer buffer") != NULL, "msg: %s", df_errmsg());
         CHECK(df_mem_available() > 0);
     }
     TEST_MAIN_END("test_store");

@@ -112,11 +112,13 @@ int cmd_bench(int argc, char **argv) {
     deltafin_model_params mp = deltafin_model_default_params();
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = n_prompt + n_gen > 16 ? n_prompt + n_gen : 16; /* the memory plan reserves what the tests use */
+    mp.n_batch = n_batch;
     if (io_engine) mp.io_engine = io_engine;
+    if (prefetch >= 0) mp.prefetch = prefetch;
     uint64_t tl = df_time_ns();
     if (deltafin_model_load(model, &mp, &m) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
     double load_s = (df_time_ns() - tl) / 1e9;
-    if (df_stream_configure(m, prefetch, NULL, NULL) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();
     cp.n_ctx = n_prompt + n_gen > 16 ? n_prompt + n_gen : 16;
     cp.n_batch = n_batch;
@@ -136,14 +138,16 @@ int cmd_bench(int argc, char **argv) {
 
     char commit[64];
     commit_id(commit, sizeof commit);
-    int threads = c->n_threads;
-    const char *isa = df_kernels()->name;
-    const char *residency = m->experts_loaded ? "resident" : (m->has_provider ? "streamed" : "none");
+    int threads = deltafin_ctx_n_threads(c);
+    const char *isa = deltafin_kernels_name();
+    deltafin_plan plan;
+    deltafin_model_plan(m, &plan);
+    const char *residency = !deltafin_model_n_expert(m) ? "none" : plan.experts_stream ? "streamed" : "resident";
     char mb[32];
     if (!json)
         printf("deltafin %s | commit %s | ISA %s | threads %d | batch %d | experts %s | model %s (%s, %s, load %.2f s)\n",
-               DELTAFIN_VERSION, commit, isa, threads, c->n_batch, residency, model, deltafin_model_arch(m),
-               df_fmt_bytes(m->dense_bytes + m->expert_file_bytes, mb, sizeof mb), load_s);
+               DELTAFIN_VERSION, commit, isa, threads, deltafin_ctx_n_batch(c), residency, model, deltafin_model_arch(m),
+               df_fmt_bytes(deltafin_model_size(m), mb, sizeof mb), load_s);
 
     result res[2] = {{.name = "pp", .n = n_prompt}, {.name = "tg", .n = n_gen}};
     for (int ti = 0; ti < 2; ti++) {
@@ -170,11 +174,11 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "commit", commit);
         cJSON_AddStringToObject(o, "isa", isa);
         cJSON_AddNumberToObject(o, "threads", threads);
-        cJSON_AddNumberToObject(o, "n_batch", c->n_batch);
+        cJSON_AddNumberToObject(o, "n_batch", deltafin_ctx_n_batch(c));
         cJSON_AddStringToObject(o, "experts", residency);
         cJSON_AddStringToObject(o, "model", model);
         cJSON_AddStringToObject(o, "arch", deltafin_model_arch(m));
-        cJSON_AddNumberToObject(o, "model_bytes", (double)(m->dense_bytes + m->expert_file_bytes));
+        cJSON_AddNumberToObject(o, "model_bytes", (double)(deltafin_model_size(m)));
         cJSON_AddNumberToObject(o, "load_s", load_s);
         cJSON *arr = cJSON_AddArrayToObject(o, "results");
         for (int ti = 0; ti < 2; ti++) {
@@ -196,11 +200,13 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
         cJSON_AddNumberToObject(so, "io_wait_ns", (double)st.io_wait_ns);
         cJSON_AddNumberToObject(so, "peak_rss", (double)df_peak_rss());
-        if (df_stream_store(m)) { /* expert streaming: cache, I/O, prefetch and look-ahead */
-            df_store_stats ss;
-            df_store_get_stats(df_stream_store(m), &ss);
-            cJSON *sto = cJSON_AddObjectToObject(so, "stream");
-            if (sto) df_store_stats_json(&ss, sto);
+        deltafin_stream_stats ss;
+        deltafin_model_stream_stats(m, &ss);
+        char *sj = deltafin_stream_stats_json(&ss); /* expert streaming: cache, I/O, prefetch, look-ahead */
+        if (sj) {
+            cJSON *sto = cJSON_Parse(sj);
+            if (sto) cJSON_AddItemToObject(so, "stream", sto);
+            free(sj);
         }
         char *s = cJSON_PrintUnformatted(o);
         if (s) { puts(s); free(s); }
@@ -218,11 +224,11 @@ int cmd_bench(int argc, char **argv) {
         if (acc)
             printf("experts: hit rate %.1f%%, %s read\n", 100.0 * st.expert_hits / acc,
                    df_fmt_bytes(st.bytes_read, mb, sizeof mb));
-        if (df_stream_store(m)) {
-            df_store_stats ss;
+        deltafin_stream_stats ss;
+        deltafin_model_stream_stats(m, &ss);
+        if (ss.experts_stream) {
             char sb[640];
-            df_store_get_stats(df_stream_store(m), &ss);
-            printf("%s\n", df_store_stats_str(&ss, sb, sizeof sb));
+            printf("%s\n", deltafin_stream_stats_str(&ss, sb, sizeof sb));
         }
         printf("peak memory: %s\n", df_fmt_bytes(df_peak_rss(), mb, sizeof mb));
     }

@@ -24,7 +24,8 @@ static void usage(FILE *f) {
         "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
         "  -n, --n-predict N       max tokens per answer (default -1: until end of turn)\n"
         "  -t, --threads N         threads (default: all cores)\n"
-        "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
+        "  -b, --batch-size N      prompt tokens per forward step (default 512; under --mem-limit with\n"
+        "                          streamed experts the plan may choose fewer, same tokens)\n"
         "  --temp T                temperature (default 0.8; 0 = greedy)\n"
         "  --top-k N               top-k (default 40; 0 = off)\n"
         "  --top-p P               top-p (default 0.95; 1 = off)\n"
@@ -93,7 +94,7 @@ static int tokenize_all(deltafin_model *m, const char *text, int32_t **ids) {
 
 int cmd_chat(int argc, char **argv) {
     const char *model = NULL, *system = NULL, *tmpl = NULL;
-    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
+    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 0; /* 0: the ctx default 512, or the smaller chunk the memory plan chooses */
     int stats = 0;
     uint64_t mem_limit = 0;
     deltafin_sampler_params sp = deltafin_sampler_default_params();
@@ -141,6 +142,8 @@ int cmd_chat(int argc, char **argv) {
     mp.progress_ud = &load_progress;
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = n_ctx; /* the memory plan reserves this context and chunk */
+    mp.n_batch = n_batch;
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();

@@ -7,7 +7,8 @@
 #include "weights/expert_store.h"
 #include "weights/io.h"
 #include "kernels/kernels.h"
-#include "weights/dense_stream.h"
+#include "runtime/loader.h"
+#include "base/sysmem.h"
 #include "runtime/plan.h"
 #include "model/model.h"
 #include "format/pack.h"
@@ -260,7 +261,7 @@ static uint64_t model_probe_bytes(df_model *m) {
         int L = df_pack_n_layers(m->pack), E = df_pack_n_experts(m->pack);
         size_t n = (size_t)L * (size_t)E;
         df_expert_loc *locs = df_calloc(n * 3 + 1, sizeof *locs);
-        df_store_record *rec = df_calloc(n + 1, sizeof *rec);
+        df_expert_record *rec = df_calloc(n + 1, sizeof *rec);
         if (locs && rec && df_pack_locs(m->pack, locs, rec) == DF_OK)
             for (size_t k = 0; k < n; k++) if (rec[k].nbytes > mx) mx = rec[k].nbytes;
         free(locs);
@@ -409,47 +410,40 @@ int cmd_doctor(int argc, char **argv) {
     }
     int ret = 0;
     if (m) {
+        /* the plan run would make at this limit: the same load, with the limit */
+        deltafin_model_free(m);
+        m = NULL;
+        deltafin_model_params lp = deltafin_model_default_params();
+        lp.mem_limit = user_limit ? user_limit : limit;
+        if (df_model_load(model, &lp, DF_LOAD_META_ONLY, &m) < 0) {
+            fprintf(stderr, "doctor: %s\n", deltafin_errmsg());
+            return 1;
+        }
         const df_hparams *hp = &m->hp;
-        df_mem_plan mp;
+        df_footprint mp;
         int ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-        df_model_mem_plan(m, ctx, 512, &mp);
-        int n_moe = 0;
-        for (int l = 0; l < hp->n_layer; l++) n_moe += m->layers[l].is_moe;
-        const int n_tot = n_moe * hp->n_expert;
+        df_model_footprint(m, ctx, &mp);
+        const int n_tot = mp.n_moe_layers * hp->n_expert;
         const double exp_avg = n_tot ? (double)mp.expert_bytes / n_tot : 0;
-        const double active = exp_avg * n_moe * hp->n_expert_used; /* routed bytes one token touches */
-        df_memplan_in in = {0};
-        in.dense_bytes = mp.dense_bytes;
-        /* dense layers that do not fit stream too (dense_stream.c): the plan counts the
-         * resident part + the layer buffers, and the streamed layers are read every token */
-        df_dense_plan dp = {0};
-        m->params.mem_limit = user_limit ? user_limit : limit;
-        if (df_dense_plan_model(m, n_tot > 0, &dp) == DF_OK && dp.n_streamed) in.dense_bytes = dp.resident_bytes;
-        df_err_clear();
-        in.kv_bytes = mp.kv_bytes;
-        in.scratch_bytes = mp.scratch_bytes;
-        in.expert_total_bytes = mp.expert_bytes;
-        in.slot_bytes = df_pad(mp.expert_bytes_one ? mp.expert_bytes_one : 1, DF_IO_ALIGN);
-        in.n_experts_total = n_tot;
-        in.mem_limit = user_limit ? user_limit : limit;
-        df_memplan plan;
+        const double active = exp_avg * mp.n_moe_layers * hp->n_expert_used; /* routed bytes one token touches */
+        deltafin_plan plan;
         printf("\nexpected speed for %s (context %d):\n", model, ctx);
-        if (df_memplan_compute(&in, &plan) != DF_OK) {
+        if (deltafin_model_plan(m, &plan) != DF_OK) {
             printf("  does not fit: %s\n", deltafin_errmsg());
             ret = 1;
         } else {
-            const double hit = n_tot ? (plan.all_resident ? 1.0 : plan.frac_resident) : 1.0;
+            const double hit = n_tot && plan.experts_stream ? (plan.all_resident ? 1.0 : (double)plan.n_slots / n_tot) : 1.0;
             const double disk = best_gbps > 0 ? (qd16_best > best_gbps ? qd16_best : best_gbps) * 1e9 : 0;
             const double compute_s = memn > 0 ? (mp.dense_bytes + active) / (memn * 1e9) : 0;
-            const double io_s = disk > 0 ? ((1 - hit) * active + (double)dp.read_per_pass) / disk : 0;
+            const double io_s = disk > 0 ? ((1 - hit) * active + (double)plan.dense_read_per_token) / disk : 0;
             printf("  weights read per token   %s dense + %s routed experts (%d of %d per layer)\n",
                    df_fmt_bytes(mp.dense_bytes, b1, sizeof b1), df_fmt_bytes((uint64_t)active, b2, sizeof b2),
                    hp->n_expert_used, hp->n_expert);
             printf("  expert cache             %s = %.0f%% of the experts (memory plan at --mem-limit %s)\n",
-                   df_fmt_bytes(plan.cache_bytes, b1, sizeof b1), 100.0 * hit, df_fmt_bytes(in.mem_limit, b2, sizeof b2));
-            if (dp.n_streamed) {
+                   df_fmt_bytes(plan.cache_bytes, b1, sizeof b1), 100.0 * hit, df_fmt_bytes(lp.mem_limit, b2, sizeof b2));
+            if (plan.dense_layers_streamed) {
                 char b3[512];
-                printf("  %s\n", df_dense_plan_str(&dp, b3, sizeof b3));
+                printf("  %s\n", deltafin_plan_dense_str(&plan, b3, sizeof b3));
             }
             printf("  compute floor            %.2f ms/token (weights at %.1f GB/s memory read)\n", compute_s * 1e3, memn);
             if (disk > 0) {

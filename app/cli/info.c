@@ -4,7 +4,8 @@
  * The model is bound and shape-checked but no weights are read (DF_LOAD_META_ONLY). */
 #include "app/cli/cli_args.h"
 #include "deltafin.h"
-#include "weights/dense_stream.h"
+#include "runtime/loader.h"
+#include "forward/session.h"
 #include "runtime/plan.h"
 #include "model/model.h"
 #include "kernels/quant.h"
@@ -67,7 +68,9 @@ int cmd_info(int argc, char **argv) {
     }
     if (!model) { usage(stderr); return 2; }
     df_model *m = NULL;
-    if (df_model_load(model, NULL, DF_LOAD_META_ONLY, &m) < 0) {
+    deltafin_model_params lp = deltafin_model_default_params();
+    lp.mem_limit = mem_limit; /* the plan run would make at this limit (0: available RAM) */
+    if (df_model_load(model, &lp, DF_LOAD_META_ONLY, &m) < 0) {
         fprintf(stderr, "info: %s\n", deltafin_errmsg());
         return 1;
     }
@@ -127,8 +130,9 @@ int cmd_info(int argc, char **argv) {
     int ctx = n_ctx > 0 ? n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
     if (n_batch <= 0) n_batch = 512;
     if (n_batch > ctx) n_batch = ctx;
-    df_mem_plan plan;
-    df_model_mem_plan(m, ctx, n_batch, &plan);
+    df_footprint plan;
+    df_model_footprint(m, ctx, &plan);
+    const uint64_t scratch = df_session_scratch_bytes(m, n_batch, 1);
     printf("\nmemory plan:\n");
     printf("  dense weights (resident)   %12s\n", df_fmt_bytes(plan.dense_bytes, b1, sizeof b1));
     printf("  routed experts             %12s", df_fmt_bytes(plan.expert_bytes, b1, sizeof b1));
@@ -140,50 +144,28 @@ int cmd_info(int argc, char **argv) {
     printf("  KV cache at n_ctx %-7d  %12s%s\n", ctx, df_fmt_bytes(plan.kv_bytes, b1, sizeof b1),
            plan.state_bytes ? " (incl. recurrent state + prompt snapshot)" : "");
     printf("  scratch (n_batch %d)%*s%12s\n", n_batch, n_batch >= 1000 ? 4 : n_batch >= 100 ? 5 : 6, "",
-           df_fmt_bytes(plan.scratch_bytes, b1, sizeof b1));
+           df_fmt_bytes(scratch, b1, sizeof b1));
     printf("  all resident               %12s\n",
-           df_fmt_bytes(plan.dense_bytes + plan.expert_bytes + plan.kv_bytes + plan.scratch_bytes, b1, sizeof b1));
+           df_fmt_bytes(plan.dense_bytes + plan.expert_bytes + plan.kv_bytes + scratch, b1, sizeof b1));
     if (mem_limit) {
-        /* the plan run would make (dense_stream.c, memplan.c) */
-        bool stream = false;
-        df_dense_plan dp;
-        char b3[512];
-        df_mem_plan rp;
-        df_memplan_model(m, &rp);
-        m->params.mem_limit = mem_limit;
-        int rc = df_stream_decide(m, &stream);
-        if (rc == DF_OK) rc = df_dense_plan_model(m, stream, &dp);
-        printf("\nat --mem-limit %s (KV and scratch at the run's planned context %d):\n",
-               df_fmt_bytes(mem_limit, b1, sizeof b1), rp.n_ctx);
+        /* the plan run makes (runtime/plan.c), computed by the same load */
+        deltafin_plan rp;
+        char b3[1024];
+        int rc = deltafin_model_plan(m, &rp);
+        printf("\nat --mem-limit %s (KV and scratch at the run's planned context):\n",
+               df_fmt_bytes(mem_limit, b1, sizeof b1));
         if (rc < 0) {
             printf("  refused: %s\n", deltafin_errmsg());
         } else {
-            printf("  routed experts             %s\n", !hp->n_expert ? "(none)" : stream ? "streamed (expert cache)" : "resident");
-            printf("  %s\n", df_dense_plan_str(&dp, b3, sizeof b3));
-            if (dp.n_streamed)
-                printf("  dense resident + buffers   %12s\n", df_fmt_bytes(dp.resident_bytes, b1, sizeof b1));
-            if (stream) { /* the expert cache what is left buys (memplan.c, as run computes it) */
-                uint64_t slot = 0;
-                int pairs = 0;
-                df_memplan_in in = {0};
-                df_memplan ep;
-                in.dense_bytes = dp.n_streamed ? dp.resident_bytes : rp.dense_bytes;
-                in.kv_bytes = rp.kv_bytes;
-                in.scratch_bytes = rp.scratch_bytes;
-                in.expert_total_bytes = rp.expert_bytes;
-                in.mem_limit = mem_limit;
-                if (df_stream_slot_info(m, &slot, &pairs) == DF_OK && slot && pairs) {
-                    in.slot_bytes = slot;
-                    in.n_experts_total = pairs;
-                    if (df_memplan_compute(&in, &ep) == DF_OK)
-                        printf("  expert cache               %12s  (%d slots of %s, %.2f%% of the %d experts)\n",
-                               df_fmt_bytes(ep.cache_bytes, b1, sizeof b1), ep.n_slots,
-                               df_fmt_bytes(slot, b2, sizeof b2), 100.0 * ep.frac_resident, pairs);
-                    else
-                        printf("  expert cache               refused: %s\n", deltafin_errmsg());
-                }
-                df_err_clear();
-            }
+            printf("  routed experts             %s\n", !hp->n_expert ? "(none)" : rp.experts_stream ? "streamed (expert cache)" : "resident");
+            printf("  %s\n", deltafin_plan_dense_str(&rp, b3, sizeof b3));
+            if (rp.dense_layers_streamed)
+                printf("  dense resident + buffers   %12s\n", df_fmt_bytes(rp.dense_bytes, b1, sizeof b1));
+            if (rp.experts_stream)
+                printf("  expert cache               %12s  (%d slots of %s, %.2f%% of the %d experts)\n",
+                       df_fmt_bytes(rp.cache_bytes, b1, sizeof b1), rp.n_slots,
+                       df_fmt_bytes(rp.slot_bytes, b2, sizeof b2),
+                       rp.n_experts_total ? 100.0 * rp.n_slots / rp.n_experts_total : 100.0, rp.n_experts_total);
         }
     }
     deltafin_model_free(m);

@@ -80,6 +80,8 @@ int cmd_perplexity(int argc, char **argv) {
     deltafin_model_params mp = deltafin_model_default_params();
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = n_ctx; /* the memory plan reserves this context and chunk */
+    mp.n_batch = n_batch;
     if (deltafin_model_load(model, &mp, &m) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
     if (!m->tokenizer) { fprintf(stderr, "perplexity: model has no tokenizer\n"); goto done; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();

@@ -128,6 +128,7 @@ int cmd_profile(int argc, char **argv) {
     mp.progress_ud = &load_progress;
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = n_ctx; /* the memory plan reserves this context */
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();

@@ -32,7 +32,8 @@ static void usage(FILE *f) {
         "  -n, --n-predict N       tokens to generate (default -1: until EOG or context full)\n"
         "  -t, --threads N         threads (default: all cores)\n"
         "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
-        "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
+        "  -b, --batch-size N      prompt tokens per forward step (default 512; under --mem-limit with\n"
+        "                          streamed experts the plan may choose fewer, same tokens)\n"
         "  --temp T                temperature (default 0.8; 0 = greedy)\n"
         "  --top-k N               top-k (default 40; 0 = off)\n"
         "  --top-p P               top-p (default 0.95; 1 = off)\n"
@@ -79,9 +80,8 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     const uint64_t now = df_time_ns();
     deltafin_stats st;
     deltafin_ctx_stats(rs->c, &st);
-    df_store *store = df_stream_store(rs->m);
-    df_store_stats ss = {0};
-    if (store) df_store_get_stats(store, &ss);
+    deltafin_stream_stats ss;
+    deltafin_model_stream_stats(rs->m, &ss);
     const double dt = (double)(now - (rs->t_prev ? rs->t_prev : rs->t0)) / 1e9;
     const uint64_t dbytes = st.bytes_read - rs->bytes_prev;
     const uint64_t dio = st.io_wait_ns - rs->io_prev, dcomp = st.compute_ns - rs->comp_prev;
@@ -94,7 +94,7 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     cJSON_AddNumberToObject(o, "gen_tok_s_avg", st.gen_ns ? st.n_gen_tokens / (st.gen_ns / 1e9) : 0);
     cJSON_AddNumberToObject(o, "rss_bytes", (double)df_cur_rss());
     cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)df_peak_rss());
-    cJSON_AddBoolToObject(o, "streaming", store != NULL);
+    cJSON_AddBoolToObject(o, "streaming", ss.experts_stream);
     cJSON_AddNumberToObject(o, "expert_cache_bytes", (double)ss.cache_bytes);
     cJSON_AddNumberToObject(o, "expert_hits", (double)st.expert_hits);
     cJSON_AddNumberToObject(o, "expert_misses", (double)st.expert_misses);
@@ -106,7 +106,7 @@ static void stats_line(run_stats *rs, const char *phase, int n_prompt, int n_gen
     cJSON_AddNumberToObject(o, "compute_s", dcomp / 1e9);
     cJSON_AddNumberToObject(o, "io_wait_s", dio / 1e9);
     cJSON_AddNumberToObject(o, "io_frac", dio + dcomp ? (double)dio / (double)(dio + dcomp) : 0);
-    if (store) {
+    if (ss.experts_stream) {
         cJSON_AddNumberToObject(o, "lookahead_accuracy", ss.lookahead_accuracy);
         cJSON_AddNumberToObject(o, "lookahead_reads", (double)ss.lookahead_issued);
     }
@@ -131,7 +131,7 @@ static void on_sigint(int sig) {
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *pfile = NULL;
-    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
+    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 0; /* 0: the ctx default 512, or the smaller chunk the memory plan chooses */
     bool special = false, json = false;
     uint64_t mem_limit = 0, mem_reserve = 0;
     const char *io_engine = NULL, *hot = NULL, *preload = NULL;
@@ -278,14 +278,17 @@ int cmd_run(int argc, char **argv) {
     mp.progress_ud = &load_progress;
     mp.n_threads = n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = n_ctx; /* the memory plan reserves this context and chunk */
+    mp.n_batch = n_batch;
     mp.mem_reserve = mem_reserve;
     if (io_engine) mp.io_engine = io_engine;
-    /* The memory plan sizes the expert cache exactly from this (src/memplan.c). */
-    if (cache_size) setenv("DELTAFIN_EXPERT_CACHE", cache_size, 1);
+    /* the memory plan sizes the expert cache exactly from this (src/runtime/plan.c) */
+    if (cache_size && df_parse_size(cache_size, &mp.cache_bytes) < 0) { fprintf(stderr, "run: bad --cache-size '%s'\n", cache_size); goto done; }
+    if (prefetch >= 0) mp.prefetch = prefetch;
+    mp.hot_file = hot;
+    mp.preload = preload;
     if (verbose && log_level < 0 && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
     int rc = deltafin_model_load(model, &mp, &m);
-    if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
-    rc = df_stream_configure(m, prefetch, hot, preload);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     if (!m->tokenizer) {
         fprintf(stderr, "run: model has no tokenizer\n");
@@ -382,16 +385,16 @@ int cmd_run(int argc, char **argv) {
     deltafin_ctx_stats(c, &st);
     fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generation: %d tokens, %.2f tok/s | peak memory: %s\n",
             np, pps, n_gen, gps, df_fmt_bytes(peak, pb, sizeof pb));
-    if (verbose && df_stream_store(m)) {
-        df_store_stats ss;
+    deltafin_stream_stats sst;
+    deltafin_model_stream_stats(m, &sst);
+    if (verbose && sst.experts_stream) {
         char sb[640];
-        df_store_get_stats(df_stream_store(m), &ss);
-        fprintf(stderr, "%s\n", df_store_stats_str(&ss, sb, sizeof sb));
+        fprintf(stderr, "%s\n", deltafin_stream_stats_str(&sst, sb, sizeof sb));
         /* per layer: where the misses and the waiting happened */
         fprintf(stderr, "per layer:   layer     hits   misses    hit%%   I/O wait s\n");
-        for (int l = 0; l < m->hp.n_layer; l++) {
+        for (int l = 0; l < deltafin_model_n_layer(m); l++) {
             uint64_t h = 0, mi = 0, w = 0;
-            if (df_store_layer_stats(df_stream_store(m), l, &h, &mi, &w) != DF_OK || h + mi == 0) continue;
+            if (deltafin_model_layer_stats(m, l, &h, &mi, &w) != DF_OK || h + mi == 0) continue;
             fprintf(stderr, "             %5d %8llu %8llu %6.1f%% %12.3f\n", l, (unsigned long long)h,
                     (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
         }
@@ -413,11 +416,11 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
         cJSON_AddNumberToObject(so, "dense_bytes_read", (double)st.dense_bytes_read);
-        if (df_stream_store(m)) { /* expert streaming: cache, I/O, prefetch and look-ahead */
-            df_store_stats ss;
-            df_store_get_stats(df_stream_store(m), &ss);
-            cJSON *sto = cJSON_AddObjectToObject(so, "stream");
-            if (sto) df_store_stats_json(&ss, sto);
+        char *sj = deltafin_stream_stats_json(&sst); /* expert streaming: cache, I/O, prefetch, look-ahead */
+        if (sj) {
+            cJSON *sto = cJSON_Parse(sj);
+            if (sto) cJSON_AddItemToObject(so, "stream", sto);
+            free(sj);
         }
         char *s = cJSON_PrintUnformatted(o);
         if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }

@@ -143,10 +143,14 @@ int cmd_serve(int argc, char **argv) {
     mp.progress_ud = &load_progress;
     mp.n_threads = p.n_threads;
     mp.mem_limit = mem_limit;
+    mp.n_ctx = p.n_ctx; /* KV and scratch for every slot (the plan counts them all) */
+    mp.n_batch = p.n_batch;
+    mp.n_seq = p.n_parallel;
     if (io_engine) mp.io_engine = io_engine;
+    if (prefetch >= 0) mp.prefetch = prefetch;
+    mp.hot_file = hot;
+    mp.preload = preload;
     rc = deltafin_model_load(model, &mp, &m);
-    if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
-    rc = df_stream_configure(m, prefetch, hot, preload);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
     rc = df_server_set_model(s, m);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }

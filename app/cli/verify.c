@@ -4,6 +4,7 @@
 #include "app/download.h"
 #include "format/gguf.h"
 #include "format/pack.h"
+#include "base/hash.h"
 #include "app/progress.h"
 #include "base/util.h"
 
@@ -84,7 +85,7 @@ static int check_pack(const df_gguf *g, int progress, uint64_t *n_checked) {
     const int L = df_pack_n_layers(p), E = df_pack_n_experts(p);
     uint64_t n = (uint64_t)L * (uint64_t)E, nloc;
     df_expert_loc *locs = NULL;
-    df_store_record *rec = NULL;
+    df_expert_record *rec = NULL;
     if (!df_mul_ok(n, 3, &nloc) || !(locs = df_calloc(nloc ? nloc : 1, sizeof *locs)) ||
         !(rec = df_calloc(n ? n : 1, sizeof *rec))) {
         free(locs);
@@ -104,7 +105,7 @@ static int check_pack(const df_gguf *g, int progress, uint64_t *n_checked) {
     df_progress_init(&pr, stderr, progress, "experts", total, 0);
     uint64_t done = 0;
     for (uint64_t k = 0; k < n && !rc; k++) {
-        const df_store_record *r = &rec[k];
+        const df_expert_record *r = &rec[k];
         if (!r->nbytes) continue;
         const int layer = (int)(k / (uint64_t)E), expert = (int)(k % (uint64_t)E);
         const char *path = g->shards[r->file].path;

@@ -11,6 +11,7 @@
  * mutex; the publisher bumps `gen` then reads `sleepers` (both seq_cst), so one sees the other.
  * Threading: one df_pool_run at a time per pool (callers serialize). */
 #include "base/threadpool.h"
+#include "base/env.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -132,9 +133,7 @@ df_pool *df_pool_create(int n_threads) {
     df_pool *p = df_calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads;
-    const char *sp = getenv("DELTAFIN_SPIN_US");
-    long us = sp ? atol(sp) : DF_POOL_SPIN_US_DEFAULT;
-    if (us < 0) us = 0;
+    long us = df_env()->spin_us >= 0 ? df_env()->spin_us : DF_POOL_SPIN_US_DEFAULT;
     p->spin_ns = (uint64_t)us * 1000u;
     atomic_init(&p->gen, 0);
     atomic_init(&p->next, 0);

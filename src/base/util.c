@@ -1,5 +1,6 @@
 /* util.c — see util.h. */
 #include "base/util.h"
+#include "base/env.h"
 
 #include <errno.h>
 #include <math.h>
@@ -161,8 +162,7 @@ float df_f16_table[65536];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void init_once(void) {
     for (uint32_t i = 0; i < 65536; i++) df_f16_table[i] = df_f16_to_f32_slow((df_f16)i);
-    const char *lv = getenv("DELTAFIN_LOG");
-    if (lv) df_log_set_level(atoi(lv));
+    if (df_env()->log_level >= 0) df_log_set_level(df_env()->log_level);
 }
 void df_init(void) { pthread_once(&g_once, init_once); }
 

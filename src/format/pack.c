@@ -2,6 +2,7 @@
  * docs/pack-format.md). Invariant: a file at the output path is always complete (written as
  * OUT.tmp, fsynced, renamed); every index entry of an opened pack lies inside its region. */
 #include "format/pack.h"
+#include "base/hash.h"
 #include "kernels/quant.h"
 
 #include <errno.h>
@@ -409,7 +410,7 @@ int df_pack_expert_tensor(const df_pack *p, const char *name, int *type, int64_t
     return DF_ERR_NOTFOUND;
 }
 
-int df_pack_locs(const df_pack *p, df_expert_loc *locs, df_store_record *records) {
+int df_pack_locs(const df_pack *p, df_expert_loc *locs, df_expert_record *records) {
     int E = p->n_expert;
     for (int l = 0; l < p->n_layer; l++)
         for (int e = 0; e < E; e++) {

@@ -9,10 +9,27 @@
  * complete. Threading: df_pack_write is single-threaded; a df_pack is read-only after open. */
 #ifndef DF_PACK_H
 #define DF_PACK_H
-#include "weights/expert_store.h"
 #include "format/gguf.h"
 
 #define DF_PACK_VERSION 1
+
+/* The parts of a routed expert. */
+enum { DF_EXPERT_GATE = 0, DF_EXPERT_UP = 1, DF_EXPERT_DOWN = 2, DF_EXPERT_NPARTS = 3 };
+
+/* Where to find expert e of layer l part p in the model files (for streaming providers). */
+typedef struct {
+    int shard;          /* file index (df_gguf shards, or a packed file) */
+    uint64_t offset;    /* absolute byte offset */
+    uint64_t nbytes;
+    int type;
+} df_expert_loc;
+
+/* One contiguous record holding all parts of one (layer, expert) of a packed file. */
+typedef struct {
+    int file;
+    uint64_t offset, nbytes;
+    uint64_t xxh64;           /* XXH64(seed 0) of the nbytes */
+} df_expert_record;
 
 typedef struct {
     bool progress_tty;        /* draw a progress bar (stderr is a tty) */
@@ -36,7 +53,7 @@ int df_pack_n_experts(const df_pack *p);
 int df_pack_expert_tensor(const df_pack *p, const char *name, int *type, int64_t ne[3]);
 /* Fill locs [L*E*3] (fused gate_up: gate = first half, up = second half) and records [L*E]
  * (may be NULL) for the expert store. Shard = the packed file's shard index. */
-int df_pack_locs(const df_pack *p, df_expert_loc *locs, df_store_record *records);
+int df_pack_locs(const df_pack *p, df_expert_loc *locs, df_expert_record *records);
 /* One part's location (same values as df_pack_locs). DF_ERR_INVALID for bad indices or a
  * layer without that part. */
 int df_pack_expert_loc(const df_pack *p, int layer, int expert, int part, df_expert_loc *out);

@@ -171,3 +171,10 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
     mmw(c, L->wo, b.ov, (int64_t)nh * dv, nt, out, D);
     return DF_OK;
 }
+
+/* deepseek2's forward hooks: MLA attention, the generic FFN / MoE. */
+const df_arch_fwd df_fwd_deepseek2 = {
+    .name = "deepseek2",
+    .layer_attn = df_layer_attn_mla,
+    .arch_scratch = df_mla_scratch_bytes,
+};

@@ -6,6 +6,7 @@
 #ifndef DF_ATTN_MLA_H
 #define DF_ATTN_MLA_H
 #include "model/model.h"
+#include "forward/ops.h"
 
 struct deltafin_ctx;
 /* c->h += Attn_MLA(RMSNorm(c->h)) for nt tokens at c->n_past..; stores the layer's KV rows. */

@@ -3,12 +3,11 @@
  * provider (prefetch), and each expert is acquired once, applied to all tokens routed to it
  * with one matmul per part, and released. Per-slot outputs are weighted and summed in slot
  * order j = 0..k-1 so the result does not depend on the order experts arrive in.
- * All routed-expert weight access goes through the model's df_expert_provider.
+ * All routed-expert weight access goes through the weights interface (weights/weights.h).
  * Threading: called on the ctx's thread; matmuls fan out over the ctx pool. */
 #include "forward/session.h"
 #include "kernels/kernels.h"
-#include "weights/expert_store.h"
-#include "runtime/plan.h"
+#include "weights/weights.h"
 #include <math.h>
 
 static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
@@ -127,16 +126,14 @@ int df_moe_next_layer(const struct deltafin_model *m, int il) {
 }
 
 bool df_moe_lookahead_wanted(struct deltafin_ctx *c) {
-    df_store *s = df_stream_store(c->m);
-    return s && df_store_lookahead_wanted(s);
+    return df_weights_lookahead_wanted(c->w);
 }
 
 void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int nt) {
     df_model *m = c->m;
     const df_hparams *hp = &m->hp;
-    df_store *s = df_stream_store(m);
-    if (!s || nt <= 0 || il_next < 0 || il_next >= hp->n_layer || !m->layers[il_next].is_moe ||
-        !m->layers[il_next].gate_inp || !df_store_lookahead_wanted(s))
+    if (nt <= 0 || il_next < 0 || il_next >= hp->n_layer || !m->layers[il_next].is_moe ||
+        !m->layers[il_next].gate_inp || !df_weights_lookahead_wanted(c->w))
         return;
     const int E = hp->n_expert, K = hp->n_expert_used;
     if (nt > c->n_batch || (int64_t)nt * K + 2 * (int64_t)E > (int64_t)nt * K * hp->n_embd) return;
@@ -158,7 +155,7 @@ void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int 
         while (j >= 0 && votes[order[j]] < votes[e]) { order[j + 1] = order[j]; j--; }
         order[j + 1] = e;
     }
-    df_store_lookahead(s, il_next, order, n);
+    df_weights_expert_lookahead(c->w, il_next, order, n);
 }
 
 /* one expert's matrix: ggml's MUL_MAT_ID (its float order differs from a plain matmul's for
@@ -208,8 +205,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         int e = c->sel[i];
         c->e_list[c->e_off[e] + c->e_cnt[e]++] = i;
     }
-    const df_expert_provider *pv = &m->provider;
-    if (pv->prefetch) pv->prefetch(pv->ud, il, c->e_union, n_union);
+    df_weights_expert_prefetch(c->w, il, c->e_union, n_union);
     int64_t D, n_ff, n_out_d; /* expert input width (n_embd, or kimi-k3's latent) */
     df_model_expert_shape(m, il, DF_EXPERT_GATE, &D, &n_ff, NULL);
     df_model_expert_shape(m, il, DF_EXPERT_DOWN, NULL, &n_out_d, NULL);
@@ -240,7 +236,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         const int n = c->e_off[e + 1] - c->e_off[e];
         const int32_t *lst = c->e_list + c->e_off[e];
         df_expert_w w;
-        int rc = pv->acquire(pv->ud, il, e, &w);
+        int rc = df_weights_expert_acquire(c->w, il, e, &w);
         if (rc < 0) return df_err_prefix(rc, "layer %d expert %d", il, e);
         for (int i = 0; i < n; i++)
             memcpy(c->xg + (int64_t)i * D, xe + (int64_t)(lst[i] / K) * D, sizeof(float) * (size_t)D);
@@ -255,7 +251,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         }
         df_ffn_act_rows(hp, c->fa, c->fb, n, n_ff);
         mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, n_out_d, c->fa, n, c->yg);
-        pv->release(pv->ud, il, e);
+        df_weights_expert_release(c->w, il, e);
         for (int i = 0; i < n; i++)
             memcpy(c->yslot + (int64_t)lst[i] * n_out_d, c->yg + (int64_t)i * n_out_d, sizeof(float) * (size_t)n_out_d);
     }

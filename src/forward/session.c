@@ -7,7 +7,9 @@
  * Threading: a ctx is used by one thread at a time; its own pool parallelizes the work.
  * deltafin_ctx_cancel() may be called from any thread or a signal handler. */
 #include "forward/session.h"
+#include "weights/weights.h"
 #include "weights/dense_stream.h"
+#include "weights/expert_store.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include <math.h>
@@ -15,6 +17,19 @@
 
 #include "text/tokenizer.h"
 #include "text/chat.h"
+
+/* ---- architecture hooks ------------------------------------------------------------------
+ * One line per architecture with forward hooks; the others run the generic blocks. */
+extern const df_arch_fwd df_fwd_deepseek2;
+extern const df_arch_fwd df_fwd_kimi_k3;
+
+const df_arch_fwd *df_arch_fwd_find(const char *name) {
+    static const df_arch_fwd generic = {.name = "generic"};
+    const df_arch_fwd *all[] = {&df_fwd_deepseek2, &df_fwd_kimi_k3};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(all[i]->name, name)) return all[i];
+    return &generic;
+}
 
 /* ---- scratch plan --------------------------------------------------------------------------- */
 typedef struct {
@@ -77,14 +92,14 @@ static void plan_scratch(const df_model *m, int n_batch, int n_threads, scratch_
     p->attn = (uint64_t)(n_threads > 0 ? n_threads : 1) *
               df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     p->logits = a64((uint64_t)hp->n_vocab * 4);
-    p->arch = m->arch->arch_scratch ? a64(m->arch->arch_scratch(m, n_batch)) : 0;
+    const df_arch_fwd *fwd = df_arch_fwd_find(m->arch->name);
+    p->arch = fwd->arch_scratch ? a64(fwd->arch_scratch(m, n_batch)) : 0;
     p->total = p->h + p->x + p->q + p->k + p->v + p->o + p->y + 2 * p->f + p->rc + p->act +
                2 * p->router + 2 * p->sel + 4 * p->e_cnt + p->e_list + 2 * p->xg + p->yslot +
                a64(p->attn) + p->logits + p->arch;
 }
 
-uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads) {
-    (void)n_ctx;
+uint64_t df_session_scratch_bytes(const df_model *m, int n_batch, int n_threads) {
     scratch_plan p;
     plan_scratch(m, n_batch, n_threads, &p);
     return p.total;
@@ -109,17 +124,38 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     if (hp->n_expert_groups > 256 || (hp->n_expert_groups > 1 && hp->n_expert % hp->n_expert_groups))
         return df_err(DF_ERR_UNSUPPORTED, "expert_group_count %d not supported", hp->n_expert_groups);
     for (int l = 0; l < hp->n_layer; l++)
-        if (m->layers[l].is_moe && !m->has_provider)
+        if (m->layers[l].is_moe && (!m->w || !m->w->has_ex))
             return df_err(DF_ERR_INVALID, "model loaded without routed experts and no expert provider set");
-    if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    /* the memory plan reserved KV for plan.n_seq sequences of plan.n_ctx tokens and scratch
+     * for prompt chunks of plan.n_batch: under a memory limit a context beyond that is refused
+     * (the process would leave the limit), without one it is allowed */
+    const deltafin_plan *pl = &m->plan;
+    if (p.n_ctx <= 0) p.n_ctx = pl->n_ctx > 0 ? pl->n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx <= 0) p.n_ctx = 4096;
     if (p.n_ctx > (1 << 24)) return df_err(DF_ERR_INVALID, "n_ctx %d too large", p.n_ctx);
     if (p.n_batch <= 0) p.n_batch = 512;
+    if (pl->n_batch > 0 && p.n_batch > pl->n_batch) p.n_batch = pl->n_batch;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    if (m->params.mem_limit && pl->n_ctx > 0 && p.n_ctx > pl->n_ctx)
+        return df_err(DF_ERR_RANGE, "a context of %d tokens exceeds the memory plan (KV for %d tokens x %d "
+                      "sequences under --mem-limit): load the model with that context (-c %d)",
+                      p.n_ctx, pl->n_ctx, pl->n_seq, p.n_ctx);
+    if (m->params.mem_limit && pl->n_seq > 0 && atomic_fetch_add(&m->n_ctx_live, 1) >= pl->n_seq) {
+        atomic_fetch_sub(&m->n_ctx_live, 1);
+        return df_err(DF_ERR_RANGE, "the memory plan has KV for %d sequence%s (in use); plan more at load "
+                      "(--parallel / n_seq)", pl->n_seq, pl->n_seq == 1 ? "" : "s");
+    }
+    const bool counted = m->params.mem_limit && pl->n_seq > 0;
     int nth = p.n_threads > 0 ? p.n_threads : m->params.n_threads;
     deltafin_ctx *c = df_calloc(1, sizeof *c);
-    if (!c) return DF_ERR_NOMEM;
+    if (!c) {
+        if (counted) atomic_fetch_sub(&m->n_ctx_live, 1);
+        return DF_ERR_NOMEM;
+    }
     c->m = m;
+    c->counted = counted;
+    c->w = m->w;
+    c->fwd = df_arch_fwd_find(m->arch->name);
     c->n_ctx = p.n_ctx;
     c->n_batch = p.n_batch;
     atomic_init(&c->cancel, 0);
@@ -181,6 +217,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
 
 void deltafin_ctx_free(deltafin_ctx *c) {
     if (!c) return;
+    if (c->counted) atomic_fetch_sub(&c->m->n_ctx_live, 1);
     if (c->pool) df_pool_free(c->pool);
     if (c->kv_mem) munmap(c->kv_mem, (size_t)(c->kv_bytes ? c->kv_bytes : 1));
     free(c->k_l);
@@ -215,6 +252,8 @@ int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, in
 }
 
 int deltafin_ctx_n_ctx(const deltafin_ctx *c) { return c->n_ctx; }
+int deltafin_ctx_n_batch(const deltafin_ctx *c) { return c->n_batch; }
+int deltafin_ctx_n_threads(const deltafin_ctx *c) { return c->n_threads; }
 int deltafin_ctx_pos(const deltafin_ctx *c) { return c->n_past; }
 /* Recurrent state: the state is a function of the whole prefix and cannot be cut back, so to
  * keep hist[0..pos) it restarts from the last prompt snapshot when that is at or before pos
@@ -252,12 +291,14 @@ void deltafin_ctx_cancel(deltafin_ctx *c) { atomic_store(&c->cancel, 1); }
 
 void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out) {
     *out = c->st;
-    const df_model *m = c->m;
-    if (m->has_provider && m->provider.stats)
-        m->provider.stats(m->provider.ud, &out->expert_hits, &out->expert_misses, &out->bytes_read,
-                          &out->io_wait_ns);
+    df_store_stats es;
+    df_weights_expert_stats(c->w, &es);
+    out->expert_hits = es.hits;
+    out->expert_misses = es.misses;
+    out->bytes_read = es.bytes_read;
+    out->io_wait_ns = es.wait_ns;
     df_dense_stats ds;
-    if (m->dstream && df_dense_get_stats((df_model *)m, &ds) == DF_OK) {
+    if (c->w->ds && df_dense_get_stats(c->w->ds, &ds) == DF_OK) {
         out->dense_bytes_read = ds.bytes_read;
         out->dense_wait_ns = ds.wait_ns;
         out->bytes_read += ds.bytes_read;
@@ -399,8 +440,8 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
     const int n_out = nt - lo;
     for (int il = 0; il < hp->n_layer; il++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
-        const df_arch *ar = m->arch;
-        int rc = df_dense_acquire(m, il); /* streamed dense layers: wait for its bytes */
+        const df_arch_fwd *ar = c->fwd;
+        int rc = df_weights_layer_acquire(c->w, il); /* streamed dense layers: wait for its bytes */
         if (rc < 0) return rc;
         rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
         if (rc < 0) return rc;
@@ -416,11 +457,11 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
             rc = ar->layer_ffn ? ar->layer_ffn(c, il, nt) : df_layer_ffn(c, il, nt);
         }
         if (rc < 0) return rc;
-        df_dense_release(m, il);
+        df_weights_layer_release(c->w, il);
     }
     if (n_out <= 0) return DF_OK;
-    if (m->arch->pre_output) {
-        int rc = m->arch->pre_output(c, n_out); /* lo is 0 here: the last layer selected the rows */
+    if (c->fwd->pre_output) {
+        int rc = c->fwd->pre_output(c, n_out); /* lo is 0 here: the last layer selected the rows */
         if (rc < 0) return rc;
     }
     for (int t = 0; t < n_out; t++)
@@ -454,9 +495,9 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
         float *dst;
         if (all_logits) { lo = 0; dst = c->logits + (int64_t)b * hp->n_vocab; }
         else { lo = b + nt == n ? nt - 1 : nt; dst = c->logits; }
-        df_dense_begin(c->m); /* serializes passes when dense layers stream */
+        df_weights_begin(c->w); /* serializes passes when dense layers stream */
         rc = forward_batch(c, ids + b, nt, lo, dst);
-        df_dense_end(c->m);
+        df_weights_end(c->w);
         if (rc < 0) break;
         c->n_past += nt;
     }

@@ -9,9 +9,33 @@
 #include <stdatomic.h>
 #include "model/model.h"
 #include "base/threadpool.h"
+#include "forward/ops.h"
+
+struct deltafin_ctx;
+/* Forward-pass hooks of an architecture (src/forward/<name>.c), found by the df_arch's name.
+ * Hooks that are NULL use the generic code (GQA attention, dense SwiGLU / MoE FFN). */
+typedef struct df_arch_fwd {
+    const char *name;
+    /* The attention block of layer il for nt tokens at positions c->n_past..: reads c->h,
+     * adds its output to c->h, stores its KV rows at df_ctx_k(c, il, ...). May use c->arch_scr. */
+    int (*layer_attn)(struct deltafin_ctx *c, int il, int nt);
+    /* The FFN block of layer il (c->h += FFN). */
+    int (*layer_ffn)(struct deltafin_ctx *c, int il, int nt);
+    /* Extra scratch bytes the hooks need for n_batch tokens (carved at ctx create). */
+    uint64_t (*arch_scratch)(const df_model *m, int n_batch);
+    /* Rows [lo, lo+n) of the batch became rows [0, n) (last-layer row selection). */
+    void (*rows_select)(struct deltafin_ctx *c, int lo, int n);
+    /* Transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
+    int (*pre_output)(struct deltafin_ctx *c, int n);
+} df_arch_fwd;
+/* The hooks of architecture `name` (an all-NULL table for the generic ones; never NULL). */
+const df_arch_fwd *df_arch_fwd_find(const char *name);
 
 struct deltafin_ctx {
     df_model *m;
+    struct df_weights *w;        /* m->w: the weight bytes (weights/weights.h) */
+    const df_arch_fwd *fwd;      /* df_arch_fwd_find(m->arch->name) */
+    bool counted;                /* holds one of the plan's sequences (m->n_ctx_live) */
     df_pool *pool;
     int n_threads;
     int n_ctx, n_batch;
@@ -60,7 +84,7 @@ struct deltafin_ctx {
     void *mem; uint64_t mem_bytes;       /* the one scratch block */
 };
 
-uint64_t df_session_scratch_bytes(const df_model *m, int n_ctx, int n_batch, int n_threads);
+uint64_t df_session_scratch_bytes(const df_model *m, int n_batch, int n_threads);
 /* K / V cache row of layer il at position pos (for df_arch attention hooks). */
 static inline df_f16 *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return c->k_l[il] + (int64_t)pos * c->k_row[il]; }
 static inline df_f16 *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (int64_t)pos * c->v_row[il]; }

@@ -1,14 +1,14 @@
-/* deepseek2.c — DeepSeek-V2(-Lite) / V3 / R1 and Kimi-K2 (formats.md §3.4): multi-head latent
+/* arch_deepseek2.c — DeepSeek-V2(-Lite) / V3 / R1 and Kimi-K2 (formats.md §3.4): multi-head latent
  * attention (q LoRA or the Lite attn_q, compressed KV of kv_lora_rank + rope dims per token),
  * RoPE NORM with YaRN of magnitude 1 and kq_scale = mscale²/sqrt(dq), leading dense layers,
  * MoE with sigmoid/softmax gating, selection bias, expert groups, renormalisation and the
  * routed scaling factor, plus ungated shared experts (moe.c does the routing and experts).
- * The attention itself lives in attn_mla.c (absorbed MLA and the legacy attn_kv_b form).
+ * The attention itself is src/forward/attn_mla.c (absorbed MLA and the legacy attn_kv_b form).
  * DELTAFIN_YARN_HF_BETAS=1 uses the file's rope.scaling.yarn_beta_fast/slow (HF semantics,
  * e.g. Kimi-K2's 1/1) instead of llama.cpp's fixed 32/1; off by default for llama.cpp parity. */
 #include "model/model.h"
-#include "forward/attn_mla.h"
-#include "runtime/plan.h"
+#include "base/env.h"
+#include <math.h>
 #include <stdlib.h>
 
 #define TRYK(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
@@ -75,8 +75,7 @@ static int deepseek2_hparams(df_model *m) {
         return df_err(DF_ERR_FORMAT, "%s: dense layers need feed_forward_length", m->path);
 
     /* YaRN betas: llama.cpp ignores the file's keys for deepseek2 (formats.md §3.4) */
-    const char *hfb = getenv("DELTAFIN_YARN_HF_BETAS");
-    if (hfb && *hfb && strcmp(hfb, "0")) {
+    if (df_env()->yarn_hf_betas) {
         TRYK(df_model_key_f32(m, "rope.scaling.yarn_beta_fast", &hp->yarn_beta_fast, false));
         TRYK(df_model_key_f32(m, "rope.scaling.yarn_beta_slow", &hp->yarn_beta_slow, false));
     }
@@ -165,7 +164,4 @@ const df_arch df_arch_deepseek2 = {
     .load_hparams = deepseek2_hparams,
     .bind = deepseek2_bind,
     .kv_row = deepseek2_kv_row,
-    .layer_attn = df_layer_attn_mla,
-    .layer_ffn = NULL,
-    .arch_scratch = df_mla_scratch_bytes,
 };

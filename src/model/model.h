@@ -7,10 +7,11 @@
  * Threading: a model is read-only after load and shared by any number of contexts. */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
+#include <stdatomic.h>
 #include "deltafin.h"
-#include "weights/expert.h"
 #include "format/gguf.h"
-#include "forward/ops.h"
+#include "format/pack.h"
+#include "model/rope.h"
 
 #define DF_MAX_LAYERS 512
 
@@ -94,8 +95,9 @@ struct deltafin_model;
 typedef struct deltafin_model df_model;
 struct deltafin_ctx;
 
-/* An architecture family (src/models/<name>.c). Hooks that are NULL use the generic code
- * (GQA attention, dense SwiGLU / MoE FFN); deepseek2 / kimi / gpt-oss add their own. */
+/* An architecture family's description (src/model/arch_<name>.c): hyperparameters, tensors,
+ * KV rows and recurrent state. Its forward-pass hooks, where it has any, are a df_arch_fwd of
+ * the same name in src/forward/ (forward/session.h). */
 typedef struct df_arch {
     const char *name;            /* general.architecture */
     /* Arch-specific keys and flags; common keys are already read into m->hp. */
@@ -106,22 +108,10 @@ typedef struct df_arch {
      * cache for K and for V (MLA: latent + rope part in k_row, v_row 0; linear-attention
      * layers: 0 and 0 and their own state). */
     void (*kv_row)(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
-    /* Optional (NULL = generic): the attention block of layer il for nt tokens at positions
-     * c->n_past..: reads c->h, adds its output to c->h, stores its KV rows at
-     * df_ctx_kv(c, il, ...). May use c->arch_scr (arch_scratch bytes). */
-    int (*layer_attn)(struct deltafin_ctx *c, int il, int nt);
-    /* Optional (NULL = generic dense SwiGLU / MoE): the FFN block of layer il (c->h += FFN). */
-    int (*layer_ffn)(struct deltafin_ctx *c, int il, int nt);
-    /* Optional: extra scratch bytes the hooks need for n_batch tokens (carved at ctx create). */
-    uint64_t (*arch_scratch)(const df_model *m, int n_batch);
     /* Optional: bytes of per-sequence recurrent state (zeroed for a new sequence; kept in
-     * c->rs). A model with state cannot truncate its cache to an arbitrary prefix: session.c
+     * c->rs). A model with state cannot truncate its cache to an arbitrary prefix: the ctx
      * re-decodes the kept prefix from its token history instead (exact). */
     uint64_t (*state_bytes)(const df_model *m);
-    /* Optional: rows [lo, lo+n) of the batch became rows [0, n) (last-layer row selection). */
-    void (*rows_select)(struct deltafin_ctx *c, int lo, int n);
-    /* Optional: transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
-    int (*pre_output)(struct deltafin_ctx *c, int n);
     /* attention.head_count_kv may vary per layer (kimi-k3: 0 marks a recurrent layer); the
      * values go to hp.layer_recr and hp.n_head_kv becomes the largest one. */
     bool head_kv_per_layer;
@@ -149,19 +139,18 @@ struct deltafin_model {
     int n_bound, cap_bound;
     int bind_status;             /* first binding error */
     /* resident memory */
-    void *dense_mem;  uint64_t dense_bytes;   /* anonymous mapping */
-    void *expert_mem; uint64_t expert_bytes;  /* routed experts (if loaded) */
-    uint64_t expert_file_bytes;               /* routed expert bytes in the file */
-    bool experts_loaded;
+    uint64_t expert_file_bytes;  /* routed expert bytes in the file */
     bool meta_only;              /* DF_LOAD_META_ONLY: no weights in memory */
-    df_expert_provider provider;
-    bool has_provider;
+    struct df_weights *w;        /* where the weight bytes are (weights/weights.h; the loader sets it) */
     void *pack;                  /* df_pack * of a packed model (pack.h), else NULL */
     df_gguf_tensor *pack_tensors; /* expert tensor infos from the pack keys (memplan.c) */
     int n_pack_tensors;
-    void *dstream;               /* df_dense_stream * (dense_stream.h): streamed dense layers, or NULL */
     void *tokenizer;             /* df_tokenizer * (tokenizer.h) */
     deltafin_model_params params;
+    deltafin_plan plan;          /* the memory plan it was loaded with */
+    int plan_status;             /* DF_OK, or why the plan failed (meta-only loads keep going) */
+    atomic_int n_ctx_live;       /* contexts holding one of the plan's sequences */
+    char plan_error[512];
 };
 
 enum {
@@ -184,33 +173,38 @@ int df_model_key_u32(df_model *m, const char *suffix, uint32_t *out, bool requir
 int df_model_key_f32(df_model *m, const char *suffix, float *out, bool required);
 void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp);
 
-/* Load flags. */
-enum { DF_LOAD_SKIP_EXPERTS = 1, /* leave routed expert tensors on disk (a store plugs in) */
-       DF_LOAD_NO_TOKENIZER = 2,
-       DF_LOAD_META_ONLY = 4     /* bind and validate only; no weights read (info) */ };
+/* Everything but the weight bytes, for m->gguf (m->path set): the pack of a packed file, the
+ * architecture, hyperparameters, every tensor bound and shape-checked (all tensors of the file
+ * used), RoPE parameters (df_rope_init is the caller's). On error the caller frees m. */
+int df_model_describe(df_model *m);
+bool df_model_is_expert(const df_model *m, const df_tensor *t);
+/* Packed models (format/pack.h): open the pack of m->gguf if it is one (sets m->pack and the
+ * synthetic expert tensor infos m->pack_tensors that binding uses); find one by name; free. */
+int df_model_pack_init(df_model *m);
+const df_gguf_tensor *df_model_pack_tensor(df_model *m, const char *name);
+void df_model_pack_free(df_model *m);
 
-int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out);
 /* Where routed expert `expert` of layer `layer`, part DF_EXPERT_GATE/UP/DOWN lives in the
  * files (formats.md §5). DF_ERR_INVALID if the layer has no experts or indices are bad. */
 int df_model_expert_loc(const df_model *m, int layer, int expert, int part, df_expert_loc *out);
-/* Install a provider for routed experts (replaces the resident one; the model takes
- * ownership and calls provider->destroy at free). */
-void df_model_set_expert_provider(df_model *m, const df_expert_provider *p);
 /* Shape of an expert part: rows n_out of n_in elements; bytes per expert slice. */
 void df_model_expert_shape(const df_model *m, int layer, int part, int64_t *n_in, int64_t *n_out,
                            uint64_t *nbytes);
 
-typedef struct df_mem_plan {
-    uint64_t dense_bytes;        /* resident non-expert weights */
+/* What the model itself needs, for the memory plan: dense and expert bytes as stored, the
+ * largest single expert, and the KV cache of one sequence at n_ctx (plus its recurrent state
+ * twice: the state and its prompt snapshot). Scratch is the forward pass's business. */
+typedef struct df_footprint {
+    uint64_t dense_bytes;        /* non-expert weights */
     uint64_t expert_bytes;       /* routed expert weights (all layers) */
     uint64_t expert_bytes_one;   /* largest single expert (gate+up+down) */
+    int n_moe_layers;            /* layers with routed experts */
     uint64_t kv_bytes_per_token; /* all layers, K+V, F16 */
-    uint64_t kv_bytes;           /* at n_ctx, plus 2 x state_bytes (state + prompt snapshot) */
+    uint64_t kv_bytes;           /* at n_ctx, plus 2 x state_bytes */
     uint64_t state_bytes;        /* per-sequence recurrent state (kimi-k3 KDA), 0 if none */
-    uint64_t scratch_bytes;      /* activations for n_batch tokens */
-    int n_ctx, n_batch;
-} df_mem_plan;
-void df_model_mem_plan(const df_model *m, int n_ctx, int n_batch, df_mem_plan *out);
+    int n_ctx;
+} df_footprint;
+void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out);
 
 /* Registered architectures (one file per family in src/models). */
 const df_arch *df_arch_find(const char *name);

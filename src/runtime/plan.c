@@ -1,120 +1,179 @@
-/* memplan.c — memory plan and streaming setup (see memplan.h). */
+/* plan.c — the memory plan (see plan.h): three decisions in order, each on the footprint
+ * alone. 1. Routed experts stream when everything together does not fit (or when asked).
+ * 2. Dense layers: as many resident as leave room for a working set of expert slots; the rest
+ *    stream through two buffers (one when two do not fit). 3. The expert cache gets what is
+ *    left, in slots of the largest expert. */
 #include "runtime/plan.h"
-#include "weights/dense_stream.h"
-#include "weights/expert_store.h"
-#include "model/model.h"
-#include "format/pack.h"
 
-#include <errno.h>
+static uint64_t slots_cost(uint64_t slot, int n) { return slot * (uint64_t)(n > 0 ? n : 0); }
 
-static uint64_t read_u64_file(const char *path, bool *ok) {
-    char *d = NULL;
-    size_t n = 0;
-    *ok = false;
-    if (df_read_file(path, &d, &n) != DF_OK) { df_err_clear(); return 0; }
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(d, &end, 10);
-    *ok = end != d && !errno;
-    free(d);
-    return v;
-}
-
-/* Memory cgroup headroom (v1 or v2) of this process; UINT64_MAX if unlimited/unknown. */
-static uint64_t cgroup_headroom(void) {
-    char *d = NULL;
-    size_t n = 0;
-    if (df_read_file("/proc/self/cgroup", &d, &n) != DF_OK) { df_err_clear(); return UINT64_MAX; }
-    uint64_t best = UINT64_MAX;
-    for (char *line = d; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (c1 && c2) {
-            char lim[1200], use[1200];
-            bool v1 = !strncmp(c1 + 1, "memory:", 7) || (c2 - c1 - 1 == 6 && !strncmp(c1 + 1, "memory", 6));
-            bool v2 = c2 == c1 + 1 && line[0] == '0';
-            if (v1) {
-                snprintf(lim, sizeof lim, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", c2 + 1);
-                snprintf(use, sizeof use, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", c2 + 1);
-            } else if (v2) {
-                snprintf(lim, sizeof lim, "/sys/fs/cgroup%s/memory.max", c2 + 1);
-                snprintf(use, sizeof use, "/sys/fs/cgroup%s/memory.current", c2 + 1);
-            }
-            if (v1 || v2) {
-                bool ok1, ok2;
-                uint64_t l = read_u64_file(lim, &ok1), u = read_u64_file(use, &ok2);
-                if (ok1 && l < (1ull << 60)) {
-                    uint64_t h = ok2 && u < l ? l - u : 0;
-                    if (h < best) best = h;
-                }
-            }
+/* Step 2: which dense layers stream. other: everything that is not dense. */
+static int plan_dense(const df_plan_in *in, uint64_t limit, uint64_t other, uint64_t slot, int want_slots,
+                      int min_slots, df_plan *out) {
+    const int L = in->n_layer;
+    const uint64_t *sb = in->layer_stream_bytes, *need = in->layer_buf_bytes, *rd = in->layer_read_bytes;
+    out->n_layer = L;
+    out->dense_total = in->dense_total;
+    out->dense_global = in->dense_global;
+    out->n_resident = L;
+    out->n_streamed = out->n_buf = 0;
+    out->buf_bytes = out->layers_bytes = out->read_per_pass = 0;
+    out->dense_bytes = in->dense_total;
+    if (!in->dense_stream || L <= 0 || !sb) return DF_OK;
+    uint64_t *smax = df_calloc((size_t)L + 1, sizeof(uint64_t)); /* largest buffer of layers >= l */
+    if (!smax) return DF_ERR_NOMEM;
+    for (int l = L - 1; l >= 0; l--) smax[l] = need[l] > smax[l + 1] ? need[l] : smax[l + 1];
+    uint64_t prefix = 0;
+    int best = -1, nb_best = 0, rc = DF_OK;
+    const uint64_t fixed = in->dense_global + other;
+    if (in->force_resident >= 0) {
+        best = in->force_resident < L ? in->force_resident : L;
+        nb_best = L - best < 2 ? L - best : 2;
+    } else if (in->dense_total + other + slots_cost(slot, want_slots) <= limit) {
+        best = L; /* everything fits */
+    } else {
+        for (int k = 0; k < L; k++) {
+            int nb = L - k < 2 ? L - k : 2;
+            uint64_t c = fixed + prefix + nb * smax[k] + slots_cost(slot, want_slots);
+            if (c <= limit) { best = k; nb_best = nb; }
+            prefix += sb[k];
         }
-        line = nl ? nl + 1 : NULL;
+        /* nothing resident: as many slots as fit, 2 buffers then 1 */
+        for (int nb = L < 2 ? L : 2; best < 0 && nb >= 1; nb--)
+            if (fixed + nb * smax[0] + slots_cost(slot, min_slots) <= limit) {
+                best = 0;
+                nb_best = nb;
+            }
+        if (best < 0) {
+            char a[32], b[32], c[32], d[32], e[32], f[32], sl[96] = "";
+            uint64_t nd = fixed + smax[0] + slots_cost(slot, min_slots);
+            if (slot) snprintf(sl, sizeof sl, " + %d expert slots of %s", min_slots, df_fmt_bytes(slot, f, sizeof f));
+            rc = df_err(DF_ERR_RANGE,
+                        "memory limit %s is too small: need at least %s (always-resident dense weights %s + one "
+                        "streamed layer buffer %s + KV cache, scratch and overhead %s%s)",
+                        df_fmt_bytes(limit, a, sizeof a), df_fmt_bytes(nd, b, sizeof b),
+                        df_fmt_bytes(in->dense_global, c, sizeof c), df_fmt_bytes(smax[0], d, sizeof d),
+                        df_fmt_bytes(other, e, sizeof e), sl);
+            free(smax);
+            return rc;
+        }
     }
-    free(d);
-    return best;
+    const int n_streamed = L - best;
+    const uint64_t buf = n_streamed ? smax[best] : 0;
+    free(smax);
+    if (!n_streamed || !buf) return DF_OK; /* nothing streams (or nothing streamable) */
+    out->n_resident = best;
+    out->n_streamed = n_streamed;
+    out->n_buf = nb_best;
+    out->buf_bytes = buf;
+    out->layers_bytes = 0;
+    for (int l = 0; l < best; l++) out->layers_bytes += sb[l];
+    for (int l = best; l < L; l++) out->read_per_pass += rd[l];
+    out->dense_bytes = in->dense_global + out->layers_bytes + (uint64_t)out->n_buf * out->buf_bytes;
+    return DF_OK;
 }
 
-uint64_t df_mem_available(void) {
-    char *d = NULL;
-    size_t n = 0;
-    uint64_t avail = 0;
-    if (df_read_file("/proc/meminfo", &d, &n) == DF_OK) {
-        char *p = strstr(d, "MemAvailable:");
-        if (p) avail = strtoull(p + 13, NULL, 10) * 1024;
-        free(d);
-    } else df_err_clear();
-    uint64_t cg = cgroup_headroom();
-    return cg < avail ? cg : avail;
-}
-
-int df_memplan_compute(const df_memplan_in *in, df_memplan *out) {
-    memset(out, 0, sizeof *out);
-    out->in = *in;
-    df_memplan_in *p = &out->in;
-    if (!p->overhead_bytes) p->overhead_bytes = 64ull << 20;
-    if (p->min_slots <= 0) p->min_slots = 2;
-    if (!p->mem_reserve) p->mem_reserve = 1ull << 30;
-    if (p->mem_limit) out->limit = p->mem_limit;
-    else {
-        uint64_t av = p->mem_available ? p->mem_available : df_mem_available();
-        out->limit = av > p->mem_reserve ? av - p->mem_reserve : 0;
-        out->limit_from_ram = true;
+/* Step 3: the expert cache. */
+static int plan_cache(const df_plan_in *in, df_plan *out) {
+    const uint64_t slot = in->slot_bytes;
+    uint64_t limit = out->limit;
+    if (in->cache_bytes) { /* an exact cache on top of everything else */
+        limit = out->dense_bytes + out->kv_bytes + out->scratch_bytes + out->overhead_bytes + in->cache_bytes;
+        out->limit = limit;
+        out->limit_from_ram = false;
     }
     uint64_t fixed = 0;
-    if (!df_add_ok(p->dense_bytes, p->kv_bytes, &fixed) || !df_add_ok(fixed, p->scratch_bytes, &fixed) ||
-        !df_add_ok(fixed, p->overhead_bytes, &fixed))
+    if (!df_add_ok(out->dense_bytes, out->kv_bytes, &fixed) || !df_add_ok(fixed, out->scratch_bytes, &fixed) ||
+        !df_add_ok(fixed, out->overhead_bytes, &fixed))
         return df_err(DF_ERR_RANGE, "memory plan: size overflow");
     out->fixed_bytes = fixed;
-    int minw = p->min_slots < p->n_experts_total ? p->min_slots : p->n_experts_total;
-    uint64_t need = fixed + (uint64_t)(minw > 0 ? minw : 0) * p->slot_bytes;
+    const int total = out->n_experts_total;
+    const int minw = 2 < total ? 2 : total;
+    const uint64_t need = fixed + (uint64_t)(minw > 0 ? minw : 0) * slot;
     out->need_min = need;
-    if (need > out->limit) {
+    if (need > limit) {
         char a[32], b[32], c[32], d[32], e[32], f[32];
         return df_err(DF_ERR_RANGE,
                       "memory limit %s%s is too small: need at least %s (dense weights %s + KV cache %s + "
                       "scratch/overhead %s + %d expert slots of %s)",
-                      df_fmt_bytes(out->limit, a, sizeof a), out->limit_from_ram ? " (available RAM - reserve)" : "",
-                      df_fmt_bytes(need, b, sizeof b), df_fmt_bytes(p->dense_bytes, c, sizeof c),
-                      df_fmt_bytes(p->kv_bytes, d, sizeof d),
-                      df_fmt_bytes(p->scratch_bytes + p->overhead_bytes, e, sizeof e), minw,
-                      df_fmt_bytes(p->slot_bytes, f, sizeof f));
+                      df_fmt_bytes(limit, a, sizeof a), out->limit_from_ram ? " (available RAM - reserve)" : "",
+                      df_fmt_bytes(need, b, sizeof b), df_fmt_bytes(out->dense_bytes, c, sizeof c),
+                      df_fmt_bytes(out->kv_bytes, d, sizeof d),
+                      df_fmt_bytes(out->scratch_bytes + out->overhead_bytes, e, sizeof e), minw,
+                      df_fmt_bytes(slot, f, sizeof f));
     }
-    uint64_t room = out->limit - fixed;
-    uint64_t ns = p->slot_bytes ? room / p->slot_bytes : 0;
-    if (ns >= (uint64_t)p->n_experts_total) {
-        ns = (uint64_t)p->n_experts_total;
+    uint64_t ns = slot ? (limit - fixed) / slot : 0;
+    if (ns >= (uint64_t)total) {
+        ns = (uint64_t)total;
         out->all_resident = true;
     }
     out->n_slots = (int)ns;
-    out->cache_bytes = ns * p->slot_bytes;
-    out->frac_resident = p->n_experts_total ? (double)ns / p->n_experts_total : 1.0;
+    out->cache_bytes = ns * slot;
+    out->frac_resident = total ? (double)ns / total : 1.0;
     return DF_OK;
 }
 
-const char *df_memplan_str(const df_memplan *p, char *buf, size_t cap) {
+int df_plan_make(const df_plan_in *in, df_plan *out) {
+    memset(out, 0, sizeof *out);
+    const uint64_t reserve = in->mem_reserve ? in->mem_reserve : (1ull << 30);
+    if (in->mem_limit) out->limit = in->mem_limit;
+    else {
+        out->limit = in->mem_available > reserve ? in->mem_available - reserve : 0;
+        out->limit_from_ram = true;
+    }
+    out->kv_bytes = in->kv_bytes;
+    out->scratch_bytes = in->n_batch_opts > 0 ? in->batch_scratch[0] : in->scratch_bytes;
+    out->n_batch = in->n_batch_opts > 0 ? in->batch[0] : 0;
+    out->overhead_bytes = DF_PLAN_OVERHEAD;
+    out->expert_total_bytes = in->expert_bytes;
+    out->n_experts_total = in->n_expert_pairs;
+    out->slot_bytes = in->slot_bytes;
+    uint64_t other = in->kv_bytes + out->scratch_bytes + DF_PLAN_OVERHEAD;
+
+    /* 1. do the routed experts stream? */
+    if (in->has_experts) {
+        if (in->experts_packed || in->stream_experts > 0) out->experts_stream = true;
+        else if (in->stream_experts < 0)
+            out->experts_stream = in->dense_total + in->expert_bytes + other > out->limit;
+    }
+    /* 2. prompt chunks under memory pressure: scratch for a long chunk is idle during
+     * generation while the expert cache works on every token, so when experts stream the chunk
+     * shrinks (halving, down to the smallest choice) until its scratch is at most 1/16 of what
+     * the limit leaves after KV, overhead and all dense weights. An exact cache size or a chunk
+     * the caller chose (batch_fixed) keeps the chunk. */
+    if (out->experts_stream && in->n_batch_opts > 1 && !in->cache_bytes && !in->batch_fixed) {
+        const uint64_t fixed = in->dense_total + in->kv_bytes + DF_PLAN_OVERHEAD;
+        const uint64_t room = out->limit > fixed ? out->limit - fixed : 0;
+        const bool all_fit = in->slot_bytes && room >= out->scratch_bytes &&
+                             (room - out->scratch_bytes) / in->slot_bytes >= (uint64_t)in->n_expert_pairs;
+        int i = 0;
+        while (!all_fit && i + 1 < in->n_batch_opts && in->batch_scratch[i] > room / 16) i++;
+        out->scratch_bytes = in->batch_scratch[i];
+        out->n_batch = in->batch[i];
+        other = in->kv_bytes + out->scratch_bytes + DF_PLAN_OVERHEAD;
+    }
+    /* 3. dense layers (an exact expert cache keeps every dense layer resident unless forced) */
+    uint64_t slot = 0;
+    int want = 0, min = 0;
+    if (out->experts_stream) {
+        const int pairs = in->n_expert_pairs;
+        slot = in->slot_bytes;
+        want = in->n_expert_used > 8 ? in->n_expert_used : 8;
+        want = want < pairs ? want : pairs;
+        min = pairs < 2 ? pairs : 2;
+    }
+    df_plan_in din = *in;
+    if (in->force_resident < 0 && out->experts_stream && in->cache_bytes) din.dense_stream = false;
+    int rc = plan_dense(&din, out->limit, other + (out->experts_stream ? 0 : in->expert_bytes), slot, want, min, out);
+    if (rc < 0) return rc;
+    /* 4. the expert cache */
+    if (out->experts_stream) return plan_cache(in, out);
+    return DF_OK;
+}
+
+const char *df_plan_str(const df_plan *p, char *buf, size_t cap) {
     char l[32], d[32], k[32], s[32], o[32], c[32], sl[32], t[32], f[32];
+    const uint64_t used = p->fixed_bytes + p->cache_bytes;
     snprintf(buf, cap,
              "memory plan: limit %s%s\n"
              "  dense weights  %s\n"
@@ -124,258 +183,27 @@ const char *df_memplan_str(const df_memplan *p, char *buf, size_t cap) {
              "  expert cache   %s = %d slots x %s (%.1f%% of %d experts, %s on disk)%s\n"
              "  free           %s",
              df_fmt_bytes(p->limit, l, sizeof l), p->limit_from_ram ? " (available RAM - reserve)" : "",
-             df_fmt_bytes(p->in.dense_bytes, d, sizeof d), df_fmt_bytes(p->in.kv_bytes, k, sizeof k),
-             df_fmt_bytes(p->in.scratch_bytes, s, sizeof s), df_fmt_bytes(p->in.overhead_bytes, o, sizeof o),
-             df_fmt_bytes(p->cache_bytes, c, sizeof c), p->n_slots, df_fmt_bytes(p->in.slot_bytes, sl, sizeof sl),
-             100.0 * p->frac_resident, p->in.n_experts_total, df_fmt_bytes(p->in.expert_total_bytes, t, sizeof t),
+             df_fmt_bytes(p->dense_bytes, d, sizeof d), df_fmt_bytes(p->kv_bytes, k, sizeof k),
+             df_fmt_bytes(p->scratch_bytes, s, sizeof s), df_fmt_bytes(p->overhead_bytes, o, sizeof o),
+             df_fmt_bytes(p->cache_bytes, c, sizeof c), p->n_slots, df_fmt_bytes(p->slot_bytes, sl, sizeof sl),
+             100.0 * p->frac_resident, p->n_experts_total, df_fmt_bytes(p->expert_total_bytes, t, sizeof t),
              p->all_resident ? " — all resident" : "",
-             df_fmt_bytes(p->limit - p->fixed_bytes - p->cache_bytes, f, sizeof f));
+             df_fmt_bytes(p->limit > used ? p->limit - used : 0, f, sizeof f));
     return buf;
 }
 
-/* ---- streaming setup -------------------------------------------------------------------- */
-
-static bool model_has_moe(const df_model *m) {
-    for (int l = 0; l < m->hp.n_layer; l++)
-        if (m->layers[l].is_moe) return true;
-    return false;
-}
-
-static int plan_ctx(const df_model *m) {
-    int n = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
-    const char *e = getenv("DELTAFIN_PLAN_CTX");
-    if (e && atoi(e) > 0) n = atoi(e);
-    return n;
-}
-
-/* the context's default batch, never more than the planned context */
-static int plan_batch(const df_model *m) {
-    int c = plan_ctx(m);
-    return c < 512 ? c : 512;
-}
-
-void df_memplan_model(const df_model *m, df_mem_plan *mp) {
-    df_model_mem_plan(m, plan_ctx(m), plan_batch(m), mp);
-}
-
-int df_stream_decide(df_model *m, bool *stream) {
-    *stream = false;
-    if (!model_has_moe(m)) return DF_OK;
-    if (m->pack) { *stream = true; return DF_OK; } /* packed experts are only reachable through the store */
-    int engine = DF_IO_AUTO;
-    if (m->params.io_engine) {
-        int rc = df_io_engine_parse(m->params.io_engine, &engine);
-        if (rc) return rc;
+const char *df_plan_dense_str(const df_plan *p, char *buf, size_t cap) {
+    char a[32], b[32], c[32], d[32];
+    if (!p->n_streamed) {
+        snprintf(buf, cap, "dense: all %d layers resident (%s)", p->n_layer, df_fmt_bytes(p->dense_total, a, sizeof a));
+        return buf;
     }
-    const char *env = getenv("DELTAFIN_STREAM");
-    if (env && !strcmp(env, "0")) return DF_OK;
-    if ((env && !strcmp(env, "1")) || engine != DF_IO_AUTO) { *stream = true; return DF_OK; }
-    df_mem_plan mp;
-    df_model_mem_plan(m, plan_ctx(m), plan_batch(m), &mp);
-    uint64_t limit = m->params.mem_limit;
-    if (!limit) {
-        uint64_t av = df_mem_available(), res = m->params.mem_reserve ? m->params.mem_reserve : (1ull << 30);
-        limit = av > res ? av - res : 0;
-    }
-    uint64_t need = mp.dense_bytes + mp.expert_bytes + mp.kv_bytes + mp.scratch_bytes + (64ull << 20);
-    *stream = need > limit;
-    return DF_OK;
-}
-
-static int build_locs(df_model *m, df_expert_loc **locs_out, uint64_t *total) {
-    int L = m->hp.n_layer, E = m->hp.n_expert;
-    size_t n = (size_t)L * E * DF_EXPERT_NPARTS;
-    df_expert_loc *locs = df_calloc(n ? n : 1, sizeof *locs);
-    if (!locs) return DF_ERR_NOMEM;
-    *total = 0;
-    for (int l = 0; l < L; l++) {
-        if (!m->layers[l].is_moe) continue;
-        for (int e = 0; e < E; e++)
-            for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
-                df_expert_loc *lc = &locs[((size_t)l * E + e) * DF_EXPERT_NPARTS + p];
-                int rc = df_model_expert_loc(m, l, e, p, lc);
-                if (rc) { free(locs); return rc; }
-                *total += lc->nbytes;
-            }
-    }
-    *locs_out = locs;
-    return DF_OK;
-}
-
-int df_stream_slot_info(df_model *m, uint64_t *slot_bytes, int *n_pairs) {
-    *slot_bytes = 0;
-    *n_pairs = 0;
-    df_expert_loc *locs = NULL;
-    uint64_t total = 0;
-    int rc = build_locs(m, &locs, &total);
-    if (rc) return rc;
-    df_store_params sp = df_store_default_params();
-    df_store_record *recs = NULL;
-    if (m->pack) {
-        recs = df_calloc((size_t)m->hp.n_layer * m->hp.n_expert + 1, sizeof *recs);
-        if (!recs) { free(locs); return DF_ERR_NOMEM; }
-        df_pack_locs(m->pack, locs, recs);
-        sp.records = recs;
-    }
-    sp.n_layers = m->hp.n_layer;
-    sp.n_experts = m->hp.n_expert;
-    sp.locs = locs;
-    *slot_bytes = total ? df_store_slot_bytes(&sp) : 0;
-    for (int l = 0; l < m->hp.n_layer; l++) *n_pairs += m->layers[l].is_moe ? m->hp.n_expert : 0;
-    free(recs);
-    free(locs);
-    return DF_OK;
-}
-
-int df_stream_attach(df_model *m) {
-    df_expert_loc *locs = NULL;
-    uint64_t total = 0;
-    int rc = build_locs(m, &locs, &total);
-    if (rc) return rc;
-    const char **paths = df_calloc((size_t)m->gguf->n_shards, sizeof *paths);
-    if (!paths) { free(locs); return DF_ERR_NOMEM; }
-    for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
-    df_store_params sp = df_store_default_params();
-    df_store_record *recs = NULL;
-    int64_t *n_in = NULL;
-    if (m->pack) { /* one checksummed read per expert */
-        recs = df_calloc((size_t)m->hp.n_layer * m->hp.n_expert + 1, sizeof *recs);
-        if (!recs) { rc = DF_ERR_NOMEM; goto out; }
-        int L = df_pack_n_layers(m->pack), E = df_pack_n_experts(m->pack);
-        if (E != m->hp.n_expert || L > m->hp.n_layer) {
-            rc = df_err(DF_ERR_FORMAT, "%s: pack has %d layers x %d experts, model %d x %d", m->path, L, E,
-                        m->hp.n_layer, m->hp.n_expert);
-            goto out;
-        }
-        df_pack_locs(m->pack, locs, recs); /* layers >= L keep zero entries (no experts) */
-        sp.records = recs;
-    }
-    sp.n_layers = m->hp.n_layer;
-    sp.n_experts = m->hp.n_expert;
-    sp.locs = locs;
-    n_in = df_calloc((size_t)m->hp.n_layer * DF_EXPERT_NPARTS, sizeof *n_in);
-    if (!n_in) { rc = DF_ERR_NOMEM; goto out; }
-    for (int l = 0; l < m->hp.n_layer; l++)
-        for (int p = 0; m->layers[l].is_moe && p < DF_EXPERT_NPARTS; p++)
-            df_model_expert_shape(m, l, p, &n_in[l * DF_EXPERT_NPARTS + p], NULL, NULL);
-    sp.n_in = n_in; /* the store repacks experts to the kernels' layout after reading */
-    sp.paths = paths;
-    sp.n_files = m->gguf->n_shards;
-    sp.min_slots = 2;
-    if (m->params.io_engine) {
-        rc = df_io_engine_parse(m->params.io_engine, &sp.io.engine);
-        if (rc) goto out;
-    }
-    uint64_t slot = df_store_slot_bytes(&sp);
-    df_mem_plan mp;
-    df_model_mem_plan(m, plan_ctx(m), plan_batch(m), &mp);
-    df_memplan_in in = {0};
-    in.dense_bytes = df_dense_plan_bytes(m, mp.dense_bytes); /* resident part + layer buffers */
-    in.kv_bytes = mp.kv_bytes;
-    in.scratch_bytes = mp.scratch_bytes;
-    in.expert_total_bytes = total;
-    in.slot_bytes = slot;
-    int n_moe = 0;
-    for (int l = 0; l < m->hp.n_layer; l++) n_moe += m->layers[l].is_moe;
-    in.n_experts_total = n_moe * m->hp.n_expert;
-    in.min_slots = 2;
-    in.mem_limit = m->params.mem_limit;
-    in.mem_reserve = m->params.mem_reserve;
-    const char *cache_env = getenv("DELTAFIN_EXPERT_CACHE"); /* tests: exact cache size */
-    df_memplan plan;
-    if (cache_env && *cache_env) {
-        uint64_t cb;
-        rc = df_parse_size(cache_env, &cb);
-        if (rc) { rc = df_err(DF_ERR_INVALID, "DELTAFIN_EXPERT_CACHE='%s': bad size", cache_env); goto out; }
-        in.mem_limit = in.dense_bytes + in.kv_bytes + in.scratch_bytes + (64ull << 20) + cb;
-    }
-    rc = df_memplan_compute(&in, &plan);
-    if (rc) { rc = df_err_prefix(rc, "%s", m->path); goto out; }
-    char buf[1024];
-    df_log(DF_LOG_INFO, "%s", df_memplan_str(&plan, buf, sizeof buf));
-    sp.budget_bytes = plan.cache_bytes;
-    df_store *s = NULL;
-    rc = df_store_create(&sp, &s);
-    if (rc) { rc = df_err_prefix(rc, "%s", m->path); goto out; }
-    df_expert_provider pv = df_store_provider(s, true);
-    df_model_set_expert_provider(m, &pv);
-out:
-    free(recs);
-    free(locs);
-    free(paths);
-    free(n_in);
-    return rc;
-}
-
-int df_model_pack_init(df_model *m) {
-    if (!df_pack_is_packed(m->gguf)) return DF_OK;
-    df_pack *p = NULL;
-    int rc = df_pack_open(m->gguf, &p);
-    if (rc) return rc;
-    int n = df_pack_n_tensors(p);
-    m->pack_tensors = df_calloc((size_t)(n ? n : 1), sizeof(df_gguf_tensor));
-    if (!m->pack_tensors) { df_pack_close(p); return DF_ERR_NOMEM; }
-    for (int i = 0; i < n; i++) {
-        const char *name;
-        int64_t ne[3];
-        df_gguf_tensor *t = &m->pack_tensors[i];
-        df_pack_tensor_info(p, i, &name, &t->type, ne, &t->nbytes);
-        snprintf(t->name, sizeof t->name, "%s", name);
-        t->n_dims = 3;
-        t->ne[0] = ne[0]; t->ne[1] = ne[1]; t->ne[2] = ne[2]; t->ne[3] = 1;
-        t->shard = 0;
-        t->offset = 0; /* not a contiguous tensor: locations come from the pack index */
-    }
-    m->n_pack_tensors = n;
-    m->pack = p;
-    return DF_OK;
-}
-
-const df_gguf_tensor *df_model_pack_tensor(df_model *m, const char *name) {
-    for (int i = 0; i < m->n_pack_tensors; i++)
-        if (!strcmp(m->pack_tensors[i].name, name)) return &m->pack_tensors[i];
-    return NULL;
-}
-
-void df_model_pack_free(df_model *m) {
-    df_pack_close(m->pack);
-    m->pack = NULL;
-    free(m->pack_tensors);
-    m->pack_tensors = NULL;
-    m->n_pack_tensors = 0;
-}
-
-df_store *df_stream_store(df_model *m) {
-    if (!m || !m->has_provider) return NULL;
-    df_expert_provider probe = df_store_provider(NULL, true);
-    return m->provider.acquire == probe.acquire ? m->provider.ud : NULL;
-}
-
-int df_stream_configure(df_model *m, int prefetch, const char *hot_file, const char *preload) {
-    df_store *s = df_stream_store(m);
-    if (!s) {
-        if (hot_file || preload)
-            df_log(DF_LOG_INFO, "experts are resident: --hot/--preload have no effect");
-        return DF_OK;
-    }
-    if (prefetch >= 0) df_store_set_prefetch(s, prefetch);
-    int L = m->hp.n_layer, E = m->hp.n_expert;
-    for (int k = 0; k < 2; k++) {
-        const char *src = k == 0 ? preload : hot_file;
-        if (!src) continue;
-        int *ls = NULL, *es = NULL, n = 0;
-        int rc = k == 0 ? df_store_parse_preload(src, L, E, &ls, &es, &n)
-                        : df_store_read_hot_file(src, L, E, &ls, &es, &n);
-        if (rc) return rc;
-        /* skip entries of layers without routed experts */
-        int j = 0;
-        for (int i = 0; i < n; i++)
-            if (m->layers[ls[i]].is_moe) { ls[j] = ls[i]; es[j] = es[i]; j++; }
-        int pinned = df_store_pin_hot(s, ls, es, j);
-        free(ls);
-        free(es);
-        if (pinned < 0) return pinned;
-        df_log(DF_LOG_INFO, "%s: pinned %d of %d experts in the hot set", k == 0 ? "--preload" : "--hot", pinned, j);
-    }
-    return DF_OK;
+    snprintf(buf, cap,
+             "dense: %d of %d layers resident (%s + %s always resident), %d streamed through %d buffer%s of %s "
+             "(%s): reads %s per token",
+             p->n_resident, p->n_layer, df_fmt_bytes(p->layers_bytes, a, sizeof a),
+             df_fmt_bytes(p->dense_global, b, sizeof b), p->n_streamed, p->n_buf, p->n_buf == 1 ? "" : "s",
+             df_fmt_bytes(p->buf_bytes, c, sizeof c), p->n_buf == 1 ? "no overlap" : "double-buffered",
+             df_fmt_bytes(p->read_per_pass, d, sizeof d));
+    return buf;
 }

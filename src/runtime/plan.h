@@ -1,69 +1,81 @@
-/* memplan.h — the memory plan: how much of a memory limit goes to dense weights, KV cache,
- * scratch and overhead, and how many expert cache slots the rest buys; plus the glue that
- * decides at model load whether routed experts stream from disk and attaches the expert store.
- * Invariant: the plan never assigns more than the limit; it refuses (DF_ERR_RANGE, message
+/* plan.h — the memory plan: a pure function from what a model needs (its footprint) and the
+ * user's limits to how the memory limit is spent — which dense layers stay resident and which
+ * stream through layer buffers, whether routed experts stream, and how many expert cache
+ * slots the rest buys. The loader gathers the footprint (model/, weights/, forward/), calls
+ * df_plan_make and builds the weights the plan describes; `info` prints the same plan.
+ * Order: 1. do routed experts stream, 2. the prompt chunk, 3. which dense layers stream,
+ * 4. the expert cache.
+ * Invariant: the plan never assigns more than the limit; it refuses (DF_ERR_RANGE, a message
  * with the bytes needed) only when the smallest working set does not fit.
- * Threading: pure functions, except df_stream_* which act on one model during its load. */
-#ifndef DF_MEMPLAN_H
-#define DF_MEMPLAN_H
+ * Threading: pure functions. */
+#ifndef DF_PLAN_H
+#define DF_PLAN_H
 #include "base/util.h"
 
 typedef struct {
-    uint64_t dense_bytes;        /* resident non-expert weights */
-    uint64_t kv_bytes;           /* KV cache at the planned context */
-    uint64_t scratch_bytes;      /* activations / buffers */
-    uint64_t overhead_bytes;     /* runtime, I/O buffers, slack; 0: 64 MiB */
-    uint64_t expert_total_bytes; /* all routed experts as stored on disk */
-    uint64_t slot_bytes;         /* one expert cache slot (largest expert, 4 KiB-rounded) */
-    int n_experts_total;         /* (layer, expert) pairs with weights */
-    int min_slots;               /* smallest working set in slots; <= 0: 2 */
-    uint64_t mem_limit;          /* 0: available memory - mem_reserve */
-    uint64_t mem_reserve;        /* with mem_limit == 0; 0: 1 GiB */
-    uint64_t mem_available;      /* 0: df_mem_available() (tests inject a value) */
-} df_memplan_in;
+    /* footprint */
+    bool has_experts;            /* the model has routed experts */
+    bool experts_packed;         /* they are in a packed file: only the store reads them */
+    uint64_t dense_total;        /* all dense (non-expert) bytes */
+    uint64_t dense_global;       /* dense bytes that are always resident (not per-layer matrices) */
+    int n_layer;
+    /* [n_layer]: per-layer streamable bytes, the layer buffer they need, the bytes a read takes */
+    const uint64_t *layer_stream_bytes, *layer_buf_bytes, *layer_read_bytes;
+    uint64_t expert_bytes;       /* routed experts as stored */
+    uint64_t slot_bytes;         /* one expert cache slot */
+    int n_expert_pairs;          /* (layer, expert) pairs with weights */
+    int n_expert_used;           /* experts per token */
+    uint64_t kv_bytes;           /* KV cache of all sequences at the planned context (+ state) */
+    /* activations of all sequences for prompt chunks of batch[i] tokens, i = 0..n_batch_opts-1:
+     * batch[0] is what was asked for, the others smaller choices (descending) the plan may take
+     * under memory pressure */
+    int n_batch_opts;
+    const int *batch;
+    const uint64_t *batch_scratch;
+    uint64_t scratch_bytes;      /* with n_batch_opts == 0: the scratch, fixed */
+    bool batch_fixed;            /* the caller chose batch[0]: keep it */
+    /* limits and choices */
+    uint64_t mem_limit;          /* 0: mem_available - mem_reserve */
+    uint64_t mem_reserve;        /* 0: 1 GiB */
+    uint64_t mem_available;      /* what the machine gives the process */
+    uint64_t cache_bytes;        /* > 0: exactly this expert cache, on top of the dense weights */
+    int stream_experts;          /* -1: when they do not fit; 0: resident; 1: stream */
+    bool dense_stream;           /* dense layers may stream when they do not fit */
+    int force_resident;          /* >= 0: exactly this many dense layers resident (tests) */
+} df_plan_in;
 
 typedef struct {
-    df_memplan_in in;
-    uint64_t limit;              /* effective limit */
+    uint64_t limit;              /* the effective limit */
     bool limit_from_ram;         /* limit = available - reserve */
-    uint64_t fixed_bytes;        /* dense + kv + scratch + overhead */
-    uint64_t cache_bytes;        /* expert cache = n_slots * slot_bytes */
+    bool experts_stream;
+    /* dense weights */
+    int n_layer;
+    int n_resident;              /* layers [0, n_resident) keep their dense matrices */
+    int n_streamed;              /* layers [n_resident, n_layer) stream (0: none) */
+    int n_buf;                   /* layer buffers: 2 (double-buffered) or 1 (no overlap) */
+    uint64_t dense_total, dense_global;
+    uint64_t layers_bytes;       /* streamable bytes of the resident layers */
+    uint64_t buf_bytes;          /* one layer buffer */
+    uint64_t read_per_pass;      /* dense bytes read per forward pass */
+    uint64_t dense_bytes;        /* what the dense weights occupy (global + layers + buffers) */
+    uint64_t kv_bytes, scratch_bytes, overhead_bytes;
+    int n_batch;                 /* the prompt chunk chosen (batch[i]), 0 with a fixed scratch */
+    /* routed experts */
+    uint64_t expert_total_bytes;
+    int n_experts_total;
+    uint64_t slot_bytes, cache_bytes;
     int n_slots;
-    bool all_resident;           /* every expert fits */
-    double frac_resident;        /* n_slots / n_experts_total */
-    uint64_t need_min;           /* fixed + min_slots * slot_bytes */
-} df_memplan;
+    bool all_resident;           /* every expert has a slot */
+    double frac_resident;
+    uint64_t fixed_bytes;        /* dense + KV + scratch + overhead */
+    uint64_t need_min;           /* fixed + the smallest working set of slots */
+} df_plan;
 
-/* Bytes this process may still use: min(MemAvailable, memory cgroup limit - usage). */
-uint64_t df_mem_available(void);
+/* The runtime overhead the plan keeps free (runtime, I/O buffers, slack). */
+#define DF_PLAN_OVERHEAD (64ull << 20)
 
-int df_memplan_compute(const df_memplan_in *in, df_memplan *out);
-/* Multi-line human-readable plan. */
-const char *df_memplan_str(const df_memplan *p, char *buf, size_t cap);
-
-/* ---- streaming setup (used by model load and `deltafin run`) ---------------------------- */
-struct deltafin_model;
-/* Called by df_model_load after binding, before loading data: decides whether routed
- * experts stay on disk. True when the model has routed experts and either they do not fit in
- * the memory limit with everything else, io_engine names an engine other than "auto", or
- * $DELTAFIN_STREAM=1 ($DELTAFIN_STREAM=0 forces resident). */
-int df_stream_decide(struct deltafin_model *m, bool *stream);
-/* Builds the plan, creates the expert store over the model's files and installs it as the
- * model's provider. Logs the plan (INFO). */
-int df_stream_attach(struct deltafin_model *m);
-/* After load (run/bench options): prefetch mode (DF_PREFETCH_*, -1 = keep), hot set file and
- * preload list (NULL = none). No-op (DF_OK) when the model is not streaming. */
-int df_stream_configure(struct deltafin_model *m, int prefetch, const char *hot_file, const char *preload);
-/* Packed models (pack.h): open the pack of m->gguf if it is one (sets m->pack and the
- * synthetic expert tensor infos m->pack_tensors that binding uses); find one by name; free. */
-int df_model_pack_init(struct deltafin_model *m);
-const struct df_gguf_tensor *df_model_pack_tensor(struct deltafin_model *m, const char *name);
-void df_model_pack_free(struct deltafin_model *m);
-/* The plan's sizes (KV, scratch, dense, experts) at the planned context and batch. */
-struct df_mem_plan;
-void df_memplan_model(const struct deltafin_model *m, struct df_mem_plan *mp);
-/* Expert-store slot bytes and (layer, expert) pairs the model would stream (before the store exists). */
-int df_stream_slot_info(struct deltafin_model *m, uint64_t *slot_bytes, int *n_pairs);
-/* The model's expert store if it streams, else NULL. */
-struct df_store *df_stream_store(struct deltafin_model *m);
+int df_plan_make(const df_plan_in *in, df_plan *out);
+/* Multi-line plan ("memory plan: limit ...", one line per use) and the dense line. */
+const char *df_plan_str(const df_plan *p, char *buf, size_t cap);
+const char *df_plan_dense_str(const df_plan *p, char *buf, size_t cap);
 #endif

@@ -8,25 +8,13 @@
  * Threading: `mu` guards buffer state and statistics (I/O completions take it briefly); `pass`
  * serializes forward passes and is held from df_dense_begin to df_dense_end. */
 #include "weights/dense_stream.h"
-#include "weights/expert_store.h"
 #include "weights/io.h"
-#include "runtime/plan.h"
 #include "model/model.h"
 
 #include <pthread.h>
 #include <sys/mman.h>
 
 enum { DS_CHUNK = 8u << 20, DS_GAP = 64u << 10 };
-
-/* Request size: DS_CHUNK, or $DELTAFIN_DENSE_CHUNK (bytes, rounded to 4 KiB; experiments). */
-static uint64_t chunk_bytes(void) {
-    const char *e = getenv("DELTAFIN_DENSE_CHUNK");
-    uint64_t v = 0;
-    if (e && *e && df_parse_size(e, &v) == DF_OK && v >= DF_IO_ALIGN && v <= (1ull << 30))
-        return v & ~(uint64_t)(DF_IO_ALIGN - 1);
-    df_err_clear();
-    return DS_CHUNK;
-}
 
 typedef struct { int shard; uint64_t off, len, region; } ds_run;       /* region: offset in the buffer */
 typedef struct { df_tensor *t; uint64_t at; } ds_tensor;               /* at: data offset in the buffer */
@@ -55,8 +43,12 @@ struct ds_buf {
     ds_req *reqs;                /* [max chunks of a layer] */
 };
 
-typedef struct df_dense_stream {
-    df_dense_plan plan;
+struct df_dense_stream {
+    df_model *m;
+    int n_layer;
+    int n_resident;              /* layers [0, n_resident) keep their dense matrices */
+    int n_buf;                   /* 1 or 2 layer buffers */
+    uint64_t buf_bytes;          /* one layer buffer */
     bool *streamed;              /* [m->n_bound] */
     ds_layer *layers;            /* [n_layer] (streamed ones filled) */
     ds_tensor *tens;
@@ -72,7 +64,7 @@ typedef struct df_dense_stream {
     bool in_pass;
     bool opened;
     df_dense_stats st;
-} df_dense_stream;
+};
 
 /* ---- layout -------------------------------------------------------------------------------- */
 
@@ -148,115 +140,50 @@ static uint64_t layer_layout(df_tensor *const *list, int n, ds_run *runs, int *n
     return need;
 }
 
-/* ---- plan ---------------------------------------------------------------------------------- */
+/* ---- footprint ----------------------------------------------------------------------------- */
 
-static uint64_t slots_cost(uint64_t slot, int n) { return slot * (uint64_t)(n > 0 ? n : 0); }
-
-int df_dense_plan_compute(const df_model *m, const df_dense_plan_in *in, df_dense_plan *out) {
-    memset(out, 0, sizeof *out);
+int df_dense_footprint_compute(const df_model *m, df_dense_footprint *fp) {
+    memset(fp, 0, sizeof *fp);
     const int L = m->hp.n_layer;
-    out->n_layer = L;
+    fp->n_layer = L;
     int *lay = df_malloc(sizeof(int) * (size_t)(m->n_bound ? m->n_bound : 1));
     df_tensor **list = df_malloc(sizeof(df_tensor *) * (size_t)(m->n_bound ? m->n_bound : 1));
-    uint64_t *sb = df_calloc((size_t)L, sizeof(uint64_t)), *need = df_calloc((size_t)L, sizeof(uint64_t));
-    uint64_t *rd = df_calloc((size_t)L, sizeof(uint64_t)), *smax = df_calloc((size_t)L + 1, sizeof(uint64_t));
-    int rc = DF_OK;
-    if (!lay || !list || !sb || !need || !rd || !smax) { rc = DF_ERR_NOMEM; goto out; }
+    fp->stream_bytes = df_calloc((size_t)L, sizeof(uint64_t));
+    fp->buf_bytes = df_calloc((size_t)L, sizeof(uint64_t));
+    fp->read_bytes = df_calloc((size_t)L, sizeof(uint64_t));
+    if (!lay || !list || !fp->stream_bytes || !fp->buf_bytes || !fp->read_bytes) {
+        free(lay);
+        free(list);
+        df_dense_footprint_free(fp);
+        return DF_ERR_NOMEM;
+    }
     uint64_t dense = 0, stream_all = 0;
     for (int i = 0; i < m->n_bound; i++) {
         const df_tensor *t = &m->tensors[i];
-        bool ex = false;
         lay[i] = layer_of_name(t->info->name, L);
-        for (int l = 0; l < L && !ex; l++)
-            for (int p = 0; p < DF_EXPERT_NPARTS; p++) ex |= m->layers[l].exps[p] == t;
-        if (ex) { lay[i] = -2; continue; }
+        if (df_model_is_expert(m, t)) { lay[i] = -2; continue; }
         dense += t->info->nbytes;
-        if (streamable(m, t, lay[i])) { sb[lay[i]] += t->info->nbytes; stream_all += t->info->nbytes; }
+        if (streamable(m, t, lay[i])) { fp->stream_bytes[lay[i]] += t->info->nbytes; stream_all += t->info->nbytes; }
     }
     for (int l = 0; l < L; l++) {
         int n = layer_list(m, lay, l, list);
-        need[l] = layer_layout(list, n, NULL, NULL, NULL, &rd[l], NULL, DS_CHUNK);
+        fp->buf_bytes[l] = layer_layout(list, n, NULL, NULL, NULL, &fp->read_bytes[l], NULL, DS_CHUNK);
     }
-    for (int l = L - 1; l >= 0; l--) smax[l] = need[l] > smax[l + 1] ? need[l] : smax[l + 1];
-    out->dense_total = dense;
-    out->global_bytes = dense - stream_all;
-    /* cost with layers [0, k) resident, nb buffers and ns slots */
-    uint64_t prefix = 0;
-    int best = -1, nb_best = 0;
-    uint64_t fixed = out->global_bytes + in->other_bytes;
-    if (in->force_resident >= 0) {
-        best = in->force_resident < L ? in->force_resident : L;
-        nb_best = L - best < 2 ? L - best : 2;
-    } else if (dense + in->other_bytes + slots_cost(in->slot_bytes, in->want_slots) <= in->limit) {
-        best = L; /* everything fits */
-    } else {
-        for (int k = 0; k < L; k++) {
-            int nb = L - k < 2 ? L - k : 2;
-            uint64_t c = fixed + prefix + nb * smax[k] + slots_cost(in->slot_bytes, in->want_slots);
-            if (c <= in->limit) { best = k; nb_best = nb; }
-            prefix += sb[k];
-        }
-        /* nothing resident: as many slots as fit, 2 buffers then 1 */
-        for (int nb = L < 2 ? L : 2; best < 0 && nb >= 1; nb--)
-            if (fixed + nb * smax[0] + slots_cost(in->slot_bytes, in->min_slots) <= in->limit) {
-                best = 0;
-                nb_best = nb;
-            }
-        if (best < 0) {
-            char a[32], b[32], c[32], d[32], e[32], f[32], sl[96] = "";
-            uint64_t nd = fixed + smax[0] + slots_cost(in->slot_bytes, in->min_slots);
-            if (in->slot_bytes)
-                snprintf(sl, sizeof sl, " + %d expert slots of %s", in->min_slots, df_fmt_bytes(in->slot_bytes, f, sizeof f));
-            rc = df_err(DF_ERR_RANGE,
-                        "memory limit %s is too small: need at least %s (always-resident dense weights %s + one "
-                        "streamed layer buffer %s + KV cache, scratch and overhead %s%s)",
-                        df_fmt_bytes(in->limit, a, sizeof a), df_fmt_bytes(nd, b, sizeof b),
-                        df_fmt_bytes(out->global_bytes, c, sizeof c), df_fmt_bytes(smax[0], d, sizeof d),
-                        df_fmt_bytes(in->other_bytes, e, sizeof e), sl);
-            goto out;
-        }
-    }
-    out->n_resident = best;
-    out->n_streamed = L - best;
-    out->n_buf = out->n_streamed ? nb_best : 0;
-    out->layers_bytes = 0;
-    for (int l = 0; l < best; l++) out->layers_bytes += sb[l];
-    out->buf_bytes = out->n_streamed ? smax[best] : 0;
-    for (int l = best; l < L; l++) out->read_per_pass += rd[l];
-    out->resident_bytes = out->n_streamed ? out->global_bytes + out->layers_bytes + out->n_buf * out->buf_bytes : dense;
-out:
+    fp->dense_total = dense;
+    fp->global_bytes = dense - stream_all;
     free(lay);
     free(list);
-    free(sb);
-    free(need);
-    free(rd);
-    free(smax);
-    return rc;
+    return DF_OK;
 }
 
-const char *df_dense_plan_str(const df_dense_plan *p, char *buf, size_t cap) {
-    char a[32], b[32], c[32], d[32], e[32];
-    if (!p->n_streamed) {
-        snprintf(buf, cap, "dense: all %d layers resident (%s)", p->n_layer, df_fmt_bytes(p->dense_total, a, sizeof a));
-        return buf;
-    }
-    snprintf(buf, cap,
-             "dense: %d of %d layers resident (%s + %s always resident), %d streamed through %d buffer%s of %s "
-             "(%s): reads %s per token",
-             p->n_resident, p->n_layer, df_fmt_bytes(p->layers_bytes, a, sizeof a),
-             df_fmt_bytes(p->global_bytes, b, sizeof b), p->n_streamed, p->n_buf, p->n_buf == 1 ? "" : "s",
-             df_fmt_bytes(p->buf_bytes, c, sizeof c), p->n_buf == 1 ? "no overlap" : "double-buffered",
-             df_fmt_bytes(p->read_per_pass, d, sizeof d));
-    (void)e;
-    return buf;
+void df_dense_footprint_free(df_dense_footprint *fp) {
+    free(fp->stream_bytes);
+    free(fp->buf_bytes);
+    free(fp->read_bytes);
+    fp->stream_bytes = fp->buf_bytes = fp->read_bytes = NULL;
 }
 
 /* ---- load ---------------------------------------------------------------------------------- */
-
-static int env_int(const char *name, int dflt) {
-    const char *e = getenv(name);
-    return e && *e ? atoi(e) : dflt;
-}
 
 static void ds_destroy(df_dense_stream *ds) {
     if (!ds) return;
@@ -268,7 +195,7 @@ static void ds_destroy(df_dense_stream *ds) {
     }
     if (ds->io) df_io_close(ds->io);
     for (int b = 0; b < 2; b++) {
-        if (ds->buf[b].mem) munmap(ds->buf[b].mem, (size_t)ds->plan.buf_bytes);
+        if (ds->buf[b].mem) munmap(ds->buf[b].mem, (size_t)ds->buf_bytes);
         free(ds->buf[b].reqs);
     }
     pthread_mutex_destroy(&ds->mu);
@@ -281,7 +208,7 @@ static void ds_destroy(df_dense_stream *ds) {
     free(ds);
 }
 
-/* Build the per-layer layout for the streamed layers of plan p. */
+/* Build the per-layer layout for the streamed layers [n_resident, n_layer). */
 static int ds_build(df_model *m, df_dense_stream *ds) {
     const int L = m->hp.n_layer;
     size_t nb = (size_t)(m->n_bound ? m->n_bound : 1);
@@ -298,13 +225,13 @@ static int ds_build(df_model *m, df_dense_stream *ds) {
     }
     for (int i = 0; i < m->n_bound; i++) lay[i] = layer_of_name(m->tensors[i].info->name, L);
     int nt = 0, nr = 0;
-    for (int l = ds->plan.n_resident; l < L; l++) {
+    for (int l = ds->n_resident; l < L; l++) {
         ds_layer *dl = &ds->layers[l];
         int n = layer_list(m, lay, l, list);
         uint64_t rd;
         int runs = 0, ch = 0;
         uint64_t need = layer_layout(list, n, ds->runs + nr, &runs, ds->tens + nt, &rd, &ch, ds->chunk);
-        DF_ASSERT(need <= ds->plan.buf_bytes);
+        DF_ASSERT(need <= ds->buf_bytes);
         *dl = (ds_layer){nt, n, nr, runs, ch};
         if (ch > ds->max_chunks) ds->max_chunks = ch;
         for (int k = 0; k < n; k++) ds->streamed[list[k] - m->tensors] = true;
@@ -316,69 +243,30 @@ static int ds_build(df_model *m, df_dense_stream *ds) {
     return DF_OK;
 }
 
-int df_dense_plan_model(df_model *m, bool experts_stream, df_dense_plan *out) {
-    df_dense_plan_in in = {0};
-    in.force_resident = env_int("DELTAFIN_DENSE_RESIDENT", -1);
-    df_mem_plan mp;
-    df_memplan_model(m, &mp);
-    in.other_bytes = mp.kv_bytes + mp.scratch_bytes + (64ull << 20);
-    if (!experts_stream) in.other_bytes += mp.expert_bytes;
-    if (experts_stream) {
-        int pairs = 0;
-        int rc = df_stream_slot_info(m, &in.slot_bytes, &pairs);
-        if (rc) return rc;
-        int want = m->hp.n_expert_used > 8 ? m->hp.n_expert_used : 8;
-        in.want_slots = want < pairs ? want : pairs;
-        in.min_slots = pairs < 2 ? pairs : 2;
-    }
-    in.limit = m->params.mem_limit;
-    if (!in.limit) {
-        uint64_t av = df_mem_available(), res = m->params.mem_reserve ? m->params.mem_reserve : (1ull << 30);
-        in.limit = av > res ? av - res : 0;
-    }
-    int rc = df_dense_plan_compute(m, &in, out);
-    return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
-}
-
-int df_dense_decide(df_model *m, bool experts_stream) {
-    const char *off = getenv("DELTAFIN_DENSE_STREAM");
-    if (off && !strcmp(off, "0")) return DF_OK;
-    const char *cache_env = getenv("DELTAFIN_EXPERT_CACHE");
-    /* DELTAFIN_EXPERT_CACHE sizes the expert cache on top of all dense weights (tests) */
-    if (env_int("DELTAFIN_DENSE_RESIDENT", -1) < 0 && experts_stream && cache_env && *cache_env) return DF_OK;
-    df_dense_plan plan;
-    int rc = df_dense_plan_model(m, experts_stream, &plan);
-    if (rc) return rc;
-    if (!plan.n_streamed || !plan.buf_bytes) return DF_OK; /* nothing streamable: all resident */
+int df_dense_stream_create(df_model *m, int n_resident, int n_buf, uint64_t buf_bytes, uint64_t chunk,
+                           df_dense_stream **out) {
+    *out = NULL;
     df_dense_stream *ds = df_calloc(1, sizeof *ds);
     if (!ds) return DF_ERR_NOMEM;
     pthread_mutex_init(&ds->mu, NULL);
     pthread_cond_init(&ds->cv, NULL);
     pthread_mutex_init(&ds->pass, NULL);
-    ds->plan = plan;
+    ds->m = m;
+    ds->n_layer = m->hp.n_layer;
+    ds->n_resident = n_resident;
+    ds->n_buf = n_buf;
+    ds->buf_bytes = buf_bytes;
     for (int b = 0; b < 2; b++) ds->buf[b].layer = -1;
-    ds->chunk = chunk_bytes();
-    rc = ds_build(m, ds);
+    ds->chunk = chunk >= DF_IO_ALIGN && chunk <= (1ull << 30) ? chunk & ~(uint64_t)(DF_IO_ALIGN - 1) : DS_CHUNK;
+    int rc = ds_build(m, ds);
     if (rc) { ds_destroy(ds); return rc; }
-    m->dstream = ds;
-    char buf[512];
-    df_log(DF_LOG_INFO, "%s", df_dense_plan_str(&plan, buf, sizeof buf));
+    *out = ds;
     return DF_OK;
 }
 
-bool df_dense_tensor_streamed(const df_model *m, const df_tensor *t) {
-    const df_dense_stream *ds = m->dstream;
+bool df_dense_stream_has(const df_dense_stream *ds, const df_tensor *t) {
+    const df_model *m = ds ? ds->m : NULL;
     return ds && t >= m->tensors && t < m->tensors + m->n_bound && ds->streamed[t - m->tensors];
-}
-
-uint64_t df_dense_plan_bytes(const df_model *m, uint64_t all_dense) {
-    const df_dense_stream *ds = m->dstream;
-    return ds ? ds->plan.resident_bytes : all_dense;
-}
-
-const df_dense_plan *df_dense_get_plan(const df_model *m) {
-    const df_dense_stream *ds = m->dstream;
-    return ds ? &ds->plan : NULL;
 }
 
 static const df_tensor *tensor_at(const df_model *m, const df_dense_stream *ds, int il, int shard, uint64_t off,
@@ -395,30 +283,21 @@ static const df_tensor *tensor_at(const df_model *m, const df_dense_stream *ds, 
     return best ? best : ds->tens[dl->t0].t;
 }
 
-int df_dense_open(df_model *m) {
-    df_dense_stream *ds = m->dstream;
-    if (!ds) return DF_OK;
+int df_dense_stream_open(df_dense_stream *ds, int engine, bool mlock_bufs) {
+    df_model *m = ds->m;
     const char **paths = df_calloc((size_t)m->gguf->n_shards, sizeof *paths);
     if (!paths) return DF_ERR_NOMEM;
     for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
     df_io_params iop = df_io_default_params();
     iop.probe_bytes = ds->chunk;
-    df_store *s = df_stream_store(m);
-    int rc = DF_OK;
-    if (s) { /* the engine the expert store uses (measured once) */
-        df_store_stats st;
-        df_store_get_stats(s, &st);
-        iop.engine = st.engine;
-    } else if (m->params.io_engine) {
-        rc = df_io_engine_parse(m->params.io_engine, &iop.engine);
-    }
-    if (!rc) rc = df_io_open(paths, m->gguf->n_shards, &iop, &ds->io);
+    iop.engine = engine;
+    int rc = df_io_open(paths, m->gguf->n_shards, &iop, &ds->io);
     free(paths);
     if (rc) return df_err_prefix(rc, "%s: dense layer streaming", m->path);
     ds->opened = true;
     ds->st.engine = df_io_get_engine(ds->io);
     /* a file shorter than its tensor table: refuse now, naming the first tensor cut off */
-    for (int l = ds->plan.n_resident; l < m->hp.n_layer; l++) {
+    for (int l = ds->n_resident; l < m->hp.n_layer; l++) {
         const ds_layer *dl = &ds->layers[l];
         for (int k = dl->t0; k < dl->t0 + dl->nt; k++) {
             const df_gguf_tensor *i = ds->tens[k].t->info;
@@ -429,32 +308,30 @@ int df_dense_open(df_model *m) {
                               (unsigned long long)(i->offset + i->nbytes), (unsigned long long)sz);
         }
     }
-    for (int b = 0; b < ds->plan.n_buf; b++) {
-        void *p = mmap(NULL, (size_t)ds->plan.buf_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int b = 0; b < ds->n_buf; b++) {
+        void *p = mmap(NULL, (size_t)ds->buf_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return df_err(DF_ERR_NOMEM, "cannot allocate a %llu-byte dense layer buffer",
-                          (unsigned long long)ds->plan.buf_bytes);
+                          (unsigned long long)ds->buf_bytes);
         ds->buf[b].mem = p;
-        if (m->params.mlock && mlock(p, (size_t)ds->plan.buf_bytes) != 0)
+        if (mlock_bufs && mlock(p, (size_t)ds->buf_bytes) != 0)
             df_log(DF_LOG_WARN, "mlock of a %llu-byte dense layer buffer failed (RLIMIT_MEMLOCK?)",
-                   (unsigned long long)ds->plan.buf_bytes);
+                   (unsigned long long)ds->buf_bytes);
         ds->buf[b].reqs = df_calloc((size_t)(ds->max_chunks ? ds->max_chunks : 1), sizeof(ds_req));
         if (!ds->buf[b].reqs) return DF_ERR_NOMEM;
     }
     return DF_OK;
 }
 
-void df_dense_free(df_model *m) {
-    df_dense_stream *ds = m->dstream;
+void df_dense_stream_free(df_dense_stream *ds) {
     if (!ds) return;
     if (ds->st.passes) {
         df_dense_stats st;
         char buf[512];
-        df_dense_get_stats(m, &st);
+        df_dense_get_stats(ds, &st);
         df_log(DF_LOG_INFO, "%s", df_dense_stats_str(&st, buf, sizeof buf));
     }
     ds_destroy(ds);
-    m->dstream = NULL;
 }
 
 /* ---- forward pass -------------------------------------------------------------------------- */
@@ -525,11 +402,10 @@ static void point(df_model *m, df_dense_stream *ds, int il, uint8_t *mem) {
 }
 
 static bool is_streamed_layer(const df_dense_stream *ds, int il) {
-    return ds && il >= ds->plan.n_resident && il < ds->plan.n_layer;
+    return ds && il >= ds->n_resident && il < ds->n_layer;
 }
 
-void df_dense_begin(df_model *m) {
-    df_dense_stream *ds = m->dstream;
+void df_dense_begin(df_dense_stream *ds) {
     if (!ds) return;
     pthread_mutex_lock(&ds->pass);
     ds->owner = pthread_self();
@@ -537,12 +413,12 @@ void df_dense_begin(df_model *m) {
     ds->st.passes++;
 }
 
-int df_dense_acquire(df_model *m, int il) {
-    df_dense_stream *ds = m->dstream;
+int df_dense_acquire(df_dense_stream *ds, int il) {
+    df_model *m = ds ? ds->m : NULL;
     if (!is_streamed_layer(ds, il)) return DF_OK;
     DF_ASSERT(ds->in_pass && pthread_equal(ds->owner, pthread_self()));
-    const int nb = ds->plan.n_buf;
-    const int next = il + 1 < ds->plan.n_layer ? il + 1 : ds->plan.n_resident;
+    const int nb = ds->n_buf;
+    const int next = il + 1 < ds->n_layer ? il + 1 : ds->n_resident;
     pthread_mutex_lock(&ds->mu);
     ds_buf *b = NULL;
     for (int i = 0; i < nb; i++)
@@ -593,11 +469,11 @@ int df_dense_acquire(df_model *m, int il) {
     return DF_OK;
 }
 
-void df_dense_release(df_model *m, int il) {
-    df_dense_stream *ds = m->dstream;
+void df_dense_release(df_dense_stream *ds, int il) {
+    df_model *m = ds ? ds->m : NULL;
     if (!is_streamed_layer(ds, il)) return;
     pthread_mutex_lock(&ds->mu);
-    for (int i = 0; i < ds->plan.n_buf; i++)
+    for (int i = 0; i < ds->n_buf; i++)
         if (ds->buf[i].layer == il && ds->buf[i].busy) {
             ds->buf[i].busy = false;
             point(m, ds, il, NULL);
@@ -605,23 +481,21 @@ void df_dense_release(df_model *m, int il) {
     pthread_mutex_unlock(&ds->mu);
 }
 
-void df_dense_end(df_model *m) {
-    df_dense_stream *ds = m->dstream;
+void df_dense_end(df_dense_stream *ds) {
     if (!ds) return;
     DF_ASSERT(ds->in_pass && pthread_equal(ds->owner, pthread_self()));
     pthread_mutex_lock(&ds->mu);
-    for (int i = 0; i < ds->plan.n_buf; i++)
+    for (int i = 0; i < ds->n_buf; i++)
         if (ds->buf[i].busy) {
             ds->buf[i].busy = false;
-            point(m, ds, ds->buf[i].layer, NULL);
+            point(ds->m, ds, ds->buf[i].layer, NULL);
         }
     pthread_mutex_unlock(&ds->mu);
     ds->in_pass = false;
     pthread_mutex_unlock(&ds->pass);
 }
 
-int df_dense_get_stats(df_model *m, df_dense_stats *st) {
-    df_dense_stream *ds = m->dstream;
+int df_dense_get_stats(df_dense_stream *ds, df_dense_stats *st) {
     if (!ds) return df_err(DF_ERR_INVALID, "no dense layers stream");
     pthread_mutex_lock(&ds->mu);
     *st = ds->st;

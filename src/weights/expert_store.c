@@ -43,7 +43,7 @@ struct slot {
 struct df_store {
     df_store_params p;
     df_expert_loc *locs;
-    df_store_record *records;
+    df_expert_record *records;
     df_io *io;
     uint64_t slot_bytes;
     uint64_t region_off[DF_EXPERT_NPARTS]; /* part regions inside a slot (per-part mode) */
@@ -129,7 +129,7 @@ static int validate(const df_store_params *p) {
                 return df_err(DF_ERR_RANGE, "layer %d expert %d %s: %llu bytes is too large for one read", l, e,
                               g_part_name[part], (unsigned long long)lc->nbytes);
             if (p->records) {
-                const df_store_record *r = &p->records[k];
+                const df_expert_record *r = &p->records[k];
                 uint64_t end, rend;
                 if (lc->shard != r->file || lc->offset < r->offset || !df_add_ok(lc->offset, lc->nbytes, &end) ||
                     !df_add_ok(r->offset, r->nbytes, &rend) || end > rend)
@@ -300,7 +300,7 @@ static void on_read_done(df_io_req *r) {
         snprintf(err, sizeof err, "layer %d expert %d%s%s: %s", l, e, sr->part >= 0 ? " " : "",
                  sr->part >= 0 ? g_part_name[sr->part] : "", r->err);
     } else if (sr->part < 0 && s->p.verify) {
-        const df_store_record *rec = &s->records[key];
+        const df_expert_record *rec = &s->records[key];
         uint64_t h = df_xxh64(r->data, r->len, 0);
         if (h != rec->xxh64) {
             status = DF_ERR_CHECKSUM;
@@ -342,7 +342,7 @@ static int start_load(df_store *s, slot *sl, int key, int prio) {
     s->map[key] = (int)(sl - s->slots);
     int nreq = 0;
     if (s->records) {
-        const df_store_record *rec = &s->records[key];
+        const df_expert_record *rec = &s->records[key];
         slot_req *sr = &sl->rq[nreq++];
         memset(&sr->req, 0, sizeof sr->req);
         sr->sl = sl; sr->part = -1;
@@ -902,67 +902,6 @@ int df_store_parse_preload(const char *list, int n_layers, int n_experts, int **
         p = *end ? end + 1 : end;
     }
     return hot_out(v, cnt, layers, experts, n);
-}
-
-/* ---- provider ----------------------------------------------------------------------- */
-
-static int prov_acquire(void *ud, int l, int e, df_expert_w *out) { return df_store_acquire(ud, l, e, out); }
-static void prov_release(void *ud, int l, int e) { df_store_release(ud, l, e); }
-static void prov_prefetch(void *ud, int l, const int *ex, int n) { df_store_prefetch(ud, l, ex, n); }
-static void prov_stats(void *ud, uint64_t *hits, uint64_t *misses, uint64_t *bytes, uint64_t *wait) {
-    df_store_stats st;
-    df_store_get_stats(ud, &st);
-    if (hits) *hits = st.hits;
-    if (misses) *misses = st.misses;
-    if (bytes) *bytes = st.bytes_read;
-    if (wait) *wait = st.wait_ns;
-}
-static void prov_destroy(void *ud) { df_store_free(ud); }
-static void prov_destroy_none(void *ud) { (void)ud; }
-
-df_expert_provider df_store_provider(df_store *s, bool owns) {
-    df_expert_provider p = {0};
-    p.ud = s;
-    p.acquire = prov_acquire;
-    p.release = prov_release;
-    p.prefetch = prov_prefetch;
-    p.stats = prov_stats;
-    p.destroy = owns ? prov_destroy : prov_destroy_none;
-    return p;
-}
-
-/* ---- XXH64 (Yann Collet's algorithm, written from the public specification) ----------- */
-
-static const uint64_t P1 = 11400714785074694791ull, P2 = 14029467366897019727ull, P3 = 1609587929392839161ull,
-                      P4 = 9650029242287828579ull, P5 = 2870177450012600261ull;
-static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-static inline uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; } /* little-endian hosts */
-static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline uint64_t xround(uint64_t acc, uint64_t in) { acc += in * P2; acc = rotl64(acc, 31); return acc * P1; }
-static inline uint64_t xmerge(uint64_t acc, uint64_t v) { acc ^= xround(0, v); return acc * P1 + P4; }
-
-uint64_t df_xxh64(const void *data, size_t len, uint64_t seed) {
-    const uint8_t *p = data, *end = p + len;
-    uint64_t h;
-    if (len >= 32) {
-        uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-        const uint8_t *lim = end - 32;
-        do {
-            v1 = xround(v1, rd64(p)); v2 = xround(v2, rd64(p + 8));
-            v3 = xround(v3, rd64(p + 16)); v4 = xround(v4, rd64(p + 24));
-            p += 32;
-        } while (p <= lim);
-        h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
-        h = xmerge(h, v1); h = xmerge(h, v2); h = xmerge(h, v3); h = xmerge(h, v4);
-    } else {
-        h = seed + P5;
-    }
-    h += (uint64_t)len;
-    while (p + 8 <= end) { h ^= xround(0, rd64(p)); h = rotl64(h, 27) * P1 + P4; p += 8; }
-    if (p + 4 <= end) { h ^= (uint64_t)rd32(p) * P1; h = rotl64(h, 23) * P2 + P3; p += 4; }
-    while (p < end) { h ^= (*p) * P5; h = rotl64(h, 11) * P1; p++; }
-    h ^= h >> 33; h *= P2; h ^= h >> 29; h *= P3; h ^= h >> 32;
-    return h;
 }
 
 int df_store_layer_stats(df_store *s, int layer, uint64_t *hits, uint64_t *misses, uint64_t *wait_ns) {

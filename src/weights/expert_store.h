@@ -11,16 +11,12 @@
 #define DF_EXPERT_STORE_H
 #include "weights/expert.h"
 #include "weights/io.h"
+#include "format/pack.h"
+#include "base/hash.h"
 
 enum { DF_PREFETCH_OFF = 0, DF_PREFETCH_ON = 1, DF_PREFETCH_AUTO = 2 };
 int df_prefetch_parse(const char *s, int *mode); /* "off" "on" "auto" */
 
-/* One contiguous record holding all parts of one (layer, expert) (packed files). */
-typedef struct {
-    int file;
-    uint64_t offset, nbytes;
-    uint64_t xxh64;           /* XXH64(seed 0) of the nbytes */
-} df_store_record;
 
 typedef struct {
     int n_layers, n_experts;
@@ -29,7 +25,7 @@ typedef struct {
     const df_expert_loc *locs;
     /* Optional [layer * n_experts + expert]: read the record in one request and verify its
      * checksum; every present part must lie inside its record. Copied. */
-    const df_store_record *records;
+    const df_expert_record *records;
     bool verify;              /* check record checksums (default true) */
     /* Optional [layer * DF_EXPERT_NPARTS + part]: columns of that part's matrices (0: unknown).
      * Where the kernels want another layout for the type (df_repack_type, e.g. Q4_K as 8
@@ -86,7 +82,7 @@ int df_store_pin_hot(df_store *s, const int *layers, const int *experts, int n);
 int df_store_read_hot_file(const char *path, int n_layers, int n_experts, int **layers, int **experts, int *n);
 int df_store_parse_preload(const char *list, int n_layers, int n_experts, int **layers, int **experts, int *n);
 
-typedef struct {
+typedef struct df_store_stats {
     uint64_t hits, misses;            /* acquire found the expert cached / had to read it */
     uint64_t prefetch_issued, prefetch_used, prefetch_wasted; /* wasted: evicted unused */
     uint64_t evictions;
@@ -120,9 +116,4 @@ const char *df_store_stats_str(const df_store_stats *st, char *buf, size_t cap);
 struct cJSON;
 void df_store_stats_json(const df_store_stats *st, struct cJSON *o);
 
-/* The store as a df_expert_provider; destroy() frees the store when `owns` is true. */
-df_expert_provider df_store_provider(df_store *s, bool owns);
-
-/* XXH64 (seed 0) — the checksum of packed records. */
-uint64_t df_xxh64(const void *data, size_t len, uint64_t seed);
 #endif

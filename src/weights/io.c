@@ -3,6 +3,7 @@
  * and one reaper thread completes them. Invariant: every request accepted by df_io_submit gets
  * exactly one `done` callback, and df_io_close waits for all of them. */
 #include "weights/io.h"
+#include "base/env.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -89,10 +90,9 @@ df_io_params df_io_default_params(void) {
     p.queue_depth = 64;
     p.probe_bytes = 8u << 20;
     /* experiments: DELTAFIN_IO_THREADS / DELTAFIN_IO_QD (reads in flight per engine) */
-    const char *v = getenv("DELTAFIN_IO_THREADS");
-    if (v && atoi(v) > 0 && atoi(v) <= 256) p.n_threads = atoi(v);
-    v = getenv("DELTAFIN_IO_QD");
-    if (v && atoi(v) > 0 && atoi(v) <= 4096) p.queue_depth = atoi(v);
+    if (df_env()->io_threads) p.n_threads = df_env()->io_threads;
+    if (df_env()->io_qd) p.queue_depth = df_env()->io_qd;
+    p.fault = df_env()->fault;
     return p;
 }
 
@@ -411,9 +411,9 @@ static int open_files(df_io *io, const char *const *paths, int n) {
 /* ---- engine profile cache ----------------------------------------------------------- */
 
 void df_io_profile_path(const char *given, char *buf, size_t cap) {
-    const char *env = getenv("DELTAFIN_IO_PROFILE");
+    const char *env = df_env()->io_profile;
     if (given) snprintf(buf, cap, "%s", given);
-    else if (env && *env) snprintf(buf, cap, "%s", env);
+    else if (env) snprintf(buf, cap, "%s", env);
     else {
         const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
         if (xdg && *xdg) snprintf(buf, cap, "%s/deltafin/io-profile", xdg);
@@ -527,7 +527,7 @@ int df_io_open(const char *const *paths, int n_files, const df_io_params *pin, d
     pthread_cond_init(&io->idle, NULL);
     int rc = open_files(io, paths, n_files);
     if (rc) { df_io_close(io); return rc; }
-    const char *fe = getenv("DELTAFIN_FAULT");
+    const char *fe = p.fault;
     if (fe && *fe) {
         rc = df_io_parse_fault(fe, &io->fault_kind, &io->fault_nth);
         if (rc) { df_io_close(io); return rc; }

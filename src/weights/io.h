@@ -41,6 +41,8 @@ typedef struct {
     int n_threads;            /* pread/direct/mmap worker threads; <= 0: 8 */
     int queue_depth;          /* io_uring queue depth; <= 0: 64 */
     uint64_t probe_bytes;     /* AUTO: size of one probe read (typical request); 0: 8 MiB */
+    const char *fault;        /* injected faults "eio:N" / "short:N" / "corrupt:N" (tests), or NULL;
+                               * default: $DELTAFIN_FAULT */
     const char *profile_path; /* AUTO cache; NULL: $DELTAFIN_IO_PROFILE or ~/.cache/deltafin/io-profile */
 } df_io_params;
 

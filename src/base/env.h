@@ -1,0 +1,30 @@
+/* env.h — every DELTAFIN_* environment variable the engine reads, read once (at the first
+ * df_env() call) and parsed here; the README's "Environment" section lists them. Library code
+ * never calls getenv() for its own settings elsewhere.
+ * Threading: df_env() is thread-safe; the struct is immutable after the first call. */
+#ifndef DF_ENV_H
+#define DF_ENV_H
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    int log_level;             /* DELTAFIN_LOG: 0..3, -1 unset */
+    const char *isa;           /* DELTAFIN_ISA: ref | avx2 | avx512 | neon, NULL unset */
+    bool ggml_order_off;       /* DELTAFIN_GGML_ORDER=0 */
+    bool repack_off;           /* DELTAFIN_REPACK=0 */
+    int spin_us;               /* DELTAFIN_SPIN_US: thread-pool spin before sleeping, -1 unset */
+    int io_threads;            /* DELTAFIN_IO_THREADS (1..256), 0 unset */
+    int io_qd;                 /* DELTAFIN_IO_QD (1..4096), 0 unset */
+    const char *io_profile;    /* DELTAFIN_IO_PROFILE: the `--io auto` profile file, NULL unset */
+    const char *fault;         /* DELTAFIN_FAULT: injected read faults (tests), NULL unset */
+    int stream;                /* DELTAFIN_STREAM: 1 stream experts, 0 keep resident, -1 unset */
+    bool dense_stream_off;     /* DELTAFIN_DENSE_STREAM=0 */
+    int dense_resident;        /* DELTAFIN_DENSE_RESIDENT: dense layers kept resident, -1 unset */
+    uint64_t dense_chunk;      /* DELTAFIN_DENSE_CHUNK: dense read request bytes, 0 unset */
+    const char *expert_cache;  /* DELTAFIN_EXPERT_CACHE: exact expert cache size (tests), NULL */
+    int plan_ctx;              /* DELTAFIN_PLAN_CTX: context the memory plan assumes, 0 unset */
+    bool yarn_hf_betas;        /* DELTAFIN_YARN_HF_BETAS=1: the file's YaRN betas (HF) */
+} df_env_t;
+
+const df_env_t *df_env(void);
+#endif

@@ -1,0 +1,345 @@
+/* loader.c — deltafin_model_load: the one place that wires the modules together.
+ *   1. format/ + model/: open the GGUF (and its pack), describe the model (architecture,
+ *      hyperparameters, every tensor bound and shape-checked).
+ *   2. the footprint (model/ dense and expert bytes, KV; weights/ layer buffers and cache
+ *      slots; forward/ scratch) and the user's limits go to the memory plan (runtime/plan.c,
+ *      a pure function);
+ *   3. weights/: the dense stream the plan asks for, the resident tensors (read and repacked),
+ *      and the routed experts — resident, or the expert store with the plan's cache budget;
+ *   4. text/: the tokenizer.
+ * Threading: load/free on one thread; the loaded model is read-only. */
+#include "model/model.h"
+#include "runtime/plan.h"
+#include "runtime/loader.h"
+#include "weights/weights.h"
+#include "weights/dense_stream.h"
+#include "weights/expert_store.h"
+#include "forward/session.h"
+#include "forward/ops.h"
+#include "kernels/kernels.h"
+#include "base/env.h"
+#include "base/sysmem.h"
+#include "text/tokenizer.h"
+
+#include <unistd.h>
+
+/* ---- what the plan reserves for ------------------------------------------------------------- */
+/* the context: the caller's n_ctx, else the ctx default min(training context, 4096) */
+static int plan_ctx(const df_model *m) {
+    int n = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (m->params.n_ctx > 0) n = m->params.n_ctx;
+    if (df_env()->plan_ctx > 0) n = df_env()->plan_ctx;
+    return n;
+}
+
+/* the prompt chunk asked for (the ctx default 512), never more than the planned context */
+static int plan_batch(const df_model *m) {
+    int c = plan_ctx(m), b = m->params.n_batch > 0 ? m->params.n_batch : 512;
+    return c < b ? c : b;
+}
+
+static int plan_seq(const df_model *m) { return m->params.n_seq > 0 ? m->params.n_seq : 1; }
+
+static int plan_threads(const df_model *m) {
+    if (m->params.n_threads > 0) return m->params.n_threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* ---- routed experts: where they are in the files -------------------------------------------- */
+typedef struct {
+    df_expert_loc *locs;         /* [L][E][parts] */
+    df_expert_record *recs;      /* [L][E] of a packed file, else NULL */
+    int64_t *n_in;               /* [L][parts] */
+    uint64_t total;              /* bytes of all experts */
+    uint64_t slot_bytes;
+    int n_pairs;
+} expert_layout;
+
+static void expert_layout_free(expert_layout *x) {
+    free(x->locs);
+    free(x->recs);
+    free(x->n_in);
+    memset(x, 0, sizeof *x);
+}
+
+static void store_params_of(const df_model *m, const expert_layout *x, df_store_params *sp) {
+    *sp = df_store_default_params();
+    sp->n_layers = m->hp.n_layer;
+    sp->n_experts = m->hp.n_expert;
+    sp->locs = x->locs;
+    sp->records = x->recs;
+    sp->n_in = x->n_in;
+}
+
+static int expert_layout_make(df_model *m, expert_layout *x) {
+    memset(x, 0, sizeof *x);
+    const int L = m->hp.n_layer, E = m->hp.n_expert;
+    const size_t n = (size_t)L * E * DF_EXPERT_NPARTS;
+    x->locs = df_calloc(n ? n : 1, sizeof *x->locs);
+    x->n_in = df_calloc((size_t)L * DF_EXPERT_NPARTS, sizeof *x->n_in);
+    if (!x->locs || !x->n_in) { expert_layout_free(x); return DF_ERR_NOMEM; }
+    for (int l = 0; l < L; l++) {
+        if (!m->layers[l].is_moe) continue;
+        x->n_pairs += E;
+        for (int p = 0; p < DF_EXPERT_NPARTS; p++)
+            df_model_expert_shape(m, l, p, &x->n_in[l * DF_EXPERT_NPARTS + p], NULL, NULL);
+        for (int e = 0; e < E; e++)
+            for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
+                df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS + p];
+                int rc = df_model_expert_loc(m, l, e, p, lc);
+                if (rc) { expert_layout_free(x); return rc; }
+                x->total += lc->nbytes;
+            }
+    }
+    if (m->pack) { /* one checksummed read per expert */
+        x->recs = df_calloc((size_t)L * E + 1, sizeof *x->recs);
+        if (!x->recs) { expert_layout_free(x); return DF_ERR_NOMEM; }
+        int pl = df_pack_n_layers(m->pack), pe = df_pack_n_experts(m->pack);
+        if (pe != E || pl > L) {
+            expert_layout_free(x);
+            return df_err(DF_ERR_FORMAT, "%s: pack has %d layers x %d experts, model %d x %d", m->path, pl, pe, L, E);
+        }
+        df_pack_locs(m->pack, x->locs, x->recs); /* layers >= pl keep zero entries (no experts) */
+    }
+    df_store_params sp;
+    store_params_of(m, x, &sp);
+    x->slot_bytes = x->total ? df_store_slot_bytes(&sp) : 0;
+    return DF_OK;
+}
+
+/* Pin the --preload list, then the --hot file's most used experts. */
+static int pin_hot_set(df_model *m, df_store *s) {
+    const int L = m->hp.n_layer, E = m->hp.n_expert;
+    for (int k = 0; k < 2; k++) {
+        const char *src = k == 0 ? m->params.preload : m->params.hot_file;
+        if (!src) continue;
+        int *ls = NULL, *es = NULL, n = 0;
+        int rc = k == 0 ? df_store_parse_preload(src, L, E, &ls, &es, &n)
+                        : df_store_read_hot_file(src, L, E, &ls, &es, &n);
+        if (rc) return rc;
+        int j = 0; /* skip entries of layers without routed experts */
+        for (int i = 0; i < n; i++)
+            if (m->layers[ls[i]].is_moe) { ls[j] = ls[i]; es[j] = es[i]; j++; }
+        int pinned = df_store_pin_hot(s, ls, es, j);
+        free(ls);
+        free(es);
+        if (pinned < 0) return pinned;
+        df_log(DF_LOG_INFO, "%s: pinned %d of %d experts in the hot set", k == 0 ? "--preload" : "--hot", pinned, j);
+    }
+    return DF_OK;
+}
+
+/* The expert store over the model's files with the plan's budget, as the weights' source. */
+static int attach_store(df_model *m, df_weights *w, const expert_layout *x, const df_plan *plan, int engine) {
+    const char **paths = df_calloc((size_t)m->gguf->n_shards, sizeof *paths);
+    if (!paths) return DF_ERR_NOMEM;
+    for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
+    df_store_params sp;
+    store_params_of(m, x, &sp); /* n_in: the store repacks experts to the kernels' layout */
+    sp.paths = paths;
+    sp.n_files = m->gguf->n_shards;
+    sp.min_slots = 2;
+    sp.io.engine = engine;
+    sp.budget_bytes = plan->cache_bytes;
+    sp.prefetch = m->params.prefetch;
+    df_store *s = NULL;
+    int rc = df_store_create(&sp, &s);
+    free(paths);
+    if (rc) return df_err_prefix(rc, "%s", m->path);
+    df_weights_use_store(w, s);
+    rc = pin_hot_set(m, s);
+    return rc;
+}
+
+/* ---- the plan ------------------------------------------------------------------------------ */
+static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
+                     df_plan *plan) {
+    const df_env_t *env = df_env();
+    df_footprint fp;
+    df_model_footprint(m, plan_ctx(m), &fp);
+    df_plan_in in = {0};
+    in.has_experts = fp.n_moe_layers > 0 && !(flags & DF_LOAD_SKIP_EXPERTS);
+    in.experts_packed = m->pack != NULL;
+    in.dense_total = dfp->dense_total;
+    in.dense_global = dfp->global_bytes;
+    in.n_layer = dfp->n_layer;
+    in.layer_stream_bytes = dfp->stream_bytes;
+    in.layer_buf_bytes = dfp->buf_bytes;
+    in.layer_read_bytes = dfp->read_bytes;
+    in.expert_bytes = fp.expert_bytes;
+    in.slot_bytes = x->slot_bytes;
+    in.n_expert_pairs = x->n_pairs;
+    in.n_expert_used = m->hp.n_expert_used;
+    const uint64_t n_seq = (uint64_t)plan_seq(m);
+    in.kv_bytes = fp.kv_bytes * n_seq;
+    /* prompt chunks the plan may choose: the one asked for, then halves down to 64 tokens
+     * (batches of 64 and more take the same attention path: same tokens) */
+    int batch[8];
+    uint64_t scratch[8];
+    int nb = 0;
+    for (int b = plan_batch(m); nb < 8 && (nb == 0 || b >= 64); b /= 2) {
+        batch[nb] = b;
+        scratch[nb] = df_session_scratch_bytes(m, b, plan_threads(m)) * n_seq;
+        nb++;
+        if (b < 128) break;
+    }
+    in.n_batch_opts = nb;
+    in.batch_fixed = m->params.n_batch > 0;
+    in.batch = batch;
+    in.batch_scratch = scratch;
+    in.mem_limit = m->params.mem_limit;
+    in.mem_reserve = m->params.mem_reserve;
+    in.mem_available = m->params.mem_limit ? 0 : df_mem_available();
+    in.cache_bytes = m->params.cache_bytes;
+    if (!in.cache_bytes && env->expert_cache) {
+        int rc = df_parse_size(env->expert_cache, &in.cache_bytes);
+        if (rc) return df_err(DF_ERR_INVALID, "DELTAFIN_EXPERT_CACHE='%s': bad size", env->expert_cache);
+    }
+    in.stream_experts = env->stream == 0 ? 0 : (env->stream == 1 || engine != DF_IO_AUTO) ? 1 : -1;
+    in.dense_stream = !env->dense_stream_off;
+    in.force_resident = env->dense_resident;
+    int rc = df_plan_make(&in, plan);
+    return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
+}
+
+/* The public copy of the plan. */
+static void publish_plan(df_model *m, const df_plan *p) {
+    m->plan = (deltafin_plan){
+        .limit = p->limit, .limit_from_ram = p->limit_from_ram, .experts_stream = p->experts_stream,
+        .dense_bytes = p->dense_bytes, .kv_bytes = p->kv_bytes, .scratch_bytes = p->scratch_bytes,
+        .overhead_bytes = p->overhead_bytes, .cache_bytes = p->cache_bytes, .slot_bytes = p->slot_bytes,
+        .n_slots = p->n_slots, .n_experts_total = p->n_experts_total, .expert_total_bytes = p->expert_total_bytes,
+        .all_resident = p->all_resident, .n_layer = p->n_layer, .dense_layers_resident = p->n_resident,
+        .dense_layers_streamed = p->n_streamed, .dense_buffers = p->n_buf, .dense_buffer_bytes = p->buf_bytes,
+        .dense_total_bytes = p->dense_total, .dense_global_bytes = p->dense_global,
+        .dense_layers_bytes = p->layers_bytes, .dense_read_per_token = p->read_per_pass,
+        .n_ctx = plan_ctx(m), .n_batch = p->n_batch, .n_seq = plan_seq(m),
+    };
+}
+
+/* ---- loading ----------------------------------------------------------------------------- */
+deltafin_model_params deltafin_model_default_params(void) {
+    deltafin_model_params p;
+    memset(&p, 0, sizeof p);
+    p.n_threads = 0;
+    p.io_engine = "auto";
+    p.prefetch = DELTAFIN_PREFETCH_AUTO;
+    return p;
+}
+
+/* Steps 3 and 4 for a model that computes (not DF_LOAD_META_ONLY). */
+static int load_weights(df_model *m, int flags, int engine, const expert_layout *x, const df_plan *plan) {
+    df_weights *w = NULL;
+    int rc = df_weights_create(m, &w);
+    if (rc) return rc;
+    m->w = w;
+    if (plan->n_streamed) {
+        df_dense_stream *ds = NULL;
+        rc = df_dense_stream_create(m, plan->n_resident, plan->n_buf, plan->buf_bytes, df_env()->dense_chunk, &ds);
+        if (rc) return rc;
+        df_weights_use_dense_stream(w, ds);
+        char buf[512];
+        df_log(DF_LOG_INFO, "%s", df_plan_dense_str(plan, buf, sizeof buf));
+    }
+    const bool skip = (flags & DF_LOAD_SKIP_EXPERTS) || plan->experts_stream;
+    df_resident_opts ro = {
+        .skip_experts = skip, .ds = w->ds, .mem_limit = m->params.mem_limit, .mlock = m->params.mlock,
+        .progress = m->params.progress_cb, .progress_ud = m->params.progress_ud,
+        .progress_log = m->params.progress, .n_threads = m->params.n_threads,
+    };
+    rc = df_weights_load_resident(w, &ro);
+    if (rc) return rc;
+    if (m->rope_freqs) m->rope.freq_factors = m->rope_freqs->data;
+    bool any_moe = false;
+    for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;
+    if (any_moe && !skip) {
+        df_weights_use_resident_experts(w);
+    } else if (plan->experts_stream) {
+        char buf[1024];
+        df_log(DF_LOG_INFO, "%s", df_plan_str(plan, buf, sizeof buf));
+        rc = attach_store(m, w, x, plan, engine);
+        if (rc) return rc;
+    }
+    if (!plan->experts_stream && (m->params.hot_file || m->params.preload))
+        df_log(DF_LOG_INFO, "experts are resident: --hot/--preload have no effect");
+    if (w->ds) {
+        df_store_stats st;
+        int e = engine;
+        if (w->store) { /* the engine the expert store uses (measured once) */
+            df_store_get_stats(w->store, &st);
+            e = st.engine;
+        }
+        rc = df_dense_stream_open(w->ds, e, m->params.mlock);
+        if (rc) return rc;
+    }
+    return DF_OK;
+}
+
+int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out) {
+    df_init();
+    df_kernels_init(); /* the kernel table is chosen at load (its DELTAFIN_ISA warning here) */
+    *out = NULL;
+    df_model *m = df_calloc(1, sizeof *m);
+    if (!m) return DF_ERR_NOMEM;
+    m->params = p ? *p : deltafin_model_default_params();
+    m->path = df_strdup(path);
+    m->meta_only = flags & DF_LOAD_META_ONLY;
+    expert_layout x = {0};
+    df_dense_footprint dfp = {0};
+    int engine = DF_IO_AUTO;
+    int rc = m->path ? df_gguf_open(path, &m->gguf) : DF_ERR_NOMEM;
+    if (rc == DF_OK) rc = df_model_describe(m);
+    if (rc == DF_OK && m->rope.n_rot > 0) df_rope_init(&m->rope);
+    if (rc == DF_OK && m->params.io_engine) rc = df_io_engine_parse(m->params.io_engine, &engine);
+    if (rc == DF_OK) rc = expert_layout_make(m, &x);
+    if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
+    df_plan plan;
+    if (rc == DF_OK) {
+        rc = make_plan(m, flags, engine, &x, &dfp, &plan);
+        if (rc == DF_OK) publish_plan(m, &plan);
+        else if (m->meta_only) { /* `info` shows the metadata and says why the plan fails */
+            snprintf(m->plan_error, sizeof m->plan_error, "%s", df_errmsg());
+            df_err_clear();
+            m->plan_status = rc;
+            rc = DF_OK;
+        }
+    }
+    if (rc == DF_OK && !m->meta_only) rc = load_weights(m, flags, engine, &x, &plan);
+    if (rc == DF_OK && !(flags & DF_LOAD_NO_TOKENIZER) && df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
+        df_tokenizer *tok = NULL;
+        rc = df_tokenizer_load(m->gguf, &tok);
+        if (rc < 0) rc = df_err_prefix(rc, "%s", path);
+        else m->tokenizer = tok;
+    }
+    expert_layout_free(&x);
+    df_dense_footprint_free(&dfp);
+    if (rc < 0) { deltafin_model_free(m); return rc; }
+    *out = m;
+    return DF_OK;
+}
+
+int deltafin_model_load(const char *path, const deltafin_model_params *p, deltafin_model **out) {
+    return df_model_load(path, p, 0, out);
+}
+
+void deltafin_model_free(deltafin_model *m) {
+    if (!m) return;
+    df_weights_free(m->w);
+    if (m->tokenizer) df_tokenizer_free(m->tokenizer);
+    df_model_pack_free(m);
+    if (m->gguf) df_gguf_close(m->gguf);
+    free(m->layers);
+    free(m->tensors);
+    free(m->path);
+    free(m);
+}
+
+int deltafin_model_n_vocab(const deltafin_model *m) { return m->hp.n_vocab; }
+int deltafin_model_n_ctx_train(const deltafin_model *m) { return m->hp.n_ctx_train; }
+const char *deltafin_model_arch(const deltafin_model *m) { return m->arch->name; }
+const char *deltafin_model_meta_str(const deltafin_model *m, const char *key) {
+    const char *s = NULL;
+    if (df_gguf_get_str(m->gguf, key, &s) != DF_OK) return NULL;
+    return s;
+}

@@ -1,0 +1,13 @@
+/* loader.h — loading a model with internal options (tests and tools beyond the public
+ * deltafin_model_load). */
+#ifndef DF_LOADER_H
+#define DF_LOADER_H
+#include "model/model.h"
+
+/* Load flags. */
+enum { DF_LOAD_SKIP_EXPERTS = 1, /* leave routed expert tensors on disk (a store plugs in) */
+       DF_LOAD_NO_TOKENIZER = 2,
+       DF_LOAD_META_ONLY = 4     /* bind and validate only; no weights read (info) */ };
+
+int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out);
+#endif

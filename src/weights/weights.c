@@ -1,0 +1,213 @@
+/* weights.c — the weights interface (weights.h): resident tensors read with pread into
+ * anonymous memory (no mmap of the file, no page-cache residency, no type conversion) and
+ * repacked for the kernels, the resident expert source, and dispatch to the expert store and
+ * the dense-layer stream. Threading: setup on one thread; the forward-pass entry points as
+ * weights.h says. */
+#include "weights/weights.h"
+#include "weights/dense_stream.h"
+#include "weights/expert_store.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+
+/* ---- resident tensors ------------------------------------------------------------------ */
+static void *anon_alloc(uint64_t n) {
+    if (n == 0) n = 1;
+    void *p = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Resident weights that only df_matmul / df_matmul_id read get the layout the selected kernels
+ * want (df_repack_type: Q4_K as 8 interleaved rows on AVX-512) — the same numbers, faster. Not
+ * token_embd (row lookups; also the tied output), not the per-head 3-D attn_k_b / attn_v_b
+ * (df_matmul_3d), not routers, not streamed tensors (read from the file per pass: no data here). */
+static int repack_weights(df_model *m, int n_threads) {
+    const int to = df_repack_type(DF_TYPE_Q4_K);
+    if (to < 0) return DF_OK;
+    uint64_t t0 = df_time_ns(), bytes = 0;
+    int count = 0, rc = DF_OK;
+    df_pool *pool = df_pool_create(n_threads);
+    for (int l = -1; l < m->hp.n_layer; l++) {
+        df_tensor *list[32];
+        int n = 0;
+        if (l < 0) {
+            list[n++] = m->output;
+        } else {
+            const df_layer *L = &m->layers[l];
+            df_tensor *w[] = {L->wq, L->wk, L->wv, L->wqkv, L->wo, L->ffn_gate, L->ffn_up, L->ffn_down,
+                              L->gate_shexp, L->up_shexp, L->down_shexp, L->wq_a, L->wq_b, L->wkv_a_mqa,
+                              L->wkv_b, L->attn_gate, L->routed_down, L->routed_up, L->ssm_f_a, L->ssm_f_b,
+                              L->ssm_beta, L->ssm_g, L->exps[0], L->exps[1], L->exps[2]};
+            for (size_t i = 0; i < sizeof w / sizeof *w; i++) list[n++] = w[i];
+        }
+        for (int i = 0; i < n; i++) {
+            df_tensor *t = list[i];
+            if (!t || !t->data || t->type != DF_TYPE_Q4_K || t == m->tok_embd) continue;
+            /* fused gate_up experts: up starts n_ff rows into each expert's matrix */
+            const int64_t group = l >= 0 && t == m->layers[l].exps[DF_EXPERT_GATE] &&
+                                  t == m->layers[l].exps[DF_EXPERT_UP] ? 16 : 8;
+            if (t->ne[1] % group) continue;
+            rc = df_repack_rows(pool, DF_TYPE_Q4_K, to, t->data, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]);
+            if (rc < 0) {
+                df_pool_free(pool);
+                return df_err_prefix(rc, "%s: repacking '%s'", m->path, t->info->name);
+            }
+            t->type = to;
+            bytes += t->info->nbytes;
+            count++;
+        }
+    }
+    df_pool_free(pool);
+    df_log(DF_LOG_DEBUG, "repacked %d tensors (%.1f MiB) to %s in %.2f s", count, bytes / 1048576.0,
+           df_type_info(to)->name, (df_time_ns() - t0) / 1e9);
+    return DF_OK;
+}
+
+int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
+    df_model *m = w->m;
+    const bool skip = ro->skip_experts;
+    uint64_t off_d = 0, off_e = 0;
+    uint64_t *offs = df_calloc((size_t)m->n_bound, sizeof(uint64_t));
+    if (!offs) return DF_ERR_NOMEM;
+    m->expert_file_bytes = 0;
+    for (int i = 0; i < m->n_bound; i++) {
+        df_tensor *t = &m->tensors[i];
+        bool ex = df_model_is_expert(m, t);
+        if (ex) m->expert_file_bytes += t->info->nbytes;
+        uint64_t *o = ex ? &off_e : &off_d;
+        if (ex && skip) continue;
+        if (df_dense_stream_has(ro->ds, t)) continue; /* read per pass (dense_stream.c) */
+        *o = df_pad(*o, 64);
+        offs[i] = *o;
+        if (!df_add_ok(*o, t->info->nbytes, o)) { free(offs); return df_err(DF_ERR_RANGE, "size overflow"); }
+    }
+    w->dense_bytes = off_d;
+    w->expert_bytes = skip ? 0 : off_e;
+    uint64_t need = w->dense_bytes + w->expert_bytes;
+    if (ro->mem_limit && need > ro->mem_limit) {
+        char a[32], b[32];
+        free(offs);
+        return df_err(DF_ERR_RANGE, "%s: resident weights need %s but the memory limit is %s", m->path,
+                      df_fmt_bytes(need, a, sizeof a), df_fmt_bytes(ro->mem_limit, b, sizeof b));
+    }
+    w->dense_mem = anon_alloc(w->dense_bytes);
+    if (!w->dense_mem) { free(offs); return df_err(DF_ERR_NOMEM, "cannot allocate %llu bytes for weights",
+                                                   (unsigned long long)w->dense_bytes); }
+    if (w->expert_bytes) {
+        w->expert_mem = anon_alloc(w->expert_bytes);
+        if (!w->expert_mem) { free(offs); return df_err(DF_ERR_NOMEM, "cannot allocate %llu bytes for experts",
+                                                        (unsigned long long)w->expert_bytes); }
+    }
+    uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
+    for (int i = 0; i < m->n_bound; i++)
+        if (!(skip && df_model_is_expert(m, &m->tensors[i])) && !df_dense_stream_has(ro->ds, &m->tensors[i]))
+            to_read += m->tensors[i].info->nbytes;
+    for (int i = 0; i < m->n_bound; i++) {
+        df_tensor *t = &m->tensors[i];
+        bool ex = df_model_is_expert(m, t);
+        if (ex && skip) continue;
+        if (df_dense_stream_has(ro->ds, t)) continue;
+        t->data = (char *)(ex ? w->expert_mem : w->dense_mem) + offs[i];
+        int rc = df_gguf_read(m->gguf, t->info, 0, t->data, t->info->nbytes);
+        if (rc < 0) { free(offs); return df_err_prefix(rc, "%s: reading tensor '%s'", m->path, t->info->name); }
+        /* Under --mem-limit the page cache counts too (a memory cgroup charges it): drop the
+         * pages just copied into anonymous memory. Without a limit they stay, so a second
+         * launch of the same model loads from RAM. */
+        if (ro->mem_limit && t->info->shard >= 0 && t->info->shard < m->gguf->n_shards &&
+            m->gguf->shards[t->info->shard].fd >= 0)
+            (void)posix_fadvise(m->gguf->shards[t->info->shard].fd, (off_t)t->info->offset, (off_t)t->info->nbytes,
+                                POSIX_FADV_DONTNEED);
+        done += t->info->nbytes;
+        if (ro->progress) ro->progress(ro->progress_ud, done, to_read);
+        if (ro->progress_log && df_time_ns() - last > 500000000ull) {
+            last = df_time_ns();
+            df_log(DF_LOG_INFO, "loading: %.1f%%", 100.0 * (double)done / (double)(need ? need : 1));
+        }
+    }
+    free(offs);
+    if (ro->mlock) {
+        if (mlock(w->dense_mem, (size_t)(w->dense_bytes ? w->dense_bytes : 1)) != 0)
+            df_log(DF_LOG_WARN, "mlock of %llu bytes failed (RLIMIT_MEMLOCK?)", (unsigned long long)w->dense_bytes);
+    }
+    df_log(DF_LOG_DEBUG, "loaded %llu bytes in %.2f s", (unsigned long long)need, (df_time_ns() - t0) / 1e9);
+    return repack_weights(m, ro->n_threads);
+}
+
+/* ---- the resident expert source ------------------------------------------------------- */
+static int resident_acquire(void *ud, int layer, int expert, df_expert_w *out) {
+    const df_model *m = ud;
+    for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
+        const df_tensor *t = m->layers[layer].exps[p];
+        uint64_t bytes = df_type_row_bytes(t->type, t->ne[0]) * (uint64_t)t->ne[1];
+        out->w[p] = (const char *)t->data + (uint64_t)expert * bytes;
+        if (p == DF_EXPERT_UP && df_layer_fused_gate_up(&m->layers[layer])) out->w[p] = (const char *)out->w[p] + bytes / 2;
+        out->type[p] = t->type;
+    }
+    return DF_OK;
+}
+static void resident_release(void *ud, int layer, int expert) { (void)ud; (void)layer; (void)expert; }
+
+void df_weights_use_resident_experts(df_weights *w) {
+    df_expert_source src = {.ud = w->m, .acquire = resident_acquire, .release = resident_release};
+    df_weights_set_experts(w, &src);
+}
+
+/* ---- the expert store as a source ---------------------------------------------------------- */
+static int st_acquire(void *ud, int l, int e, df_expert_w *out) { return df_store_acquire(ud, l, e, out); }
+static void st_release(void *ud, int l, int e) { df_store_release(ud, l, e); }
+static void st_prefetch(void *ud, int l, const int *ex, int n) { df_store_prefetch(ud, l, ex, n); }
+static void st_lookahead(void *ud, int l, const int *ex, int n) { df_store_lookahead(ud, l, ex, n); }
+static bool st_wanted(void *ud) { return df_store_lookahead_wanted(ud); }
+static void st_stats(void *ud, df_store_stats *st) { df_store_get_stats(ud, st); }
+static void st_destroy(void *ud) { df_store_free(ud); }
+
+void df_weights_use_store(df_weights *w, df_store *s) {
+    df_expert_source src = {.ud = s, .acquire = st_acquire, .release = st_release, .prefetch = st_prefetch,
+                            .lookahead = st_lookahead, .lookahead_wanted = st_wanted, .stats = st_stats,
+                            .destroy = st_destroy};
+    df_weights_set_experts(w, &src);
+    w->store = s;
+}
+
+void df_weights_set_experts(df_weights *w, const df_expert_source *src) {
+    if (w->has_ex && w->ex.destroy) w->ex.destroy(w->ex.ud);
+    w->ex = *src;
+    w->has_ex = true;
+    w->store = NULL;
+}
+
+void df_weights_use_dense_stream(df_weights *w, df_dense_stream *ds) {
+    df_dense_stream_free(w->ds);
+    w->ds = ds;
+}
+
+/* ---- lifetime -------------------------------------------------------------------------------- */
+int df_weights_create(df_model *m, df_weights **out) {
+    df_weights *w = df_calloc(1, sizeof *w);
+    if (!w) return DF_ERR_NOMEM;
+    w->m = m;
+    *out = w;
+    return DF_OK;
+}
+
+void df_weights_free(df_weights *w) {
+    if (!w) return;
+    df_dense_stream_free(w->ds);
+    if (w->has_ex && w->ex.destroy) w->ex.destroy(w->ex.ud);
+    if (w->dense_mem) munmap(w->dense_mem, (size_t)(w->dense_bytes ? w->dense_bytes : 1));
+    if (w->expert_mem) munmap(w->expert_mem, (size_t)w->expert_bytes);
+    free(w);
+}
+
+/* ---- the forward pass ---------------------------------------------------------------------- */
+void df_weights_begin(df_weights *w) { if (w->ds) df_dense_begin(w->ds); }
+void df_weights_end(df_weights *w) { if (w->ds) df_dense_end(w->ds); }
+int df_weights_layer_acquire(df_weights *w, int il) { return w->ds ? df_dense_acquire(w->ds, il) : DF_OK; }
+void df_weights_layer_release(df_weights *w, int il) { if (w->ds) df_dense_release(w->ds, il); }
+
+void df_weights_expert_stats(const df_weights *w, df_store_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (w->has_ex && w->ex.stats) w->ex.stats(w->ex.ud, st);
+}
