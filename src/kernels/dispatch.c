@@ -15,6 +15,7 @@
 #endif
 
 #include "kernels/kernels_impl.h"
+#include "base/env.h"
 
 static df_kernel_table g_ref, g_avx2, g_avx512, g_neon;
 static bool g_have_avx2, g_have_avx512, g_have_neon;
@@ -67,8 +68,8 @@ static void init_tables(void) {
     }
 #endif
     g_sel = g_have_avx512 ? &g_avx512 : g_have_avx2 ? &g_avx2 : g_have_neon ? &g_neon : &g_ref;
-    const char *isa = getenv("DELTAFIN_ISA");
-    if (isa && *isa) {
+    const char *isa = df_env()->isa;
+    if (isa) {
         const df_kernel_table *t = table_by_name(isa);
         if (t) g_sel = t;
         else

@@ -8,16 +8,10 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "base/env.h"
 
 int df_repack_type(int wtype) {
-    static _Atomic int off = -1;
-    int o = off;
-    if (o < 0) {
-        const char *e = getenv("DELTAFIN_REPACK");
-        o = e && !strcmp(e, "0");
-        off = o;
-    }
-    if (o || wtype < 0 || wtype >= DF_TYPE_COUNT) return -1;
+    if (df_env()->repack_off || wtype < 0 || wtype >= DF_TYPE_COUNT) return -1;
     const int to = df_kernels()->repack[wtype];
     return to ? to : -1;
 }
