@@ -1,4 +1,5 @@
-# deltafin — one Makefile.  Targets: all test demo bench asan ubsan fuzz clean deps
+# deltafin — one Makefile.  Targets: all (= lib cli tests) lib cli tests test install uninstall
+#                            demo bench asan ubsan fuzz clean deps
 # Build variants go to separate folders: build/ (release), build-asan/ (ASan+UBSan).
 CC      ?= gcc
 BUILD   ?= build
@@ -13,12 +14,16 @@ ifeq ($(SAN),1)
   LDSAN := -fsanitize=address,undefined
 endif
 ARCH := $(shell uname -m)
-LIBS := -lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread
+# The engine's own libraries (what a program embedding libdeltafin.a links: tests/test_embed.sh)
+# and the application's (HTTP server, downloads, config file), linked only into the CLI.
+ENGINE_LIBS := -lpcre2-8 -lcjson -lm -lpthread
+APP_LIBS    := -lmicrohttpd -lyaml -lcurl -lcrypto
 HAVE_URING := $(shell test -f /usr/include/liburing.h && echo 1)
 ifeq ($(HAVE_URING),1)
   CFLAGS_COMMON += -DDF_HAVE_URING=1
-  LIBS += -luring
+  ENGINE_LIBS += -luring
 endif
+LIBS := $(APP_LIBS) $(ENGINE_LIBS)
 
 # The engine (src/*/: base format kernels model weights forward runtime text) is
 # libdeltafin.a; the application layer (app/: CLI, server, config, download) and the dev tools
@@ -46,8 +51,11 @@ $(BUILD)/src/kernels/x86_avx2.o $(BUILD)/src/kernels/x86_avx2_f32.o:     ISAFLAG
 $(BUILD)/src/kernels/x86_avx512.o $(BUILD)/src/kernels/x86_avx512_f32.o: ISAFLAGS := $(AVX512_FLAGS)
 $(BUILD)/src/kernels/arm_neon.o:   ISAFLAGS := -march=armv8.2-a+dotprod+fp16
 
-.PHONY: all test test-unit demo bench asan ubsan fuzz clean deps check-deps
-all: check-deps $(BIN) $(TEST_BIN)
+.PHONY: all lib cli tests test test-unit demo bench asan ubsan fuzz clean deps check-deps install uninstall
+all: check-deps lib cli tests
+lib: $(LIBA) $(BUILD)/deltafin.pc
+cli: $(BIN)
+tests: $(TEST_BIN)
 
 check-deps:
 	@sh scripts/deps.sh --check >/dev/null 2>&1 || sh scripts/deps.sh
@@ -62,6 +70,21 @@ $(BUILD)/%.o: %.c
 $(LIBA): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# deltafin_commit() is compiled into api.o: rebuild it when HEAD moves (the stamp changes only then)
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(COMMIT)' | cmp -s - $@ || echo '$(COMMIT)' > $@
+$(BUILD)/src/runtime/api.o: $(BUILD)/commit.stamp
+FORCE:
+
+# pkg-config description of the installed library (PREFIX is substituted at install)
+$(BUILD)/deltafin.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf 'prefix=@PREFIX@\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: deltafin\nDescription: %s\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -ldeltafin\nLibs.private: %s\n' \
+	  'Mixture-of-Experts inference larger than RAM' \
+	  "$$(sed -n 's/^#define DELTAFIN_VERSION "\(.*\)"/\1/p' include/deltafin.h)" '$(ENGINE_LIBS)' > $@
 
 $(APPA): $(filter-out $(BUILD)/app/cli/main.o,$(TOOL_OBJ))
 	@rm -f $@
@@ -101,6 +124,21 @@ build-fuzz/%: fuzz/%.c $(LIB_SRC) $(FUZZ_APP)
 	  $(GIT_DEF) $(if $(HAVE_URING),-DDF_HAVE_URING=1) \
 	  -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 \
 	  -o $@ $< $(LIB_SRC) $(FUZZ_APP) $(LIBS)
+
+# make install PREFIX=/usr/local (DESTDIR for staged installs): the CLI, the library, its headers
+# and a pkg-config file. An embedding program: cc app.c $$(pkg-config --cflags --libs --static deltafin)
+PREFIX ?= /usr/local
+install: $(BIN) $(LIBA) $(BUILD)/deltafin.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/deltafin
+	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libdeltafin.a
+	install -m 644 include/deltafin.h include/deltafin_debug.h $(DESTDIR)$(PREFIX)/include/
+	sed 's|@PREFIX@|$(PREFIX)|' $(BUILD)/deltafin.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/deltafin.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/deltafin $(DESTDIR)$(PREFIX)/lib/libdeltafin.a \
+	  $(DESTDIR)$(PREFIX)/include/deltafin.h $(DESTDIR)$(PREFIX)/include/deltafin_debug.h \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/deltafin.pc
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -9,7 +9,6 @@
  * bookkeeping and metrics. */
 #include "app/server.h"
 #include "text/chat.h"
-#include "base/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -646,7 +645,7 @@ static void finish_locked(df_server *s, slot *sl, const char *reason, int err_st
     }
     j->safe = utf8_boundary(j->text ? j->text : "", j->safe, j->len, true);
     j->state = J_DONE;
-    j->t_end = df_time_ns();
+    j->t_end = deltafin_time_ns();
     if (!strcmp(reason, "cancelled")) {
         s->m_cancelled++;
         if (atomic_load(&s->stopping) && !j->err_status) {
@@ -661,7 +660,7 @@ static void finish_locked(df_server *s, slot *sl, const char *reason, int err_st
     deltafin_sampler_free(sl->smp);
     sl->smp = NULL;
     sl->j = NULL;
-    sl->last_used = df_time_ns();
+    sl->last_used = deltafin_time_ns();
     slot_snapshot_locked(sl);
     job_unref_locked(j);
 }
@@ -699,7 +698,7 @@ static void slot_step(df_server *s, slot *sl) {
         pthread_mutex_lock(&s->mu);
         if (rc < 0) {
             sl->n_cache = deltafin_ctx_pos(sl->ctx);
-            if (rc == DF_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
+            if (rc == DELTAFIN_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
             else finish_locked(s, sl, "error", 500, deltafin_errmsg());
         } else {
             memcpy(sl->cache + sl->n_cache, j->prompt + sl->n_cache, sizeof(int32_t) * (size_t)n);
@@ -756,7 +755,7 @@ static void slot_step(df_server *s, slot *sl) {
     pthread_mutex_lock(&s->mu);
     if (rc < 0) {
         sl->n_cache = deltafin_ctx_pos(sl->ctx);
-        if (rc == DF_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
+        if (rc == DELTAFIN_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
         else finish_locked(s, sl, "error", 500, deltafin_errmsg());
     } else {
         sl->cache[sl->n_cache++] = id;
@@ -788,7 +787,7 @@ static void *sched_main(void *arg) {
             sl->started = false;
             j->slot = best;
             j->state = J_ACTIVE;
-            j->t_start = df_time_ns();
+            j->t_start = deltafin_time_ns();
         }
         int active = 0;
         for (int i = 0; i < s->n_slots; i++) active += s->slots[i].j != NULL;
@@ -834,7 +833,7 @@ typedef struct {
 } conn;
 
 static enum MHD_Result send_str(df_server *s, struct MHD_Connection *c, int status, const char *ctype, char *body) {
-    if (!body) { body = df_strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":null}}"); status = 500; }
+    if (!body) { body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":null}}"); status = 500; }
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", ctype);
@@ -1242,8 +1241,8 @@ static enum MHD_Result ep_metrics(df_server *s, struct MHD_Connection *c) {
     M("counter", "expert_cache_misses_total", "routed-expert cache misses", "%llu", (unsigned long long)pm);
     M("counter", "bytes_read_total", "bytes read from disk for routed experts", "%llu", (unsigned long long)br);
     pthread_mutex_unlock(&s->mu);
-    M("gauge", "memory_rss_bytes", "resident set size", "%llu", (unsigned long long)df_cur_rss());
-    M("gauge", "memory_peak_rss_bytes", "peak resident set size", "%llu", (unsigned long long)df_peak_rss());
+    M("gauge", "memory_rss_bytes", "resident set size", "%llu", (unsigned long long)deltafin_cur_rss());
+    M("gauge", "memory_peak_rss_bytes", "peak resident set size", "%llu", (unsigned long long)deltafin_peak_rss());
 #undef M
     if (n >= cap) n = cap - 1;
     b[n] = 0;
@@ -1364,7 +1363,7 @@ static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn 
         goto fail;
     }
     j->max_tokens = j->req.max_tokens == -2 ? s->p.default_max_tokens : j->req.max_tokens;
-    j->t_submit = df_time_ns();
+    j->t_submit = deltafin_time_ns();
     j->created = (long)time(NULL);
     pthread_mutex_lock(&s->mu);
     if (atomic_load(&s->draining)) {
@@ -1380,7 +1379,7 @@ static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn 
         goto fail;
     }
     snprintf(j->id, sizeof j->id, "%s-%llx%04x", kind == DF_SRV_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)++s->id_counter, (unsigned)(df_time_ns() & 0xffff));
+             (unsigned long long)++s->id_counter, (unsigned)(deltafin_time_ns() & 0xffff));
     j->refs = 2; /* connection + scheduler */
     if (s->q_tail) s->q_tail->next = j;
     else s->q_head = j;
@@ -1424,7 +1423,7 @@ static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn 
     }
     cJSON *o = final_json(s, j);
     if (s->p.verbose)
-        df_log(DF_LOG_INFO, "%s: prompt %d (cached %d), generated %d, %s, %.1f ms", j->id, j->n_prompt, j->n_cached,
+        deltafin_log(DELTAFIN_LOG_INFO, "%s: prompt %d (cached %d), generated %d, %s, %.1f ms", j->id, j->n_prompt, j->n_cached,
                j->n_gen, j->finish, (j->t_end - j->t_submit) / 1e6);
     job_unref_locked(j);
     pthread_mutex_unlock(&s->mu);
@@ -1545,7 +1544,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(b, sizeof b, fmt, ap);
     size_t n = strlen(b);
     while (n && (b[n - 1] == '\n')) b[--n] = 0;
-    df_log(DF_LOG_INFO, "http: %s", b);
+    deltafin_log(DELTAFIN_LOG_INFO, "http: %s", b);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
@@ -1553,18 +1552,18 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 int df_server_start(const df_server_params *pp, df_server **out) {
     *out = NULL;
     df_server_params p = pp ? *pp : df_server_default_params();
-    if (p.n_parallel < 1 || p.n_parallel > 256) return df_err(DF_ERR_INVALID, "--parallel %d out of range 1..256", p.n_parallel);
-    if (p.n_queue < 0) return df_err(DF_ERR_INVALID, "--queue %d must be >= 0", p.n_queue);
-    if (p.port < 0 || p.port > 65535) return df_err(DF_ERR_INVALID, "--port %d out of range", p.port);
-    if (p.max_body < 16) return df_err(DF_ERR_INVALID, "--max-body too small");
+    if (p.n_parallel < 1 || p.n_parallel > 256) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--parallel %d out of range 1..256", p.n_parallel);
+    if (p.n_queue < 0) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--queue %d must be >= 0", p.n_queue);
+    if (p.port < 0 || p.port > 65535) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--port %d out of range", p.port);
+    if (p.max_body < 16) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--max-body too small");
     if (p.timeout_s < 1) p.timeout_s = 1;
     if (p.n_batch <= 0) p.n_batch = 512;
     df_server *s = calloc(1, sizeof *s);
-    if (!s) return df_err(DF_ERR_NOMEM, "out of memory");
-    s->host = df_strdup(p.host ? p.host : "127.0.0.1");
-    s->api_key = p.api_key && p.api_key[0] ? df_strdup(p.api_key) : NULL;
-    s->model_id = df_strdup(p.model_id ? p.model_id : "deltafin");
-    s->chat_template = p.chat_template && p.chat_template[0] ? df_strdup(p.chat_template) : NULL;
+    if (!s) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
+    s->host = strdup(p.host ? p.host : "127.0.0.1");
+    s->api_key = p.api_key && p.api_key[0] ? strdup(p.api_key) : NULL;
+    s->model_id = strdup(p.model_id ? p.model_id : "deltafin");
+    s->chat_template = p.chat_template && p.chat_template[0] ? strdup(p.chat_template) : NULL;
     p.host = s->host; p.api_key = s->api_key; p.model_id = s->model_id; p.chat_template = s->chat_template;
     s->p = p;
     pthread_mutex_init(&s->mu, NULL);
@@ -1589,7 +1588,7 @@ int df_server_start(const df_server_params *pp, df_server **out) {
         flags |= MHD_USE_IPv6;
     } else {
         df_server_free(s);
-        return df_err(DF_ERR_INVALID, "--host '%s' is not an IPv4 or IPv6 address", p.host);
+        return deltafin_set_error(DELTAFIN_ERR_INVALID, "--host '%s' is not an IPv4 or IPv6 address", p.host);
     }
     s->d = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, sa,
@@ -1601,39 +1600,39 @@ int df_server_start(const df_server_params *pp, df_server **out) {
     if (!s->d) {
         int en = errno;
         df_server_free(s);
-        return df_err(DF_ERR_IO, "cannot listen on %s:%d (%s)", p.host, p.port, strerror(en));
+        return deltafin_set_error(DELTAFIN_ERR_IO, "cannot listen on %s:%d (%s)", p.host, p.port, strerror(en));
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : p.port;
     *out = s;
-    return DF_OK;
+    return DELTAFIN_OK;
 }
 
 int df_server_port(const df_server *s) { return s->port; }
 
 int df_server_set_model(df_server *s, deltafin_model *m) {
-    if (s->m) return df_err(DF_ERR_INVALID, "server already has a model");
+    if (s->m) return deltafin_set_error(DELTAFIN_ERR_INVALID, "server already has a model");
     s->slots = calloc((size_t)s->p.n_parallel, sizeof *s->slots);
-    if (!s->slots) return df_err(DF_ERR_NOMEM, "out of memory");
+    if (!s->slots) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
     deltafin_ctx_params cp = deltafin_ctx_default_params();
     cp.n_ctx = s->p.n_ctx;
     cp.n_batch = s->p.n_batch;
     cp.n_threads = s->p.n_threads;
     for (int i = 0; i < s->p.n_parallel; i++) {
         int rc = deltafin_ctx_create(m, &cp, &s->slots[i].ctx);
-        if (rc < 0) return df_err_prefix(rc, "slot %d", i);
+        if (rc < 0) return deltafin_set_error(rc, "slot %d: %s", i, deltafin_errmsg());
         s->n_slots = i + 1;
         s->slots[i].cache = malloc(sizeof(int32_t) * (size_t)deltafin_ctx_n_ctx(s->slots[i].ctx));
-        if (!s->slots[i].cache) return df_err(DF_ERR_NOMEM, "out of memory");
+        if (!s->slots[i].cache) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
     }
     s->n_ctx = deltafin_ctx_n_ctx(s->slots[0].ctx);
     s->n_vocab = deltafin_model_n_vocab(m);
     if (s->p.n_batch > s->n_ctx) s->p.n_batch = s->n_ctx;
     s->m = m;
-    if (pthread_create(&s->sched, NULL, sched_main, s)) return df_err(DF_ERR_INTERNAL, "cannot start the scheduler thread");
+    if (pthread_create(&s->sched, NULL, sched_main, s)) return deltafin_set_error(DELTAFIN_ERR_INTERNAL, "cannot start the scheduler thread");
     s->sched_running = true;
     atomic_store(&s->ready, 1);
-    return DF_OK;
+    return DELTAFIN_OK;
 }
 
 void df_server_stop(df_server *s, int drain_ms) {
@@ -1642,11 +1641,11 @@ void df_server_stop(df_server *s, int drain_ms) {
     atomic_store(&s->draining, 1);
     if (s->d) MHD_quiesce_daemon(s->d); /* no new connections */
     pthread_mutex_lock(&s->mu);
-    uint64_t deadline = df_time_ns() + (uint64_t)(drain_ms > 0 ? drain_ms : 0) * 1000000ull;
+    uint64_t deadline = deltafin_time_ns() + (uint64_t)(drain_ms > 0 ? drain_ms : 0) * 1000000ull;
     for (;;) {
         bool busy = s->q_len > 0;
         for (int i = 0; i < s->n_slots; i++) busy |= s->slots[i].j != NULL;
-        if (!busy || !s->sched_running || df_time_ns() >= deadline) break;
+        if (!busy || !s->sched_running || deltafin_time_ns() >= deadline) break;
         timed_wait(&s->idle_cv, &s->mu, 50);
     }
     /* past the deadline: cancel what is left */
@@ -1659,7 +1658,7 @@ void df_server_stop(df_server *s, int drain_ms) {
     if (s->sched_running) { pthread_join(s->sched, NULL); s->sched_running = false; }
     /* A finished job's answer is still being written by its connection thread: let in-flight
      * requests complete (same deadline) before MHD_stop_daemon closes their sockets. */
-    while (atomic_load(&s->n_inflight) > 0 && df_time_ns() < deadline) usleep(10000);
+    while (atomic_load(&s->n_inflight) > 0 && deltafin_time_ns() < deadline) usleep(10000);
     atomic_store(&s->stopping, 2); /* blocked connection threads give up */
     if (s->d) { MHD_stop_daemon(s->d); s->d = NULL; }
 }

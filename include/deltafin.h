@@ -38,7 +38,20 @@ const char *deltafin_status_str(int status);
 /* The build: version and the git commit it was built from ("unknown" outside a checkout). */
 const char *deltafin_commit(void);
 
+/* One-time process setup (tables, CPU detection). Optional: every entry point that needs it
+ * calls it; idempotent and thread-safe. */
+void deltafin_init(void);
+/* Record `fmt` as the calling thread's error detail (deltafin_errmsg) and return `status`:
+ * for applications that report their own failures through the same channel as the library.
+ * The arguments may include deltafin_errmsg() itself (to add context in front of it). */
+int deltafin_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The kernel table in use: "avx512", "avx2", "neon" or "ref". */
+const char *deltafin_kernel_isa(void);
+
 /* ---- small utilities the tools share ---------------------------------------------------- */
+/* Read a whole (small) file: configs, prompts. *data is malloc'ed and NUL-terminated (caller
+ * frees); DELTAFIN_ERR_IO naming the path. */
+int deltafin_read_file(const char *path, char **data, size_t *len);
 /* "16G", "512M", "1.5GiB", "4096" -> bytes. DELTAFIN_ERR_INVALID with a message if malformed. */
 int deltafin_parse_size(const char *s, uint64_t *out);
 /* "1.5 GiB"; returns buf. */
@@ -87,7 +100,9 @@ typedef struct {
     int n_ctx;
     int n_batch;
     int n_seq;
-    bool mlock;             /* mlock the dense weights */
+    bool mlock;             /* lock the resident weights, the expert cache and the dense layer
+                             * buffers in RAM (llama.cpp's --mlock); load fails with a message
+                             * naming RLIMIT_MEMLOCK when the kernel refuses */
     bool progress;          /* log load progress (info level) */
     /* Load progress callback, called after each tensor is read (tools draw a bar with it);
      * done and total are bytes to read at load. NULL = none. */
@@ -176,16 +191,14 @@ int deltafin_model_layer_stats(const deltafin_model *m, int layer, uint64_t *hit
                                uint64_t *wait_ns);
 int deltafin_model_n_layer(const deltafin_model *m);
 int deltafin_model_n_expert(const deltafin_model *m);
-/* Bytes of all weight tensors as stored (dense + routed experts). */
-uint64_t deltafin_model_size(const deltafin_model *m);
-/* The kernel table in use: "ref", "avx2", "avx512", "neon" (DELTAFIN_ISA forces one). */
-const char *deltafin_kernels_name(void);
 
 int deltafin_model_n_vocab(const deltafin_model *m);
 int deltafin_model_n_ctx_train(const deltafin_model *m);
 const char *deltafin_model_arch(const deltafin_model *m);
 /* Value of a string metadata key (e.g. "general.name"), NULL if absent. */
 const char *deltafin_model_meta_str(const deltafin_model *m, const char *key);
+/* Bytes of all weight tensors as stored (dense + every routed expert in the file). */
+uint64_t deltafin_model_size(const deltafin_model *m);
 
 /* ---- vocabulary ---------------------------------------------------------------------- */
 /* Tokenize text. add_special: add BOS/EOS as the model's tokenizer says. parse_special:
@@ -199,6 +212,33 @@ int deltafin_token_to_piece(const deltafin_model *m, int32_t id, bool special, c
 bool deltafin_token_is_eog(const deltafin_model *m, int32_t id);
 int32_t deltafin_token_bos(const deltafin_model *m); /* -1 if none */
 int32_t deltafin_token_eos(const deltafin_model *m);
+
+/* The vocabulary on its own (llama.cpp's llama_vocab): a model's, or one loaded from the
+ * tokenizer keys of a GGUF without its tensors (a vocab-only file is enough). Immutable;
+ * every function is thread-safe. */
+typedef struct deltafin_vocab deltafin_vocab;
+/* NULL if the model has no tokenizer; valid while the model lives. */
+const deltafin_vocab *deltafin_model_vocab(const deltafin_model *m);
+/* pre_override: use this pre-tokenizer instead of the file's tokenizer.ggml.pre (testing),
+ * or NULL. */
+int deltafin_vocab_load(const char *path, const char *pre_override, deltafin_vocab **out);
+void deltafin_vocab_free(deltafin_vocab *v);
+/* As deltafin_tokenize / deltafin_token_to_piece. */
+int deltafin_vocab_tokenize(const deltafin_vocab *v, const char *text, size_t len, bool add_special,
+                            bool parse_special, int32_t *ids, int cap);
+/* One pass into a malloc'ed array (*ids, caller frees; NULL when empty): the count or < 0. */
+int deltafin_vocab_tokenize_alloc(const deltafin_vocab *v, const char *text, size_t len,
+                                  bool add_special, bool parse_special, int32_t **ids);
+int deltafin_vocab_token_to_piece(const deltafin_vocab *v, int32_t id, bool special, char *buf, int cap);
+typedef struct {
+    const char *type;       /* "SPM" (sentencepiece) or "BPE" (byte-level BPE) */
+    const char *pre;        /* pre-tokenizer in use ("" for SPM) */
+    int n_tokens;
+    int32_t bos, eos;       /* -1 if none */
+    int n_eog;              /* end-of-generation ids */
+    bool add_bos, add_eos;  /* what add_special adds */
+} deltafin_vocab_info;
+void deltafin_vocab_get_info(const deltafin_vocab *v, deltafin_vocab_info *out);
 
 /* ---- chat -------------------------------------------------------------------------------- */
 typedef struct {
@@ -286,6 +326,71 @@ void deltafin_sampler_accept(deltafin_sampler *s, int32_t id);
 /* Probability of the chosen token and top alternatives of the last sample() (for logprobs):
  * fills up to n (id, logprob) pairs sorted by probability, returns the count. */
 int deltafin_sampler_top(const deltafin_sampler *s, int n, int32_t *ids, float *logprobs);
+
+/* ---- tensor types ------------------------------------------------------------------------ */
+/* GGUF (ggml) type ids: "Q4_K", "q8_0", "F16" ... -> id; DELTAFIN_ERR_INVALID naming it. */
+int deltafin_type_from_name(const char *name);
+const char *deltafin_type_name(int type);  /* "?" for an unknown id */
+int deltafin_type_count(void);             /* ids are 0 .. count - 1 */
+bool deltafin_type_can_quantize(int type); /* a quantizer exists (deltafin_quantize targets) */
+
+/* ---- model files: quantize, pack, verify ------------------------------------------------- */
+/* Convert a GGUF's weight matrices to other types, tensor by tensor (memory: one chunk of rows,
+ * not the model), as llama-quantize chooses them: only >= 2-D tensors named *weight are
+ * converted; norms, routers (ffn_gate_inp), position/token-type embeddings and 1-D tensors are
+ * copied; without `pure` the output matrix gets Q6_K (Q8_0 when type is Q8_0); rows whose length
+ * is not a multiple of the block size fall back as llama-quantize's do. Writes OUT.tmp and
+ * renames it on success (nothing named OUT on failure). */
+typedef struct {
+    int n_threads;          /* <= 0: all cores */
+    int type;               /* the target type (deltafin_type_from_name) */
+    int type_experts;       /* 3-D weights: routed experts, deepseek2 attn_k_b/v_b; < 0: type */
+    int type_dense;         /* every other weight matrix; < 0: type */
+    int output_type;        /* output.weight; < 0: Q6_K (Q8_0 if type is Q8_0) unless pure */
+    bool pure;              /* no special type for the output matrix */
+    /* called as tensors are read (bytes of the input done / total); NULL = none */
+    void (*progress_cb)(void *ud, const char *tensor, uint64_t done, uint64_t total);
+    void *progress_ud;
+} deltafin_quantize_params;
+typedef struct { int n_converted, n_copied; uint64_t bytes_in; } deltafin_quantize_result;
+deltafin_quantize_params deltafin_quantize_default_params(void);
+/* DELTAFIN_ERR_INVALID for a type that cannot be a target (before anything is opened);
+ * DELTAFIN_ERR_UNSUPPORTED for a tensor that cannot be converted; I/O and format errors name
+ * the file. res may be NULL. */
+int deltafin_quantize(const char *in_path, const char *out_path, const deltafin_quantize_params *p,
+                      deltafin_quantize_result *res);
+
+/* Rewrite a model into the expert-major streaming layout (docs/pack-format.md): one 4 KiB-
+ * aligned record per (layer, expert) with an XXH64 checksum. Writes OUT.tmp, renamed when
+ * complete. The packer draws its own progress on stderr (bar or lines). */
+enum { DELTAFIN_PROGRESS_NONE = 0, DELTAFIN_PROGRESS_BAR = 1, DELTAFIN_PROGRESS_LINES = 2 };
+typedef struct {
+    int progress;           /* DELTAFIN_PROGRESS_* */
+    uint64_t fail_after;    /* testing: fail after this many records (0 = never) */
+} deltafin_pack_params;
+int deltafin_pack(const char *in_path, const char *out_path, const deltafin_pack_params *p);
+/* Read every record of a packed file and check its checksum; the first mismatch is
+ * DELTAFIN_ERR_CHECKSUM naming layer, expert, file and offset. */
+int deltafin_pack_check(const char *path, uint64_t *n_records);
+
+/* Open a GGUF (every part of a split model) and validate its header and tensor table; *packed
+ * says whether it is a packed model. */
+int deltafin_file_check(const char *path, bool *packed);
+/* One record of a packed model, as deltafin_pack_verify checked it. */
+typedef struct {
+    int layer, expert;
+    const char *path;       /* the file holding it */
+    uint64_t offset, nbytes;
+    int status;             /* DELTAFIN_OK, DELTAFIN_ERR_IO (unreadable) or DELTAFIN_ERR_CHECKSUM */
+    const char *error;      /* DELTAFIN_ERR_IO: what went wrong */
+    uint64_t xxh64, xxh64_expected;
+    uint64_t done, total;   /* record bytes checked so far / in the file */
+} deltafin_pack_record;
+/* Check every record (not only up to the first bad one); cb (may be NULL) sees each record
+ * after it was read and returns 0 to go on. Returns DELTAFIN_OK with the counts, or < 0 when
+ * the pack index itself is unusable. */
+int deltafin_pack_verify(const char *path, int (*cb)(void *ud, const deltafin_pack_record *r), void *ud,
+                         uint64_t *n_ok, uint64_t *n_bad);
 
 #ifdef __cplusplus
 }

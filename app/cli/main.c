@@ -2,7 +2,6 @@
  * Subcommands live in app/cli/<name>.c (dev tools in dev/) and define
  * `int cmd_<name>(int argc, char **argv)` (argv[0] is the subcommand name). The references
  * are strong: a missing subcommand is a link error, not a runtime surprise. */
-#include "base/util.h"
 #include "deltafin.h"
 
 #include <stdio.h>
@@ -41,7 +40,8 @@ static void cmd_name(const char *in, char *out, size_t cap) {
 
 static void usage(FILE *f) {
     fprintf(f, "deltafin %s — run Mixture-of-Experts models larger than RAM\n\n"
-               "usage: deltafin <command> [options]   (deltafin <command> --help)\n\ncommands:\n",
+               "usage: deltafin <command> [options]   (deltafin help <command>, deltafin <command> --help)\n"
+               "       deltafin --version\n\ncommands:\n",
             DELTAFIN_VERSION);
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) {
         char name[64];
@@ -51,19 +51,44 @@ static void usage(FILE *f) {
     }
 }
 
+static const struct cmd *find_cmd(const char *typed) {
+    char name[64];
+    cmd_name(typed, name, sizeof name);
+    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++)
+        if (!strcmp(g_cmds[i].name, name)) return &g_cmds[i];
+    return NULL;
+}
+
+/* `deltafin help CMD [SUB]`: the command's own --help (so every command, the dev tools too,
+ * answers from the same text) */
+static int help(int argc, char **argv) {
+    if (argc < 3) { usage(stdout); return 0; }
+    const struct cmd *c = find_cmd(argv[2]);
+    if (!c) {
+        fprintf(stderr, "deltafin: unknown command '%s'\n\n", argv[2]);
+        usage(stderr);
+        return 2;
+    }
+    char *args[4] = {argv[2], NULL, NULL, NULL};
+    int n = 1;
+    if (argc > 3) args[n++] = argv[3]; /* help bench kernels */
+    args[n++] = "--help";
+    return c->fn(n, args);
+}
+
 int main(int argc, char **argv) {
-    df_init();
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    deltafin_init();
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "--version")) { printf("deltafin %s\n", DELTAFIN_VERSION); return 0; }
-    char name[64];
-    cmd_name(argv[1], name, sizeof name);
-    for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) {
-        if (strcmp(g_cmds[i].name, name)) continue;
-        return g_cmds[i].fn(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "help")) return help(argc, argv);
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("deltafin %s (commit %s)\n", DELTAFIN_VERSION, deltafin_commit());
+        return 0;
     }
+    const struct cmd *c = find_cmd(argv[1]);
+    if (c) return c->fn(argc - 1, argv + 1);
     fprintf(stderr, "deltafin: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

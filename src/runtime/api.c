@@ -54,8 +54,7 @@ int deltafin_io_engine_check(const char *name) {
 }
 
 int deltafin_model_n_layer(const deltafin_model *m) { return m->hp.n_layer; }
-uint64_t deltafin_model_size(const deltafin_model *m) { return m->plan.dense_total_bytes + m->plan.expert_total_bytes; }
-const char *deltafin_kernels_name(void) { return df_kernels()->name; }
+
 int deltafin_model_n_expert(const deltafin_model *m) { return m->hp.n_expert; }
 
 /* ---- memory plan ------------------------------------------------------------------------ */

@@ -143,6 +143,7 @@ static int attach_store(df_model *m, df_weights *w, const expert_layout *x, cons
     sp.io.engine = engine;
     sp.budget_bytes = plan->cache_bytes;
     sp.prefetch = m->params.prefetch;
+    sp.mlock = m->params.mlock;
     df_store *s = NULL;
     int rc = df_store_create(&sp, &s);
     free(paths);
@@ -216,6 +217,21 @@ static void publish_plan(df_model *m, const df_plan *p) {
         .dense_layers_bytes = p->layers_bytes, .dense_read_per_token = p->read_per_pass,
         .n_ctx = plan_ctx(m), .n_batch = p->n_batch, .n_seq = plan_seq(m),
     };
+}
+
+/* The plan for m's current parameters (info / doctor at another limit): the footprint again
+ * and df_plan_make; m is not changed. */
+int df_loader_plan(df_model *m, df_plan *out) {
+    expert_layout x = {0};
+    df_dense_footprint dfp = {0};
+    int engine = DF_IO_AUTO;
+    int rc = m->params.io_engine ? df_io_engine_parse(m->params.io_engine, &engine) : DF_OK;
+    if (rc == DF_OK) rc = expert_layout_make(m, &x);
+    if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
+    if (rc == DF_OK) rc = make_plan(m, 0, engine, &x, &dfp, out);
+    expert_layout_free(&x);
+    df_dense_footprint_free(&dfp);
+    return rc;
 }
 
 /* ---- loading ----------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include "weights/expert_store.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include "base/sysmem.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -128,8 +129,9 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
     }
     free(offs);
     if (ro->mlock) {
-        if (mlock(w->dense_mem, (size_t)(w->dense_bytes ? w->dense_bytes : 1)) != 0)
-            df_log(DF_LOG_WARN, "mlock of %llu bytes failed (RLIMIT_MEMLOCK?)", (unsigned long long)w->dense_bytes);
+        int rc = df_mlock(w->dense_mem, w->dense_bytes, "the dense weights");
+        if (rc == DF_OK) rc = df_mlock(w->expert_mem, w->expert_bytes, "the resident experts");
+        if (rc < 0) return rc;
     }
     df_log(DF_LOG_DEBUG, "loaded %llu bytes in %.2f s", (unsigned long long)need, (df_time_ns() - t0) / 1e9);
     return repack_weights(m, ro->n_threads);
