@@ -7,8 +7,8 @@
 #   2. greedy ids of `deltafin run --temp 0 -n 32` (2 prompts) equal llama.cpp's; a first
 #      difference passes only where llama.cpp's recorded top-1 minus top-2 logit gap is a
 #      near-tie (< 0.01: tests/lib/dfcheck.py greedy_verdict)
-# deltafin runs in its default float order (ggml's) unless the caller sets DELTAFIN_GGML_ORDER; ONLY=REGEX
-# checks only the models whose names match.
+# deltafin runs in ggml's float order (its only one); ONLY=REGEX checks only the models whose
+# names match.
 # One model on disk at a time, deleted at once; the folder is /tmp (or the build folder when /tmp
 # is a tmpfs) and is removed at exit. Skipped, with a message, with < 3 GiB free there.
 # ~1 minute on 2 cores (release), ~2 minutes under ASan.
@@ -48,8 +48,7 @@ if st.f_bavail * st.f_frsize < FREE_MIN:
     print(f"realwidth: SKIP: {st.f_bavail * st.f_frsize / 2**30:.1f} GiB free in {base}, "
           f"the models need {FREE_MIN >> 30} GiB (1 GB each, one at a time)")
     sys.exit(0)
-mode = "DELTAFIN_GGML_ORDER=" + env["DELTAFIN_GGML_ORDER"] if env.get("DELTAFIN_GGML_ORDER") else "default float order"
-print(f"realwidth: deltafin {mode}; work folder {base}", flush=True)
+print(f"realwidth: work folder {base}", flush=True)
 tmp = tempfile.mkdtemp(prefix="df_realwidth_", dir=base)
 t0 = time.time()
 try:

@@ -12,6 +12,7 @@
  * tensor data follows (streamed or from memory), offsets = running sum of padded sizes. */
 #include "format/gguf.h"
 #include "base/utf8.h"
+#include "format/ggml_types.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,26 +32,10 @@
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_NAME 64
 
-/* ---- tensor type table (formats.md §1.6); kept local so gguf.c does not depend on quant.c */
-static const struct { const char *name; int blck, bytes; } g_types[43] = {
-    [0] = {"F32", 1, 4},        [1] = {"F16", 1, 2},         [2] = {"Q4_0", 32, 18},
-    [3] = {"Q4_1", 32, 20},     [6] = {"Q5_0", 32, 22},      [7] = {"Q5_1", 32, 24},
-    [8] = {"Q8_0", 32, 34},     [9] = {"Q8_1", 32, 36},      [10] = {"Q2_K", 256, 84},
-    [11] = {"Q3_K", 256, 110},  [12] = {"Q4_K", 256, 144},   [13] = {"Q5_K", 256, 176},
-    [14] = {"Q6_K", 256, 210},  [15] = {"Q8_K", 256, 292},   [16] = {"IQ2_XXS", 256, 66},
-    [17] = {"IQ2_XS", 256, 74}, [18] = {"IQ3_XXS", 256, 98}, [19] = {"IQ1_S", 256, 50},
-    [20] = {"IQ4_NL", 32, 18},  [21] = {"IQ3_S", 256, 110},  [22] = {"IQ2_S", 256, 82},
-    [23] = {"IQ4_XS", 256, 136},[24] = {"I8", 1, 1},         [25] = {"I16", 1, 2},
-    [26] = {"I32", 1, 4},       [27] = {"I64", 1, 8},        [28] = {"F64", 1, 8},
-    [29] = {"IQ1_M", 256, 56},  [30] = {"BF16", 1, 2},       [34] = {"TQ1_0", 256, 54},
-    [35] = {"TQ2_0", 256, 66},  [39] = {"MXFP4", 32, 17},    [40] = {"NVFP4", 64, 36},
-    [41] = {"Q1_0", 128, 18},   [42] = {"Q2_0", 64, 18},
-};
-
-static bool tensor_type_ok(int t) { return t >= 0 && t < 43 && g_types[t].blck > 0; }
-
+/* ---- tensor types: the file-format table of format/ggml_types.c (formats.md §1.6) */
 const char *df_gguf_tensor_type_name(int type) {
-    return tensor_type_ok(type) ? g_types[type].name : "invalid";
+    const df_ggml_type_info *t = df_ggml_type(type);
+    return t ? t->name : "invalid";
 }
 
 static const char *const g_kv_names[DF_GGUF_TYPE_COUNT] = {
@@ -363,17 +348,18 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
 
 /* Compute nbytes of a tensor with overflow checks. Returns 0 ok, else fills reason. */
 static int tensor_nbytes(int type, const int64_t ne[4], uint64_t *out, char *why, size_t cap) {
-    if (!tensor_type_ok(type)) {
-        if (type >= 0 && type < 43)
+    const df_ggml_type_info *ti = df_ggml_type(type);
+    if (!ti) {
+        if (type >= 0 && type < DF_GGML_TYPE_COUNT)
             snprintf(why, cap, "tensor type %d is a removed type", type);
         else
             snprintf(why, cap, "invalid tensor type %d", type);
         return -1;
     }
-    int blck = g_types[type].blck;
+    int blck = ti->blck;
     if (ne[0] % blck) {
         snprintf(why, cap, "ne[0] = %" PRId64 " is not a multiple of the block size %d of type %s",
-                 ne[0], blck, g_types[type].name);
+                 ne[0], blck, ti->name);
         return -1;
     }
     /* element count must fit in int64 (skipped when any dim is zero, like ggml-org/ggml) */
@@ -386,7 +372,7 @@ static int tensor_nbytes(int type, const int64_t ne[4], uint64_t *out, char *why
                 return -1;
             }
     }
-    uint64_t b = (uint64_t)(ne[0] / blck) * (uint64_t)g_types[type].bytes;
+    uint64_t b = (uint64_t)(ne[0] / blck) * (uint64_t)ti->bytes;
     for (int k = 1; k < 4; k++)
         if (!df_mul_ok(b, (uint64_t)ne[k], &b)) {
             snprintf(why, cap, "byte size overflows");

@@ -22,11 +22,8 @@ static void router_logits(struct deltafin_ctx *c, const df_tensor *w, const floa
     mm(c, w, x, ldx, nt, y, ldy);
 }
 
-/* ggml_soft_max in place: ggml's vector order and exp when df_ggml_order() */
-static void softmax(float *x, int n) {
-    if (df_ggml_order()) df_softmax_ggml(x, x, n);
-    else df_softmax(x, x, n);
-}
+/* ggml_soft_max in place: ggml's vector order and exp */
+static void softmax(float *x, int n) { df_softmax_ggml(x, x, n); }
 
 /* Steps 1-9 for nt rows of x into idx/w ([nt][K]); select_only (look-ahead) stops after the
  * top-k choice (step 5): no weights, no routing counts. Scratch: c->router, c->selbuf. */
@@ -162,7 +159,7 @@ void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int 
 }
 
 /* one expert's matrix: ggml's MUL_MAT_ID (its float order differs from a plain matmul's for
- * repacked weights under DELTAFIN_GGML_ORDER; kernels.h) */
+ * repacked weights; kernels.h) */
 static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in, int64_t n_out,
                    const float *X, int nt, float *Y) {
     df_matmul_id(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);

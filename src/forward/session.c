@@ -317,7 +317,7 @@ static void add_bias(float *Y, int64_t ldy, int nt, const df_tensor *b) {
 static bool use_tiled_attn(int nt, int dv) {
     /* llama.cpp switches to its tiled F32 kernel for >= 64 queries when DV is a multiple of
      * the SIMD width (16 floats with AVX-512, 8 otherwise). */
-    int epr = !strcmp(df_kernels()->name, "avx512") ? 16 : 8;
+    const int epr = df_kernels()->f32_epr; /* GGML_F32_EPR of the build the table stands for */
     return nt >= 64 && dv % epr == 0;
 }
 

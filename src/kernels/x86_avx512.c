@@ -1,5 +1,6 @@
-/* x86_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels. Compiled with -mavx512*; only called
- * after dispatch.c has checked the CPU flags.
+/* x86_avx512.c — AVX-512 (F/BW/VL/DQ + VNNI) kernels of quantized dots (the float slots:
+ * x86_avx512_f32.c). Compiled with -mavx512*; only called after dispatch.c has checked the CPU
+ * flags (VBMI / BITALG forms: the caps it hands over).
  * Integer formats use vpdpbusd (u8 x s8): the weight's |q| goes in the unsigned operand and its
  * sign is moved onto the activation (activations never hold -128, so negation is exact).
  * Per-block integer sums are converted to float and scaled per lane, as llama.cpp's SIMD code
@@ -144,29 +145,9 @@ static inline __m256 q8_block_dot(const df_block_q8_0 *x, const df_block_q8_0 *y
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(ax), _mm256_sign_epi8(ay, ax)));
 }
 
-static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
-    const df_block_q8_0 *x = w, *y = xq;
-    const int64_t nb = n / 32;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t ib = 0;
-    for (; ib + 2 <= nb; ib += 2) {
-        acc0 = _mm256_fmadd_ps(q8_block_dot(&x[ib], &y[ib]),
-                               _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
-        acc1 = _mm256_fmadd_ps(q8_block_dot(&x[ib + 1], &y[ib + 1]),
-                               _mm256_set1_ps(df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d)),
-                               acc1);
-    }
-    if (ib < nb)
-        acc0 = _mm256_fmadd_ps(q8_block_dot(&x[ib], &y[ib]),
-                               _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
-    *s = hsum_f8(_mm256_add_ps(acc0, acc1));
-}
-
-/* DELTAFIN_GGML_ORDER=1: the order of ggml_vec_dot_q8_0_q8_0 (its AVX2 branch, which ggml's
- * AVX-512 builds use too) and of llamafile's tinyBLAS_Q0_AVX (batches): one 8-lane accumulator,
- * block after block, acc = fma(lane int32 sums as float, d_x*d_y, acc), then hsum_float_8.
- * With it (and attn_gqa.c's ggml order) Q8_0 / MXFP4 models give llama.cpp's logits bit for bit
- * (docs/testing.md); not the default yet, see there. */
+/* The order of ggml_vec_dot_q8_0_q8_0 (its AVX2 branch, which ggml's AVX-512 builds use too)
+ * and of llamafile's tinyBLAS_Q0_AVX (batches): one 8-lane accumulator, block after block,
+ * acc = fma(lane int32 sums as float, d_x*d_y, acc), then hsum_float_8 (docs/testing.md). */
 static void dot_q8_0_q8_0_ggml(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q8_0 *x = w, *y = xq;
     const int64_t nb = n / 32;
@@ -469,7 +450,6 @@ static inline __m128i k4_scales(const uint8_t *q) {
 }
 
 /* GG selects the float order (the integer sums are exact in every form):
- *   0  deltafin's: 16 lanes of scale-weighted sums and 8 of min sums, fma per block, one hsum;
  *   1  ggml_vec_dot_q4_K_q8_K's AVX2 branch (ggml's AVX-512 builds use it): 8 lanes (lane l =
  *      bytes 4l..4l+3 of each 32-byte chunk, low and high nibbles), acc = fma(d, lanes, acc) with
  *      d = d_y*d_x; mins as 4 lanes (m_2k s_2k + m_2k+1 s_2k+1), acc_m = fma(-d_y*dmin, ., acc_m);
@@ -490,8 +470,7 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
     const __m512i idx0 = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i two = _mm512_set1_epi16(2);
-    __m512 acc[4];
-    __m256 accm[4], acc8[4];
+    __m256 acc8[4];
     __m128 accm4[4];
     float accs[4], accms[4];
     __m128 accv = _mm_setzero_ps(), accmv = _mm_setzero_ps(); /* GG 3, NT 4 */
@@ -499,7 +478,6 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
     float gd[4][4], gdm[4][4];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-        acc[t] = _mm512_setzero_ps(); accm[t] = _mm256_setzero_ps();
         acc8[t] = _mm256_setzero_ps(); accm4[t] = _mm_setzero_ps();
         accs[t] = 0.0f; accms[t] = 0.0f;
     }
@@ -565,10 +543,7 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
         for (int t = 0; t < NT; t++) {
             const df_block_q8_K *y = (const df_block_q8_K *)(xq + t * stride) + i;
             const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mrep);
-            if (GG == 0) {
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_set1_ps(dx * y->d), acc[t]);
-                accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-(dmx * y->d)), accm[t]);
-            } else if (GG == 1) {
+            if (GG == 1) {
                 /* lane l (< 8) of isum holds low-nibble bytes 4l.., lane l+8 the high ones */
                 const __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum[t]),
                                                     _mm512_extracti64x4_epi64(isum[t], 1));
@@ -620,12 +595,7 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
     }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-        if (GG == 0) {
-            __m128 a = _mm_add_ps(_mm256_castps256_ps128(accm[t]), _mm256_extractf128_ps(accm[t], 1));
-            a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-            a = _mm_add_ss(a, _mm_movehdup_ps(a));
-            s[t] = hsum512(acc[t]) + _mm_cvtss_f32(a);
-        } else if (GG == 1) {
+        if (GG == 1) {
             __m128 a = _mm_add_ps(accm4[t], _mm_movehl_ps(accm4[t], accm4[t]));
             a = _mm_add_ss(a, _mm_movehdup_ps(a));
             s[t] = hsum_f8(acc8[t]) + _mm_cvtss_f32(a);
@@ -635,12 +605,6 @@ static inline __attribute__((always_inline)) void q4k_dot_nt(int64_t n, float *s
     }
 }
 
-static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
-    q4k_dot_nt(n, s, w, xq, 0, 1, 0);
-}
-static void dot4_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
-    q4k_dot_nt(n, s, w, xq, stride, 4, 0);
-}
 static void dot_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *xq) {
     q4k_dot_nt(n, s, w, xq, 0, 1, 1);
 }
@@ -765,19 +729,6 @@ static inline __attribute__((always_inline)) DF_VBMI __m512i q4kx8_scale_j(__m51
                                          _mm512_set1_epi32(j));
     return _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, idx, scv);
 }
-/* sub-block j's 4 quant vectors' products with activation y (P lanes 2r, 2r+1 of row r) */
-static inline __attribute__((always_inline)) __m512i q4kx8_sub(const df_block_q4_Kx8 *x, const int8_t *yq, int j) {
-    const __m512i m4 = _mm512_set1_epi8(0xF);
-    __m512i P = _mm512_setzero_si512();
-    for (int h = 0; h < 2; h++) {
-        const int z = 2 * j + h;
-        const __m512i W = _mm512_loadu_si512((const void *)(x->qs + 64 * z));
-        P = _mm512_dpbusd_epi32(P, _mm512_and_si512(W, m4), bcast8(yq + 16 * z));
-        P = _mm512_dpbusd_epi32(P, _mm512_and_si512(_mm512_srli_epi16(W, 4), m4), bcast8(yq + 16 * z + 8));
-    }
-    return P;
-}
-
 /* NT activation rows (at `stride` bytes) share the weight decode; GEMM 0: ggml's gemv order
  * (one fma per block), 1: its gemm order (one fma per 64 columns). Each row's float operations
  * are the same for every NT. */
@@ -1325,23 +1276,22 @@ static void from_q8_K(const float *x, void *dst, int64_t n) {
     }
 }
 
-void df_kernels_fill_avx512(df_kernel_table *t) {
+void df_kernels_fill_avx512(df_kernel_table *t, const df_cpu_caps *caps) {
     t->name = "avx512";
+    t->isa = DF_ISA_AVX512;
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
-    t->vec_dot[DF_TYPE_Q8_0] = df_ggml_order() ? dot_q8_0_q8_0_ggml : dot_q8_0_q8_0;
+    t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0_ggml;
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
-    t->vec_dot[DF_TYPE_Q4_K] = df_ggml_order() ? dot_q4_K_q8_K_ggml : dot_q4_K_q8_K;
-    t->vec_dot4[DF_TYPE_Q4_K] = df_ggml_order() ? dot4_q4_K_q8_K_ggml : dot4_q4_K_q8_K;
-    if (df_ggml_order()) {
-        t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
-        t->vec_dot4_r8[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml8;
-        t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;
-        t->vec_dot4_r8g[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml8g;
-    }
+    t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml;
+    t->vec_dot4[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml;
+    t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
+    t->vec_dot4_r8[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml8;
+    t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;
+    t->vec_dot4_r8g[DF_TYPE_Q4_K] = dot4_q4_K_q8_K_ggml8g;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot4[DF_TYPE_Q6_K] = dot4_q6_K_q8_K;
     t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0;
@@ -1354,8 +1304,9 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_1] = from_q8_1;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
+    df_kernels_fill_avx512_f32(t);
     /* last: these replace the plain AVX-512 forms where the CPU has the extensions */
-    if (__builtin_cpu_supports("avx512vbmi")) {
+    if (caps->avx512vbmi) {
         t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_vbmi;
         t->vec_dot4[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_vbmi;
         t->from_float_w[DF_TYPE_MXFP4] = from_q8_0_split; /* the layout these two read */
@@ -1363,7 +1314,7 @@ void df_kernels_fill_avx512(df_kernel_table *t) {
         t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_vbmi;
         t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g_vbmi;
     }
-    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bitalg")) {
+    if (caps->avx512vbmi && caps->avx512bitalg) {
         iq2xxs_tables_init();
         t->vec_dot[DF_TYPE_IQ2_XXS] = dot_iq2_xxs_q8_K_vbmi;
     }

@@ -16,6 +16,7 @@
 #include "weights/expert_store.h"
 #include "forward/session.h"
 #include "forward/ops.h"
+#include "kernels/kernels.h"
 #include "base/env.h"
 #include "base/sysmem.h"
 #include "text/tokenizer.h"
@@ -293,6 +294,7 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
 
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out) {
     df_init();
+    df_kernels_init(); /* the kernel table is chosen at load (its DELTAFIN_ISA warning here) */
     *out = NULL;
     df_model *m = df_calloc(1, sizeof *m);
     if (!m) return DF_ERR_NOMEM;
