@@ -48,7 +48,7 @@ BIN      := $(BUILD)/deltafin
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c -mavx2
 $(BUILD)/src/kernels/x86_avx2.o $(BUILD)/src/kernels/x86_avx2_f32.o:     ISAFLAGS := $(AVX2_FLAGS)
-$(BUILD)/src/kernels/x86_avx512.o $(BUILD)/src/kernels/x86_avx512_f32.o: ISAFLAGS := $(AVX512_FLAGS)
+$(BUILD)/src/kernels/x86_avx512.o $(BUILD)/src/kernels/x86_avx512_kq.o $(BUILD)/src/kernels/x86_avx512_f32.o: ISAFLAGS := $(AVX512_FLAGS)
 $(BUILD)/src/kernels/arm_neon.o:   ISAFLAGS := -march=armv8.2-a+dotprod+fp16
 
 .PHONY: all lib cli tests test test-unit demo bench asan ubsan fuzz clean deps check-deps install uninstall
