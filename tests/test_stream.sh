@@ -102,10 +102,10 @@ else
 fi
 
 # streaming because the experts do not fit the memory limit (auto engine)
-# (fixed part ~80 MiB incl. 64 MiB overhead; experts 10 MiB)
-OUT=$(run --mem-limit 84M -v)
+# (fixed part ~36 MiB incl. the ~20 MiB overhead the plan counts; experts 10 MiB)
+OUT=$(run --mem-limit 40M -v)
 grep -q "memory plan" "$T/err" && grep -q "experts: [0-9]* slots" "$T/err" && [ "$OUT" = "$REF" ] &&
-    ok "--mem-limit 84M streams, same tokens" || bad "--mem-limit 84M: $OUT ($(tail -2 "$T/err"))"
+    ok "--mem-limit 40M streams, same tokens" || bad "--mem-limit 40M: $OUT ($(tail -2 "$T/err"))"
 
 # hot set from a routing-count file and a preload list
 printf '# layer expert count\n0 3 90\n1 7 80\n2 1 70\n0 5 60\n' > "$T/hot.txt"

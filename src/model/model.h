@@ -150,6 +150,7 @@ struct deltafin_model {
     deltafin_plan plan;          /* the memory plan it was loaded with */
     int plan_status;             /* DF_OK, or why the plan failed (meta-only loads keep going) */
     atomic_int n_ctx_live;       /* contexts holding one of the plan's sequences */
+    _Atomic uint64_t kv_live, scratch_live; /* bytes the live contexts hold (budget report) */
     char plan_error[512];
 };
 
