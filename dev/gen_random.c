@@ -1,4 +1,4 @@
-/* gen_random.c — `deltafin gen-random`: write a random model with the exact tensor names,
+/* gen_random.c — `deltafin-dev gen-random`: write a random model with the exact tensor names,
  * shapes and keys llama.cpp expects for an architecture (formats.md §3), for tests against
  * llama.cpp and for benchmarks at real widths.
  *
@@ -56,7 +56,7 @@ static const gr_preset g_presets[] = {
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: deltafin gen-random (--arch ARCH | --preset P) [options] OUT.gguf\n\n"
+        "usage: deltafin-dev gen-random (--arch ARCH | --preset P) [options] OUT.gguf\n\n"
         "Write a model with random weights and the exact tensor names, shapes and keys llama.cpp\n"
         "expects. Deterministic: the same options give the same bytes on every machine.\n\n"
         "  --arch A            llama | llama-moe (Mixtral-style) | qwen2moe | qwen3moe | olmoe |\n"
@@ -89,7 +89,7 @@ static void usage(FILE *f) {
         "  --name NAME         general.name (default deltafin-random-ARCH)\n"
         "  -h, --help          this help\n\n"
         "Example (Qwen3-30B-A3B widths, 8 layers, ~5 GB):\n"
-        "  deltafin gen-random --preset qwen3-30b-a3b --n-layer 8 --type q8_0 q3.gguf\n");
+        "  deltafin-dev gen-random --preset qwen3-30b-a3b --n-layer 8 --type q8_0 q3.gguf\n");
 }
 
 /* ---- vocabulary --------------------------------------------------------------------------- */
@@ -119,8 +119,7 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-/* Adds the tokenizer KVs; returns the vocabulary size in *n_vocab. */
-int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
+static int tokenizer_kvs(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
     int rc;
     if (ends_with(spec, ".gguf")) {
         df_gguf *g = NULL;
@@ -143,6 +142,14 @@ int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
     rc = l2c_vocab_write_kv(w, &v);
     l2c_vocab_free(&v);
     return rc;
+}
+
+int gr_write_vocab(df_gguf_writer *w, const char *arch, const char *spec, int64_t *n_vocab) {
+    int rc = tokenizer_kvs(w, spec, n_vocab);
+    if (rc) return rc;
+    char key[128];
+    snprintf(key, sizeof key, "%s.vocab_size", arch);
+    return df_gguf_w_u32(w, key, (uint32_t)*n_vocab);
 }
 
 /* The optional tensors these files have: the output head, and Qwen2-MoE's q/k/v biases. */
@@ -193,8 +200,7 @@ static int gen_write(gr_opts o) {
             goto done;
     }
     int64_t n_vocab = 0;
-    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
-    if ((rc = KU32("vocab_size", n_vocab))) goto done;
+    if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
 #undef KU32
 #undef KF32
     gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,

@@ -40,9 +40,9 @@ int gr_write_model(df_gguf_writer *w, const gr_model *g, gr_stats *st);
 void gr_default_vocab(const char **vocab, char *buf, size_t cap);
 
 /* Adds the tokenizer KVs for --vocab SPEC: "bytes" (<unk> <s> </s>, 256 byte tokens, "\u2581",
- * printable ASCII), a llama2.c tokenizer.bin, or a .gguf whose tokenizer.* KVs are copied.
- * Sets *n_vocab. */
-int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab);
+ * printable ASCII), a llama2.c tokenizer.bin, or a .gguf whose tokenizer.* KVs are copied;
+ * then {arch}.vocab_size. Sets *n_vocab. */
+int gr_write_vocab(df_gguf_writer *w, const char *arch, const char *spec, int64_t *n_vocab);
 
 /* Deterministic values: splitmix64 (state seeded from --seed ^ gr_hash(tensor name)) and a
  * uniform draw in [-1, 1) that is exactly representable (k * 2^-23). Recorded test models

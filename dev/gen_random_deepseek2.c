@@ -1,4 +1,4 @@
-/* gen_random_deepseek2.c — `deltafin gen-random --arch deepseek2 [--variant V] ...`: a small
+/* gen_random_deepseek2.c — `deltafin-dev gen-random --arch deepseek2 [--variant V] ...`: a small
  * random deepseek2 model (formats.md §3.4) with the exact names, shapes and keys llama.cpp
  * expects: q LoRA or the Lite attn_q, MLA (attn_k_b / attn_v_b + *_mla keys) or the legacy
  * attn_kv_b, leading dense layers, sigmoid/softmax gating, exp_probs_b, expert groups, shared
@@ -33,7 +33,7 @@ typedef struct {
 
 static void ds_usage(FILE *f) {
     fprintf(f,
-        "usage: deltafin gen-random --arch deepseek2 [--variant V] [options] OUT.gguf\n\n"
+        "usage: deltafin-dev gen-random --arch deepseek2 [--variant V] [options] OUT.gguf\n\n"
         "Small random deepseek2 model (DeepSeek-V2/V3, Kimi-K2 layout). Deterministic.\n"
         "  --variant V        v3 (default: q LoRA, MLA, sigmoid + exp_probs_b + 4 groups keep 2,\n"
         "                     norm, scale 2.5, YaRN 40) | k2 (v3 with 1 group, base 50000, YaRN 32,\n"
@@ -109,8 +109,7 @@ static int ds_write(ds_opts o) {
         (rc = KU32("expert_group_used_count", o.groups_used)))
         goto done;
     int64_t n_vocab = 0;
-    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
-    if ((rc = KU32("vocab_size", n_vocab))) goto done;
+    if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
 #undef KU32
 #undef KF32
     gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,

@@ -1,4 +1,4 @@
-/* gen_random_kimi_k3.c — `deltafin gen-random --arch kimi-k3 ...`: a random Kimi K3 model
+/* gen_random_kimi_k3.c — `deltafin-dev gen-random --arch kimi-k3 ...`: a random Kimi K3 model
  * (docs kimi-k3.md §1-§2) with exactly the keys and tensors llama.cpp's kimi-k3 loader reads:
  * KDA and MLA layers chosen by a K/M pattern (written as the head_count_kv array), q LoRA or
  * attn_q, MLA output gate, leading dense layers, latent MoE (routed_down / routed_up /
@@ -37,7 +37,7 @@ typedef struct {
 
 static void k3_usage(FILE *f) {
     fprintf(f,
-        "usage: deltafin gen-random --arch kimi-k3 [options] OUT.gguf\n\n"
+        "usage: deltafin-dev gen-random --arch kimi-k3 [options] OUT.gguf\n\n"
         "Random Kimi K3 model (kimi-k3: KDA + MLA layers, latent MoE, block AttnRes, situ) with the\n"
         "keys and tensors llama.cpp's kimi-k3 loader reads. Deterministic (same args, same bytes).\n"
         "  --layers P         layer kinds, K = KDA, M = MLA, repeated to n-layer (default KMKK)\n"
@@ -132,8 +132,7 @@ static int k3_write(k3_opts o, bool preset, const uint32_t *hkv) {
         (rc = KF32("activation.situ_linear_beta", o.situ_lbeta)))
         goto done;
     int64_t n_vocab = 0;
-    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
-    if ((rc = KU32("vocab_size", n_vocab))) goto done;
+    if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
 #undef KU32
 #undef KF32
     gr_model g = {.arch = A, .type = o.type, .exp_type = o.exp_type, .type_fallback = true,

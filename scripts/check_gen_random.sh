@@ -10,10 +10,10 @@
 # is sha256 of the first 16 MiB followed by the file size), plus realwidth/models.tsv with
 # --realwidth (two ~1 GB files, ~45 s; tests/test_realwidth.sh checks them in `make test`).
 # Usage: sh scripts/check_gen_random.sh [--realwidth] [NAME-REGEX]
-# Env: DELTAFIN_DEV_BIN (build/deltafin), DELTAFIN_BIN (build/deltafin, for quantize),
+# Env: DELTAFIN_DEV_BIN (build/deltafin-dev), DELTAFIN_BIN (build/deltafin, for quantize),
 #      DELTAFIN_FIXTURES (../shared/fixtures). Exit 1 on any difference.
 cd "$(dirname "$0")/.." || exit 2
-DEV=${DELTAFIN_DEV_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}
 BIN=${DELTAFIN_BIN:-build/deltafin}
 FIX=${DELTAFIN_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 export DELTAFIN_FIXTURES="$FIX"
@@ -21,7 +21,7 @@ E=tests/data/expected
 LISTS="$E/random_models.tsv $E/deepseek2/models.tsv $E/kimi_k3/models.tsv $E/gen_random_extra.tsv"
 if [ "${1:-}" = "--realwidth" ]; then LISTS="$LISTS tests/data/expected/realwidth/models.tsv"; shift; fi
 ONLY=${1:-.}
-for b in "$DEV" "$BIN"; do [ -x "$b" ] || { echo "check_gen_random: $b not built (make)"; exit 2; }; done
+for b in "$DEVBIN" "$BIN"; do [ -x "$b" ] || { echo "check_gen_random: $b not built (make)"; exit 2; }; done
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT INT TERM
 n_ok=0; n_bad=0
@@ -36,12 +36,12 @@ for list in $LISTS; do
         case "$a" in
         *" | quantize "*)
             # shellcheck disable=SC2086
-            "$DEV" gen-random ${a%% | quantize *} "$f.f32" >/dev/null 2>"$T/err" </dev/null &&
+            "$DEVBIN" gen-random ${a%% | quantize *} "$f.f32" >/dev/null 2>"$T/err" </dev/null &&
                 "$BIN" quantize "$f.f32" "$f" ${a#* | quantize } -t 2 >/dev/null 2>>"$T/err" </dev/null
             rc=$? ;;
         *)
             # shellcheck disable=SC2086
-            "$DEV" gen-random $a "$f" >/dev/null 2>"$T/err" </dev/null
+            "$DEVBIN" gen-random $a "$f" >/dev/null 2>"$T/err" </dev/null
             rc=$? ;;
         esac
         if [ $rc -ne 0 ]; then
