@@ -286,7 +286,9 @@ static bool bind_has(void *ud, uint32_t bit, const char *name) {
 
 static int bind_visit(void *ud, const df_tensor_spec *s, int il, const char *name, int n_dims, const int64_t ne[3]) {
     df_model *m = ud;
-    df_tensor *t = bind_named(m, name, s->flags, n_dims, ne[0], ne[1], ne[2]);
+    int flags = s->flags;
+    if (il >= 0 && il >= m->hp.n_layer - m->hp.n_layer_nextn) flags |= DF_T_UNUSED; /* NextN / MTP layer */
+    df_tensor *t = bind_named(m, name, flags, n_dims, ne[0], ne[1], ne[2]);
     if (m->bind_status < 0) return m->bind_status;
     char *base = il < 0 ? (char *)m : (char *)&m->layers[il];
     if (s->field) *(df_tensor **)(base + s->field - 1) = t;

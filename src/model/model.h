@@ -224,6 +224,6 @@ typedef struct df_footprint {
 } df_footprint;
 void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out);
 
-/* Registered architectures (one file per family in src/models). */
+/* Registered architectures (one file per family: src/model/arch_<name>.c). */
 const df_arch *df_arch_find(const char *name);
 #endif
