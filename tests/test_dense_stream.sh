@@ -7,22 +7,25 @@
 # file, offset) and end the run cleanly.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 T=$(mktemp -d /tmp/df_test_dense.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cp "$BIN" "$T/deltafin" || { echo "test_dense_stream: no binary $BIN"; exit 1; }
 BIN="$T/deltafin"
+cp "$DEVBIN" "$T/deltafin-dev" || { echo "test_dense_stream: no binary $DEVBIN"; exit 1; }
+DEVBIN="$T/deltafin-dev"
 fail=0
 ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
 export DELTAFIN_IO_PROFILE="$T/io-profile"
 
-gen() { "$BIN" gen-random "$@" >/dev/null 2>"$T/gen.err" || { echo "test_dense_stream: gen-random $*: $(cat "$T/gen.err")"; exit 1; }; }
+gen() { "$DEVBIN" gen-random "$@" >/dev/null 2>"$T/gen.err" || { echo "test_dense_stream: gen-random $*: $(cat "$T/gen.err")"; exit 1; }; }
 gen --arch llama --type q8_0 --n-embd 256 --n-layer 6 --n-head 4 --n-head-kv 2 --n-ff 512 --vocab bytes --seed 3 "$T/l.gguf"
 gen --arch qwen3moe --type q8_0 --n-embd 256 --n-layer 4 --n-head 4 --n-head-kv 2 --head-dim 64 --n-expert 8 \
     --n-expert-used 2 --n-ff-exp 128 --vocab bytes --seed 5 "$T/q.gguf"
 gen --arch deepseek2 --type q8_0 --n-embd 128 --n-layer 4 --n-expert 8 --n-expert-used 2 --vocab bytes --seed 9 "$T/d.gguf"
 K3=0
-"$BIN" gen-random --arch kimi-k3 --type q8_0 --n-embd 128 --n-layer 4 --vocab bytes --seed 2 "$T/k.gguf" >/dev/null 2>&1 && K3=1
+"$DEVBIN" gen-random --arch kimi-k3 --type q8_0 --n-embd 128 --n-layer 4 --vocab bytes --seed 2 "$T/k.gguf" >/dev/null 2>&1 && K3=1
 
 # $1 = model; rest = extra args; prints the token list (stderr in $T/err)
 run() {
