@@ -49,6 +49,8 @@ static void read_env(void) {
     e->plan_ctx = v && atoi(v) > 0 ? atoi(v) : 0;
     v = getenv("DELTAFIN_YARN_HF_BETAS");
     e->yarn_hf_betas = v && *v && strcmp(v, "0");
+    v = str("DELTAFIN_CACHE_POLICY");
+    e->cache_clock = v && !strcmp(v, "clock");
 }
 
 const df_env_t *df_env(void) {

@@ -23,6 +23,7 @@ typedef struct {
     const char *expert_cache;  /* DELTAFIN_EXPERT_CACHE: exact expert cache size (tests), NULL */
     int plan_ctx;              /* DELTAFIN_PLAN_CTX: context the memory plan assumes, 0 unset */
     bool yarn_hf_betas;        /* DELTAFIN_YARN_HF_BETAS=1: the file's YaRN betas (HF) */
+    bool cache_clock;          /* DELTAFIN_CACHE_POLICY=clock: the expert cache's previous policy (A/B) */
 } df_env_t;
 
 const df_env_t *df_env(void);
