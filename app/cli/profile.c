@@ -80,6 +80,38 @@ static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, 
     return DELTAFIN_OK;
 }
 
+/* The summary on stderr: totals, the top experts, per-layer skew. */
+static void profile_summary(const uint32_t *cnt, int L, int E, const ent *v, int n, int n_top, int n_prompts,
+                            uint64_t n_tok, double secs, uint64_t total, int n_moe) {
+    fprintf(stderr, "profile: %d prompts, %llu tokens in %.2f s, %llu expert selections in %d MoE layers, "
+                    "%d of %d (layer, expert) pairs used\n",
+            n_prompts, (unsigned long long)n_tok, secs, (unsigned long long)total, n_moe, n, n_moe * E);
+    if (n_top > n) n_top = n;
+    if (n_top > 0) {
+        fprintf(stderr, "top experts:");
+        for (int i = 0; i < n_top; i++) {
+            uint64_t lt = 0;
+            for (int e = 0; e < E; e++) lt += cnt[(size_t)v[i].l * E + e];
+            fprintf(stderr, " %d:%d %.1f%%", v[i].l, v[i].e, lt ? 100.0 * v[i].c / (double)lt : 0.0);
+        }
+        fprintf(stderr, "  (share of the layer's selections)\n");
+    }
+    fprintf(stderr, "per layer: used experts, top expert share, max/mean, effective experts (exp entropy)\n");
+    for (int l = 0; l < L; l++) {
+        const uint32_t *r = cnt + (size_t)l * E;
+        uint64_t lt = 0;
+        uint32_t mx = 0;
+        int nu = 0;
+        for (int e = 0; e < E; e++) { lt += r[e]; if (r[e] > mx) mx = r[e]; nu += r[e] > 0; }
+        if (!lt) continue;
+        double h = 0;
+        for (int e = 0; e < E; e++)
+            if (r[e]) { double p = r[e] / (double)lt; h -= p * log(p); }
+        fprintf(stderr, "  layer %3d: %4d/%d used, top %5.1f%%, max/mean %.2f, effective %.1f\n", l, nu, E,
+                100.0 * mx / (double)lt, mx * (double)E / (double)lt, exp(h));
+    }
+}
+
 int cmd_profile(int argc, char **argv) {
     df_settings S;
     int prc = df_cli_parse(&k_profile, argc, argv, &S);
@@ -196,34 +228,7 @@ int cmd_profile(int argc, char **argv) {
     }
     out = NULL;
 
-    /* summary */
-    fprintf(stderr, "profile: %d prompts, %llu tokens in %.2f s, %llu expert selections in %d MoE layers, "
-                    "%d of %d (layer, expert) pairs used\n",
-            n_prompts, (unsigned long long)n_tok, secs, (unsigned long long)total, n_moe, n, n_moe * E);
-    if (n_top > n) n_top = n;
-    if (n_top > 0) {
-        fprintf(stderr, "top experts:");
-        for (int i = 0; i < n_top; i++) {
-            uint64_t lt = 0;
-            for (int e = 0; e < E; e++) lt += cnt[(size_t)v[i].l * E + e];
-            fprintf(stderr, " %d:%d %.1f%%", v[i].l, v[i].e, lt ? 100.0 * v[i].c / (double)lt : 0.0);
-        }
-        fprintf(stderr, "  (share of the layer's selections)\n");
-    }
-    fprintf(stderr, "per layer: used experts, top expert share, max/mean, effective experts (exp entropy)\n");
-    for (int l = 0; l < L; l++) {
-        const uint32_t *r = cnt + (size_t)l * E;
-        uint64_t lt = 0;
-        uint32_t mx = 0;
-        int nu = 0;
-        for (int e = 0; e < E; e++) { lt += r[e]; if (r[e] > mx) mx = r[e]; nu += r[e] > 0; }
-        if (!lt) continue;
-        double h = 0;
-        for (int e = 0; e < E; e++)
-            if (r[e]) { double p = r[e] / (double)lt; h -= p * log(p); }
-        fprintf(stderr, "  layer %3d: %4d/%d used, top %5.1f%%, max/mean %.2f, effective %.1f\n", l, nu, E,
-                100.0 * mx / (double)lt, mx * (double)E / (double)lt, exp(h));
-    }
+    profile_summary(cnt, L, E, v, n, n_top, n_prompts, n_tok, secs, total, n_moe);
     ret = 0;
 done:
     if (tr.f && fclose(tr.f) != 0 && ret == 0) { fprintf(stderr, "profile: writing %s failed\n", S.trace); ret = 1; }
