@@ -86,6 +86,10 @@ typedef struct {
 /* Fills *out (also when the plan is refused: out->status); returns DELTAFIN_OK. Uses the meta
  * model's own parameters with mem_limit replaced. */
 int deltafin_model_plan_limit(deltafin_model *m, uint64_t mem_limit, deltafin_limit_plan *out);
+/* The same for a run with this context, prompt chunk and number of sequences (0: the defaults,
+ * as deltafin_model_params): what `info -c N -b B --mem-limit X` shows. */
+int deltafin_model_plan_limit_at(deltafin_model *m, uint64_t mem_limit, int n_ctx, int n_batch, int n_seq,
+                                 deltafin_limit_plan *out);
 
 /* Inputs of `doctor`'s speed estimate at a memory limit, context min(training context, 4096),
  * batch 512, dense layers streaming as run would plan them. */

@@ -40,6 +40,7 @@ ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
 skip() { echo "  skip: $1"; }
 MiB=1048576
+PY3=/usr/bin/python3
 LIMIT_MIB=84
 SLACK_MIB=8
 CACHE_MAX_MIB=4
@@ -103,6 +104,80 @@ for io in pread direct uring mmap; do
         ok "$io: page cache left charged after the run: $(mib "$CACHE") MiB <= $CACHE_MAX_MIB MiB" ||
         bad "$io: page cache left charged after the run: $(mib "$CACHE") MiB > $CACHE_MAX_MIB MiB"
 done
+
+# ---- the context actually filled: -c 256, 4096 and (MEMLIMIT_LONG=1) 32768; KV for the whole
+# context is in the plan: at 32768 the KV cache alone is 64 MiB, so the limit is raised)
+# bytes vocabulary: one byte per token; the prompt fills the context but for the tokens generated
+mkprompt() { awk -v n="$1" 'BEGIN { s = "the quick brown fox jumps over the lazy dog; "; while (length(o) < n) o = o s; printf "%s", substr(o, 1, n) }' >"$T/p.txt"; }
+fill_case() { # $1 ctx, $2 limit MiB, $3 io
+    mkprompt $(( $1 - 20 ))
+    drop
+    if [ -n "$CG" ]; then echo 0 > "$CG/memory.force_empty" 2>/dev/null; echo 0 > "$CG/memory.max_usage_in_bytes" 2>/dev/null; fi
+    DELTAFIN_PLAN_CTX= IN_CG "$BIN" run -m "$T/m.gguf" -f "$T/p.txt" -n 16 --temp 0 -t 2 -c $1 \
+        --mem-limit ${2}M --io $3 --json >"$T/out" 2>"$T/err"
+    rc=$?
+    [ $rc -eq 0 ] || { bad "-c $1 filled ($3): rc=$rc $(tail -2 "$T/err")"; return; }
+    NP=$(sed -n 's/.*"n_prompt":\([0-9]*\).*/\1/p' "$T/out"); NG=$(sed -n 's/.*"n_gen":\([0-9]*\).*/\1/p' "$T/out")
+    [ $(( ${NP:-0} + ${NG:-0} )) -ge $(( $1 - 8 )) ] || bad "-c $1: only ${NP:-?} + ${NG:-?} tokens decoded (the context is not filled)"
+    PEAK=$(sed -n 's/.*"peak_rss":\([0-9.e+]*\).*/\1/p' "$T/out")
+    B=$(( $2 + SLACK_MIB )); [ $ASAN = 1 ] && B=$((2 * B))
+    awk -v p="$PEAK" -v l=$((B * MiB)) 'BEGIN { exit !(p <= l) }' &&
+        ok "-c $1 filled (${NP} + ${NG} tokens, $3): peak RSS $(mib "$PEAK") MiB <= $B MiB" ||
+        bad "-c $1 filled ($3): peak RSS $(mib "$PEAK") MiB > $B MiB"
+    if [ -n "$CG" ]; then
+        MAX=$(cat "$CG/memory.max_usage_in_bytes")
+        [ "$MAX" -le $((B * MiB)) ] && ok "-c $1 filled ($3): cgroup peak $(mib "$MAX") MiB <= $B MiB" ||
+            bad "-c $1 filled ($3): cgroup peak $(mib "$MAX") MiB > $B MiB"
+    fi
+    # info plans the same KV as run for this -c
+    KI=$("$BIN" info -m "$T/m.gguf" -c $1 --mem-limit ${2}M 2>/dev/null | sed -n 's/.*KV cache at n_ctx [0-9]* *\([0-9.]* [KMG]*i*B\).*/\1/p' | head -1)
+    KR=$(DELTAFIN_PLAN_CTX= "$BIN" run -m "$T/m.gguf" -p x -n 1 -c $1 --mem-limit ${2}M -v 2>&1 >/dev/null | sed -n 's/^budget use:.* KV \([0-9.]* [KMG]*i*B\),.*/\1/p' | head -1)
+    [ -n "$KI" ] && [ "$KI" = "$KR" ] && ok "-c $1: info plans the KV run allocates ($KI)" || bad "-c $1: KV info '$KI' vs run '$KR'"
+}
+fill_case 256 $LIMIT_MIB pread
+fill_case 256 $LIMIT_MIB mmap
+# 4096 in make test (seconds); the 32768 case takes many minutes on 2 cores: MEMLIMIT_LONG=1
+fill_case 4096 96 direct
+[ "${MEMLIMIT_LONG:-0}" = 1 ] && fill_case 32768 160 direct
+
+# ---- serve -np 4 with four concurrent long requests: the plan counts every slot's KV
+if command -v curl >/dev/null; then
+    PORT=$((20000 + $$ % 20000))
+    mkprompt 400
+    if [ -n "$CG" ]; then echo 0 > "$CG/memory.force_empty" 2>/dev/null; echo 0 > "$CG/memory.max_usage_in_bytes" 2>/dev/null; fi
+    DELTAFIN_PLAN_CTX= IN_CG "$BIN" serve -m "$T/m.gguf" --port $PORT -np 4 -c 512 -t 2 --mem-limit ${LIMIT_MIB}M \
+        --io pread >"$T/srv.out" 2>"$T/srv.err" &
+    SPID=$!
+    up=0
+    for _ in $(seq 1 100); do curl -s "http://127.0.0.1:$PORT/health" 2>/dev/null | grep -q ok && { up=1; break; }; sleep 0.2; done
+    if [ $up = 1 ]; then
+        "$PY3" -c 'import json,sys; print(json.dumps({"prompt": open(sys.argv[1]).read(), "max_tokens": 100, "temperature": 0}))' "$T/p.txt" >"$T/req.json"
+        CP=""
+        for i in 1 2 3 4; do
+            curl -s -o "$T/r$i" -w '%{http_code}' -d @"$T/req.json" "http://127.0.0.1:$PORT/v1/completions" >"$T/c$i" &
+            CP="$CP $!"
+        done
+        wait $CP
+        DPID=$(pgrep -f "$T/deltafin serve" | head -1)   # $SPID is the subshell running IN_CG
+        HWM=$(awk '/VmHWM/ { print $2 * 1024 }' /proc/${DPID:-0}/status 2>/dev/null)
+        n200=$(cat "$T"/c1 "$T"/c2 "$T"/c3 "$T"/c4 | grep -o 200 | wc -l)
+        kill ${DPID:-$SPID} 2>/dev/null; wait $SPID 2>/dev/null
+        [ "$n200" = 4 ] || bad "serve -np 4: $n200 of 4 requests answered 200 ($(tail -2 "$T/srv.err"))"
+        awk -v p="${HWM:-999999999999}" -v l=$((BOUND_MIB * MiB)) 'BEGIN { exit !(p <= l) }' &&
+            ok "serve -np 4, 4 concurrent 400-token requests: peak RSS $(mib "$HWM") MiB <= $BOUND_MIB MiB" ||
+            bad "serve -np 4: peak RSS $(mib "${HWM:-0}") MiB > $BOUND_MIB MiB"
+        if [ -n "$CG" ]; then
+            MAX=$(cat "$CG/memory.max_usage_in_bytes")
+            [ "$MAX" -le $((BOUND_MIB * MiB)) ] && ok "serve -np 4: cgroup peak $(mib "$MAX") MiB <= $BOUND_MIB MiB" ||
+                bad "serve -np 4: cgroup peak $(mib "$MAX") MiB > $BOUND_MIB MiB"
+        fi
+    else
+        pkill -f "$T/deltafin serve" 2>/dev/null; wait $SPID 2>/dev/null
+        bad "serve -np 4 did not start: $(tail -2 "$T/srv.err")"
+    fi
+else
+    skip "no curl: serve -np 4 case"
+fi
 
 # the loader: under --mem-limit the dense weights it copied into anonymous memory leave no page
 # cache behind (without a limit they stay cached for the next launch)

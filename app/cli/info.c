@@ -100,10 +100,10 @@ static void print_footprint(const deltafin_model *m, int n_ctx, int n_batch) {
 }
 
 /* the plan run would make at --mem-limit (dense_stream.c, plan.c) */
-static void print_limit_plan(deltafin_model *m, uint64_t mem_limit) {
+static void print_limit_plan(deltafin_model *m, uint64_t mem_limit, int n_ctx, int n_batch) {
     char b1[32], b2[32];
     deltafin_limit_plan lp;
-    deltafin_model_plan_limit(m, mem_limit, &lp);
+    deltafin_model_plan_limit_at(m, mem_limit, n_ctx, n_batch, 0, &lp);
     printf("\nat --mem-limit %s (KV and scratch at the run's planned context %d):\n",
            deltafin_fmt_bytes(mem_limit, b1, sizeof b1), lp.n_ctx);
     if (lp.status < 0) {
@@ -133,7 +133,7 @@ static int info_model(const char *model, int n_ctx, int n_batch, uint64_t mem_li
     print_header(model, m);
     int rc = print_tensors(m);
     print_footprint(m, n_ctx, n_batch);
-    if (mem_limit) print_limit_plan(m, mem_limit);
+    if (mem_limit) print_limit_plan(m, mem_limit, n_ctx, n_batch);
     deltafin_model_free(m);
     return rc ? 1 : 0;
 }

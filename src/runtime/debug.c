@@ -102,10 +102,22 @@ static int plan_at(deltafin_model *m, uint64_t mem_limit, df_plan *p) {
 }
 
 int deltafin_model_plan_limit(deltafin_model *m, uint64_t mem_limit, deltafin_limit_plan *out) {
+    return deltafin_model_plan_limit_at(m, mem_limit, 0, 0, 0, out);
+}
+
+int deltafin_model_plan_limit_at(deltafin_model *m, uint64_t mem_limit, int n_ctx, int n_batch, int n_seq,
+                                 deltafin_limit_plan *out) {
     memset(out, 0, sizeof *out);
     df_plan p;
+    const int kc = m->params.n_ctx, kb = m->params.n_batch, ks = m->params.n_seq;
+    if (n_ctx > 0) m->params.n_ctx = n_ctx;
+    if (n_batch > 0) m->params.n_batch = n_batch;
+    if (n_seq > 0) m->params.n_seq = n_seq;
     int rc = plan_at(m, mem_limit, &p);
-    out->n_ctx = m->plan.n_ctx;
+    m->params.n_ctx = kc;
+    m->params.n_batch = kb;
+    m->params.n_seq = ks;
+    out->n_ctx = n_ctx > 0 ? n_ctx : m->plan.n_ctx;
     if (rc < 0) {
         out->status = rc;
         take_error(out->error, sizeof out->error);
