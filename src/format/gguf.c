@@ -480,7 +480,7 @@ static int parse(rd *r, df_gguf *g) {
         uint64_t abs, end;
         if (!df_add_ok(ds, t->offset, &abs) || !df_add_ok(abs, t->nbytes, &end) || end > r->size)
             return df_err(DF_ERR_FORMAT,
-                          "%s: tensor '%s': data [offset %" PRIu64 ", %" PRIu64
+                          "%s: truncated file: tensor '%s': data [offset %" PRIu64 ", %" PRIu64
                           " bytes] extends beyond end of file (size %" PRIu64 ")",
                           r->name, t->name, ds + t->offset, t->nbytes, r->size);
         t->offset = abs;

@@ -495,7 +495,8 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
         else { lo = b + nt == n ? nt - 1 : nt; dst = c->logits; }
         df_weights_begin(c->w); /* serializes passes when dense layers stream */
         rc = forward_batch(c, ids + b, nt, lo, dst);
-        df_weights_end(c->w);
+        int rc_end = df_weights_end(c->w); /* a model file changed under the pass: discard it */
+        if (rc >= 0) rc = rc_end;
         if (rc < 0) break;
         c->n_past += nt;
     }

@@ -421,8 +421,8 @@ int df_model_describe(df_model *m) {
     m->rope_freqs = NULL;
     rc = m->arch->bind(m);
     if (rc == DF_OK) rc = m->bind_status;
-    /* a packed file replaces its expert tensors by deltafin.pack.experts + .index */
-    if (rc == DF_OK && m->n_bound != m->gguf->n_tensors + (m->pack ? m->n_pack_tensors - 2 : 0)) {
+    /* a packed file replaces its expert tensors by deltafin.pack.experts + .index (+ .sums) */
+    if (rc == DF_OK && m->n_bound != m->gguf->n_tensors + (m->pack ? m->n_pack_tensors - df_pack_n_own_tensors(m->pack) : 0)) {
         /* like llama.cpp's "wrong number of tensors", but name the culprit */
         const char *extra = "?";
         for (int i = 0; i < m->gguf->n_tensors; i++) {
