@@ -30,10 +30,27 @@ int df_download_global_init(void) {
     return DELTAFIN_OK;
 }
 
+/* A Hugging Face page link (https://huggingface.co/ORG/REPO/blob/REV/FILE, what the web page's
+ * address bar shows) names the HTML page, not the file: its download is .../resolve/REV/FILE. */
+static void blob_to_resolve(char *url, size_t cap) {
+    static const char *hosts[] = {"https://huggingface.co/", "https://hf.co/", "http://huggingface.co/"};
+    const char *ep = getenv("HF_ENDPOINT");
+    size_t hl = 0;
+    for (size_t i = 0; i < sizeof hosts / sizeof *hosts && !hl; i++)
+        if (!strncmp(url, hosts[i], strlen(hosts[i]))) hl = strlen(hosts[i]);
+    if (!hl && ep && *ep && !strncmp(url, ep, strlen(ep)) && url[strlen(ep)] == '/') hl = strlen(ep) + 1;
+    if (!hl) return;
+    char *p = url + hl, *s1 = strchr(p, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    if (!s2 || strncmp(s2, "/blob/", 6) || strlen(url) + 3 >= cap) return;
+    memmove(s2 + 9, s2 + 6, strlen(s2 + 6) + 1);
+    memcpy(s2, "/resolve/", 9);
+}
+
 int df_download_resolve(const char *spec, char *url, size_t cap) {
     if (strstr(spec, "://")) {
         if (strlen(spec) >= cap) return deltafin_set_error(DELTAFIN_ERR_INVALID, "URL too long");
         snprintf(url, cap, "%s", spec);
+        blob_to_resolve(url, cap);
         return DELTAFIN_OK;
     }
     /* org/repo/file: two non-empty components then a file path */
@@ -267,7 +284,29 @@ typedef struct {
     df_progress *pr;
     EVP_MD_CTX *md;          /* running SHA-256 of .part from byte 0 (NULL: no check wanted) */
     uint64_t *hashed;        /* bytes fed to md */
+    bool expect_gguf;        /* check the first 4 bytes of the file */
+    unsigned char head[64];  /* the file's first bytes (for the magic check and the message) */
+    size_t n_head;
+    bool bad_magic;
 } xfer;
+
+/* "an HTML page (<!DOCTYPE html>...)" / "bytes 7f 45 4c 46 ..." for a file that is not a GGUF */
+static void describe_head(const unsigned char *h, size_t n, char *out, size_t cap) {
+    size_t i = 0;
+    while (i < n && (h[i] == ' ' || h[i] == '\n' || h[i] == '\r' || h[i] == '\t')) i++;
+    bool text = true;
+    for (size_t k = i; k < n; k++) text &= h[k] >= 0x20 || h[k] == '\n' || h[k] == '\r' || h[k] == '\t';
+    if (text && i < n) {
+        char t[48];
+        size_t m = 0;
+        for (size_t k = i; k < n && m + 1 < sizeof t; k++) t[m++] = (h[k] == '\n' || h[k] == '\r') ? ' ' : (char)h[k];
+        t[m] = 0;
+        snprintf(out, cap, "%s (\"%s...\")", h[i] == '<' ? "an HTML page" : h[i] == '{' ? "JSON" : "text", t);
+    } else {
+        int w = snprintf(out, cap, "bytes");
+        for (size_t k = 0; k < n && k < 8 && w > 0 && (size_t)w < cap; k++) w += snprintf(out + w, cap - (size_t)w, " %02x", h[k]);
+    }
+}
 
 static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud) {
     xfer *x = ud;
@@ -282,6 +321,12 @@ static size_t on_write(char *ptr, size_t sz, size_t nm, void *ud) {
             x->restart = true;
             if (x->md) { EVP_DigestInit_ex(x->md, EVP_sha256(), NULL); *x->hashed = 0; }
         }
+    }
+    if (x->expect_gguf && x->start == 0 && x->n_head < sizeof x->head) { /* the file's first bytes */
+        size_t k = n < sizeof x->head - x->n_head ? n : sizeof x->head - x->n_head;
+        memcpy(x->head + x->n_head, ptr, k);
+        x->n_head += k;
+        if (x->n_head >= 4 && memcmp(x->head, "GGUF", 4)) { x->bad_magic = true; return 0; }
     }
     if (fwrite(ptr, 1, n, x->f) != n) { x->werr = errno ? errno : EIO; return 0; }
     if (x->md) { EVP_DigestUpdate(x->md, ptr, n); *x->hashed += n; }
@@ -355,6 +400,17 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         if (have && hash_prefix(md, part, have)) hashed = have;
         else if (have) { EVP_MD_CTX_free(md); md = NULL; } /* unreadable prefix: hash at the end */
     }
+    if (o.expect_gguf && file_size(part) >= 4) { /* an old .part that is no GGUF: start over */
+        unsigned char h[4] = {0};
+        FILE *pf = fopen(part, "rb");
+        size_t got = pf ? fread(h, 1, 4, pf) : 0;
+        if (pf) fclose(pf);
+        if (got == 4 && memcmp(h, "GGUF", 4)) {
+            deltafin_log(DELTAFIN_LOG_WARN, "%s: not the start of a GGUF file; downloading from the start", part);
+            if (truncate(part, 0) != 0) { curl_easy_cleanup(curl); return deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno)); }
+            if (md) { EVP_DigestInit_ex(md, EVP_sha256(), NULL); hashed = 0; }
+        }
+    }
     int rc = DELTAFIN_ERR_IO;
     int fails = 0;
     char errbuf[CURL_ERROR_SIZE], agent[96];
@@ -362,7 +418,8 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
     for (;;) {
         FILE *f = fopen(part, "ab");
         if (!f) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno)); break; }
-        xfer x = {.f = f, .curl = curl, .start = file_size(part), .pr = &pr, .md = md, .hashed = &hashed};
+        xfer x = {.f = f, .curl = curl, .start = file_size(part), .pr = &pr, .md = md, .hashed = &hashed,
+                  .expect_gguf = o.expect_gguf};
         uint64_t range_total = 0;
         char range[64];
         snprintf(range, sizeof range, "%llu-", (unsigned long long)x.start);
@@ -395,6 +452,14 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         int ferr = fflush(f) ? errno : 0;
         if (fsync(fileno(f)) != 0 && !ferr) ferr = errno;
         fclose(f);
+        if (x.bad_magic) {
+            char what[160];
+            describe_head(x.head, x.n_head, what, sizeof what);
+            unlink(part); /* nothing of it is a model */
+            rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s: not a GGUF file: the server sent %s (HTTP %ld); nothing "
+                                    "was saved", url, what, code);
+            break;
+        }
         if (x.werr || ferr) {
             rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: write failed: %s", part, strerror(x.werr ? x.werr : ferr));
             break;
@@ -405,7 +470,8 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         if (cc == CURLE_HTTP_RETURNED_ERROR) transient = code == 408 || code == 429 || code >= 500 || code == 416;
         else transient = cc != CURLE_UNSUPPORTED_PROTOCOL && cc != CURLE_URL_MALFORMAT &&
                          cc != CURLE_TOO_MANY_REDIRECTS && cc != CURLE_PEER_FAILED_VERIFICATION &&
-                         cc != CURLE_SSL_CACERT_BADFILE && cc != CURLE_LOGIN_DENIED;
+                         cc != CURLE_SSL_CACERT_BADFILE && cc != CURLE_LOGIN_DENIED &&
+                         cc != CURLE_COULDNT_RESOLVE_HOST && cc != CURLE_COULDNT_RESOLVE_PROXY;
         if (code == 416) { /* .part larger than the file or the file changed: start over once */
             if (truncate(part, 0) != 0) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno)); break; }
             if (md) { EVP_DigestInit_ex(md, EVP_sha256(), NULL); hashed = 0; }
@@ -418,6 +484,11 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
                      code == 401 || code == 403 ? (o.bearer_token ? " (the token was refused)"
                                                                   : " (gated or private: set HF_TOKEN or use --token)")
                                                 : "");
+        else if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_RESOLVE_PROXY)
+            snprintf(why, sizeof why, "%s (the host name does not resolve: check it and the network; not retried)",
+                     errbuf[0] ? errbuf : curl_easy_strerror(cc));
+        else if (cc == CURLE_TOO_MANY_REDIRECTS)
+            snprintf(why, sizeof why, "%s (a redirect loop?)", errbuf[0] ? errbuf : curl_easy_strerror(cc));
         else snprintf(why, sizeof why, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
         if (!transient) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", url, why); break; }
         if (x.written > 0) fails = 0; /* progress: refill the retry budget */
@@ -463,6 +534,12 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         if (strcasecmp(got, o.sha256))
             return deltafin_set_error(DELTAFIN_ERR_CHECKSUM, "%s: SHA-256 mismatch: expected %s, got %s; the download is corrupt "
                           "(kept as %s; delete it to download again)", out_path, o.sha256, got, part);
+    }
+    if (o.expect_gguf && deltafin_file_check_one(part) < 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", deltafin_errmsg());
+        return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s: the download is not a complete GGUF file: %s (kept as %s; run "
+                                  "again to resume, or delete it)", out_path, why, part);
     }
     if (rename(part, out_path) != 0) return deltafin_set_error(DELTAFIN_ERR_IO, "rename %s -> %s: %s", part, out_path, strerror(errno));
     return DELTAFIN_OK;

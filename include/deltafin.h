@@ -420,6 +420,9 @@ int deltafin_pack_check(const char *path, uint64_t *n_records, int *version);
 /* Open a GGUF (every part of a split model) and validate its header and tensor table; *packed
  * says whether it is a packed model. */
 int deltafin_file_check(const char *path, bool *packed);
+/* The same for exactly one file (one part of a split model on its own, whatever its name, e.g.
+ * a download's PATH.part): magic, header, metadata, tensor table, every tensor inside the file. */
+int deltafin_file_check_one(const char *path);
 /* One checked part of a packed model, as deltafin_pack_verify checked it. */
 enum {
     DELTAFIN_PACK_PART_EXPERT = 0,   /* one (layer, expert) record */

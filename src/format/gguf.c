@@ -600,6 +600,12 @@ static int split_key(df_gguf *g, const char *key, int64_t *v, bool required) {
     return DF_OK;
 }
 
+int df_gguf_open_single(const char *path, df_gguf **out) {
+    if (!path || !out) return df_err(DF_ERR_INVALID, "df_gguf_open_single: NULL argument");
+    *out = NULL;
+    return open_file(path, out);
+}
+
 int df_gguf_open(const char *path, df_gguf **out) {
     if (!path || !out) return df_err(DF_ERR_INVALID, "df_gguf_open: NULL argument");
     *out = NULL;

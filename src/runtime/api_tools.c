@@ -156,6 +156,13 @@ int deltafin_file_check(const char *path, bool *packed) {
     return DF_OK;
 }
 
+int deltafin_file_check_one(const char *path) {
+    df_gguf *g = NULL;
+    int rc = df_gguf_open_single(path, &g);
+    df_gguf_close(g);
+    return rc;
+}
+
 /* One part read with its own pread: a short read says where the file ends now. */
 static int read_part(const df_gguf_shard *sh, uint8_t *buf, uint64_t n, uint64_t off, char *err, size_t cap) {
     ssize_t got = pread(sh->fd, buf, n, (off_t)off);
