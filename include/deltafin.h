@@ -291,6 +291,9 @@ typedef struct {
 /* Render messages with the model's chat format (or `template_name` if not NULL, e.g.
  * "chatml", "qwen3", "kimi-k2", "llama3", "deepseek-v3", "gpt-oss", "mistral", "glm-4.6").
  * tools_json: OpenAI tools array or NULL. *out is malloc'ed (caller frees). */
+/* DELTAFIN_OK if `name` is a built-in template of this build, else DELTAFIN_ERR_INVALID with a
+ * message listing the built-in names (for tools that take --chat-template: refuse it at start). */
+int deltafin_chat_template_check(const char *name);
 int deltafin_chat_render(const deltafin_model *m, const char *template_name,
                          const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
                          bool add_generation_prompt, char **out);

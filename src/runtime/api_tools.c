@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "model/model.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 
 #include <errno.h>
@@ -98,6 +99,20 @@ void deltafin_vocab_get_info(const deltafin_vocab *v, deltafin_vocab_info *out) 
     out->n_eog = df_tokenizer_eog_ids(t, &eog);
     out->add_bos = df_tokenizer_add_bos(t);
     out->add_eos = df_tokenizer_add_eos(t);
+}
+
+/* ---- chat templates ---------------------------------------------------------------------- */
+int deltafin_chat_template_check(const char *name) {
+    if (name && df_chat_builtin_template(name)) return DF_OK;
+    char list[512] = "";
+    size_t w = 0;
+    for (const char *const *n = df_chat_builtin_names(); *n && w + 2 < sizeof list; n++) {
+        int k = snprintf(list + w, sizeof list - w, "%s%s", w ? ", " : "", *n);
+        if (k < 0) break;
+        w += (size_t)k;
+    }
+    return df_err(DF_ERR_INVALID, "unknown chat template '%s' (built in: %s; without --chat-template the model's own "
+                  "template is used)", name ? name : "(null)", list);
 }
 
 /* ---- tensor types ------------------------------------------------------------------------ */
