@@ -14,6 +14,7 @@
 # Prints "test_faults: N cases, N passed" and writes $DELTAFIN_SWEEP_OUT/faults.tsv when set.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 T=$(mktemp -d /tmp/df_test_faults.XXXXXX)
 MNT=; LOOP=
 cleanup() {
@@ -37,7 +38,7 @@ judge() {
     else unclear=$((unclear + 1)); bad "$3: rc $1, message does not match /$2/: $(tail -c 400 "$T/err")"; fi
 }
 
-"$BIN" gen-random --arch qwen3moe --type q8_0 --n-embd 256 --n-layer 4 --n-head 4 --n-head-kv 2 --head-dim 64 \
+"$DEVBIN" gen-random --arch qwen3moe --type q8_0 --n-embd 256 --n-layer 4 --n-head 4 --n-head-kv 2 --head-dim 64 \
     --n-expert 8 --n-expert-used 2 --n-ff-exp 128 --vocab bytes --seed 5 "$T/q.gguf" >/dev/null 2>&1 &&
     "$BIN" pack -q "$T/q.gguf" "$T/p.gguf" >/dev/null 2>&1 || { echo "test_faults: gen-random/pack failed"; exit 1; }
 "$BIN" verify -q --list "$T/p.gguf" >"$T/parts" 2>&1

@@ -10,6 +10,7 @@
 # through a local copy of the Hub's file-list API (single file, split model, wrong SHA-256).
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 PY=/usr/bin/python3
 [ -x $PY ] || { echo "test_pull: skipped (no $PY)"; exit 0; }
 T=$(mktemp -d /tmp/df_test_pull.XXXXXX)
@@ -26,9 +27,9 @@ mkdir -p "$T/srv" "$T/out"
 head -c 3000000 /dev/urandom >"$T/srv/m.bin"
 SUM=$(sha256sum "$T/srv/m.bin" | cut -d' ' -f1)
 # GGUF files (a .gguf download must be one): a small model, split in 3 parts
-"$BIN" gen-random --arch qwen3moe --n-layer 2 --n-expert 4 --vocab bytes --seed 1 "$T/srv/s.gguf" >/dev/null 2>&1 &&
+"$DEVBIN" gen-random --arch qwen3moe --n-layer 2 --n-expert 4 --vocab bytes --seed 1 "$T/srv/s.gguf" >/dev/null 2>&1 &&
     $PY "$(dirname "$0")/lib/gguf_tool.py" split "$T/srv/s.gguf" 3 >/dev/null || { echo "test_pull: cannot make GGUF files"; exit 1; }
-"$BIN" gen-random --arch llama --n-layer 1 --vocab bytes --seed 2 "$T/srv/other.gguf" >/dev/null 2>&1
+"$DEVBIN" gen-random --arch llama --n-layer 1 --vocab bytes --seed 2 "$T/srv/other.gguf" >/dev/null 2>&1
 mv "$T/srv/s.gguf" "$T/srv/one.gguf"
 ONESUM=$(sha256sum "$T/srv/one.gguf" | cut -d' ' -f1)
 (cd "$T/srv" && sha256sum s-0000?-of-00003.gguf) >"$T/split.sha256"

@@ -23,10 +23,11 @@ import gguf_tool as G  # noqa: E402
 from sweep import Sweep  # noqa: E402
 
 BIN, WORK = sys.argv[1], sys.argv[2]
+DEV = os.environ.get("DELTAFIN_DEV_BIN") or os.path.abspath("build/deltafin-dev")  # gen-random
 QUICK = "--quick" in sys.argv
 sw = Sweep("malformed GGUF")
 base = os.path.join(WORK, "base.gguf")
-rc, out, err = sw.run([BIN, "gen-random", "--arch", "qwen3moe", "--n-layer", "2", "--n-expert", "4", "--vocab", "bytes",
+rc, out, err = sw.run([DEV, "gen-random", "--arch", "qwen3moe", "--n-layer", "2", "--n-expert", "4", "--vocab", "bytes",
                        "--seed", "7", base])
 if rc != 0:
     print("gguf_sweep: gen-random failed:", err)
