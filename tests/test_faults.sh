@@ -10,14 +10,17 @@
 #     model file truncated, rewritten in place, deleted, replaced by rename, for every read engine;
 #   - a real read error: the model on an ext4 loop device whose backing image is cut short under
 #     the run (EIO from the kernel); skipped where losetup/mount are not permitted;
+#   - serve: the file truncated under a streamed request: that request gets an error event naming
+#     the file, the server stays up, the next request gets the same clear error, SIGTERM exits 0;
 #   - a filesystem that fills: pack to a 4 MiB filesystem fails with ENOSPC and leaves no output.
 # Prints "test_faults: N cases, N passed" and writes $DELTAFIN_SWEEP_OUT/faults.tsv when set.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
 DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 T=$(mktemp -d /tmp/df_test_faults.XXXXXX)
-MNT=; LOOP=
+MNT=; LOOP=; SPID=
 cleanup() {
+    [ -n "$SPID" ] && kill "$SPID" 2>/dev/null
     [ -n "$MNT" ] && umount "$MNT" 2>/dev/null
     [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
     rm -rf "$T"
@@ -112,6 +115,40 @@ fresh q; mid_run "$T/live.gguf" pread 'rm -f "$M"' "$T/live\.gguf: the model fil
 fresh q; mid_run "$T/live.gguf" direct 'cp "$T/p.gguf" "$T/new.gguf"; mv "$T/new.gguf" "$M"' \
     "$T/live\.gguf: the model file was deleted or replaced while in use" "model file replaced by rename mid-run"
 
+# ---- serve: the model file truncated under a streamed request ----------------------------------
+# that request ends with an error object naming the file; the server stays up, answers /health,
+# refuses the next request with the same clear error, and exits 0 on SIGTERM
+if command -v curl >/dev/null; then
+    fresh q
+    DELTAFIN_DENSE_RESIDENT=0 DELTAFIN_EXPERT_CACHE=600K "$BIN" serve -m "$T/live.gguf" --port 0 -c 4096 -b 8 -t 1 \
+        --io pread >"$T/sout" 2>"$T/serr" &
+    SPID=$!
+    PORT=
+    for i in $(seq 1200); do   # up to 120 s: a loaded machine
+        PORT=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/sout"); grep -q ready "$T/sout" && break; sleep 0.1
+    done
+    grep -q ready "$T/sout" || echo "  (serve not ready after 120 s: $(tail -c 300 "$T/serr"))"
+    U="http://127.0.0.1:$PORT"
+    timeout 120 curl -s -N -o "$T/stream" -d "{\"prompt\":\"$P\",\"max_tokens\":4,\"stream\":true}" "$U/v1/completions" &
+    CPID=$!
+    sleep 1.5
+    truncate -s 300000 "$T/live.gguf"
+    wait $CPID; crc=$?
+    if [ $crc = 124 ]; then hangs=$((hangs + 1)); bad "serve: the streamed request hung after the truncation"
+    elif grep -q '^data: {"error":{"message":".*live\.gguf.*\(truncated\|short read\|changed while in use\)' "$T/stream" &&
+         grep -q '"code":"generation_failed"' "$T/stream"; then
+        ok "serve: streamed request ended with an error event naming the file: $(grep -o '"message":"[^"]*' "$T/stream" | head -n 1 | cut -c12-150)"
+    else unclear=$((unclear + 1)); bad "serve: streamed request: $(tail -c 400 "$T/stream")"; fi
+    code=$(curl -s -o /dev/null -w '%{http_code}' "$U/health")
+    kill -0 $SPID 2>/dev/null && [ "$code" = 200 ] && ok "serve: still up after the fault (/health 200)" ||
+        { crashes=$((crashes + 1)); bad "serve: server gone or unhealthy after the fault ($code): $(tail -c 300 "$T/serr")"; }
+    code=$(timeout 60 curl -s -o "$T/body" -w '%{http_code}' -d '{"prompt":"again","max_tokens":4}' "$U/v1/completions")
+    [ "$code" = 500 ] && grep -q '"message":".*live\.gguf: the model file changed while in use: truncated' "$T/body" &&
+        ok "serve: the next request refused with the same clear error (500)" || { unclear=$((unclear + 1)); bad "serve: next request: $code $(cat "$T/body")"; }
+    kill -TERM $SPID; wait $SPID; rc=$?; SPID=
+    [ $rc = 0 ] && ok "serve: exits 0 on SIGTERM after the fault" || bad "serve: exit status $rc after SIGTERM"
+fi
+
 # ---- a real read error: a loop device whose backing image is cut short --------------------------
 IMG="$T/disk.img"
 if truncate -s 64M "$IMG" && LOOP=$(losetup -f --show "$IMG" 2>/dev/null) && mkfs.ext4 -q "$LOOP" 2>/dev/null &&
@@ -144,7 +181,7 @@ fi
 
 echo "test_faults: $cases cases, crashes $crashes, hangs $hangs, unclear $unclear"
 if [ -n "${DELTAFIN_SWEEP_OUT:-}" ]; then
-    printf 'faults while running (run)\t%d\t%d\t%d\t%d\t0\n' "$cases" "$crashes" "$hangs" "$unclear" >>"$DELTAFIN_SWEEP_OUT/sweep.tsv"
+    printf 'faults while running (run, serve), checksums met at load and run time\t%d\t%d\t%d\t%d\t0\n' "$cases" "$crashes" "$hangs" "$unclear" >>"$DELTAFIN_SWEEP_OUT/sweep.tsv"
 fi
 [ $fail = 0 ] && echo "test_faults: ok" || echo "test_faults: FAILED"
 exit $fail

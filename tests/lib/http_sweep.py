@@ -33,7 +33,7 @@ def start(extra=()):
     err = open(os.path.join(WORK, "srv.err"), "w")
     srv = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", "0", "-np", "4", "--queue", "64", "-c", "2048",
                             "--timeout", "2", "--max-body", "1M", "-v", *extra], stdout=out, stderr=err)
-    for _ in range(300):
+    for _ in range(1200):  # up to 120 s: a loaded machine
         txt = open(os.path.join(WORK, "srv.out")).read()
         m = re.search(r"127\.0\.0\.1:(\d+)", txt)
         if m and "ready" in txt:
@@ -57,7 +57,10 @@ def raw(data, timeout=10.0, read_all=True, delay=None):
     try:
         chunks = data if isinstance(data, list) else [data]
         for c in chunks:
-            s.sendall(c)
+            try:
+                s.sendall(c)
+            except (BrokenPipeError, ConnectionResetError):
+                break  # the server answered early (413) and closed: read what it said
             if delay:
                 time.sleep(delay)
         buf = b""
