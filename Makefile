@@ -122,11 +122,12 @@ demo: all
 bench: all
 	$(BIN) bench kernels
 
-# libFuzzer targets (clang); corpora in fuzz/corpus/<target>/ are replayed by `make test`.
+# libFuzzer targets (clang); corpora in fuzz/corpus/<target>/ are replayed by `make test`;
+# scripts/fuzz_run.sh TARGET MINUTES runs one and grows its corpus (fuzz/runs.tsv).
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
 fuzz: $(FUZZ_BIN)
-FUZZ_APP := app/server.c
+FUZZ_APP := app/server.c app/config.c
 build-fuzz/%: fuzz/%.c $(LIB_SRC) $(FUZZ_APP)
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -I. \

@@ -68,6 +68,27 @@ typedef struct {
 
 static int line_of(const yaml_event_t *e) { return (int)e->start_mark.line + 1; }
 
+/* "L:E" with non-negative decimal integers (what --preload takes; checked here too, so a
+ * wrong list is refused even when the experts turn out resident and the list goes unused) */
+static bool preload_item_ok(const char *v, size_t n) {
+    size_t i = 0, a = 0, b = 0;
+    while (i < n && v[i] == ' ') i++;
+    while (i < n && v[i] >= '0' && v[i] <= '9') { i++; a++; }
+    if (!a || i >= n || v[i++] != ':') return false;
+    while (i < n && v[i] >= '0' && v[i] <= '9') { i++; b++; }
+    while (i < n && v[i] == ' ') i++;
+    return b && i == n && a <= 9 && b <= 9;
+}
+
+static bool preload_list_ok(const char *v) {
+    for (const char *p = v;;) {
+        size_t n = strcspn(p, ",");
+        if (!preload_item_ok(p, n)) return false;
+        if (!p[n]) return true;
+        p += n + 1;
+    }
+}
+
 static int next(rd *r) {
     if (r->have) { yaml_event_delete(&r->ev); r->have = false; }
     if (!yaml_parser_parse(&r->p, &r->ev))
@@ -108,6 +129,9 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
                               r->name, line_of(&r->ev), sec, k->key, ev_kind(&r->ev));
             const char *v = (const char *)r->ev.data.scalar.value;
             size_t n = strlen(v);
+            if (!preload_item_ok(v, n))
+                return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected \"layer:expert\" items, got '%s'",
+                                          r->name, line_of(&r->ev), sec, k->key, v);
             if (used + n + 2 > k->cap)
                 return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: list too long", r->name, line_of(&r->ev), sec, k->key);
             if (used) dst[used++] = ',';
@@ -127,6 +151,9 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
             return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: value too long", r->name, ln, sec, k->key);
         if (!*v || (plain(&r->ev) && (!strcmp(v, "~") || !strcmp(v, "null"))))
             return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: empty value", r->name, ln, sec, k->key);
+        if (k->type == T_PRELOAD && !preload_list_ok(v))
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected \"layer:expert,...\", got '%s'", r->name,
+                                      ln, sec, k->key, v);
         snprintf(base + k->off, k->cap, "%s", v);
         break;
     }

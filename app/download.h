@@ -21,6 +21,10 @@ typedef struct {
     const char *label;        /* progress label (default: file name) */
     const char *bearer_token; /* "Authorization: Bearer" for the URL's own host only (curl does
                                  not forward it across redirects to other hosts); NULL = none */
+    bool expect_gguf;         /* the file must be a GGUF: the first body bytes must be its magic
+                                 (an HTML page or other bytes stop the transfer at once), and the
+                                 finished PATH.part must pass the GGUF structure check before it
+                                 is renamed (a short or damaged file keeps only its .part) */
 } df_download_opts;
 
 df_download_opts df_download_default_opts(void);

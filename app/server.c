@@ -319,6 +319,13 @@ int df_srv_parse(int kind, const char *body, size_t len, const df_srv_limits *li
     if (deltafin_utf8_valid_prefix(body, len) != len)
         return df_srv_set_error(err, 400, "invalid_request_error", "invalid_utf8", "request body is not valid UTF-8");
     if (memchr(body, 0, len)) return BAD("request body contains a NUL byte");
+    /* JSON allows no raw control character (strings must escape them, RFC 8259 §7); cJSON
+     * would take them as they are */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)body[i] < 0x20 && body[i] != '\t' && body[i] != '\n' && body[i] != '\r')
+            return df_srv_set_error(err, 400, "invalid_request_error", "invalid_json",
+                                    "control character 0x%02x at byte %zu (JSON strings must escape it)",
+                                    (unsigned)(unsigned char)body[i], i);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!root) {
@@ -1528,12 +1535,14 @@ int df_server_start(const df_server_params *pp, df_server **out) {
         df_server_free(s);
         return deltafin_set_error(DELTAFIN_ERR_INVALID, "--host '%s' is not an IPv4 or IPv6 address", p.host);
     }
+    /* the logger first: libmicrohttpd warns (on stderr, through its own logger) about a logger
+     * given after other options */
     s->d = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_SOCK_ADDR, sa,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p.timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(p.n_queue + p.n_parallel + 64),
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_END);
     if (!s->d) {
         int en = errno;

@@ -103,6 +103,10 @@ typedef struct {
     bool mlock;             /* lock the resident weights, the expert cache and the dense layer
                              * buffers in RAM (llama.cpp's --mlock); load fails with a message
                              * naming RLIMIT_MEMLOCK when the kernel refuses */
+    bool verify_on_load;    /* packed models (version 2): check every resident dense tensor
+                             * against its checksum as it is read (streamed dense layers and
+                             * expert records are always checked); the header, tensor table
+                             * and expert index of a packed file are checked at every load */
     bool progress;          /* log load progress (info level) */
     /* Load progress callback, called after each tensor is read (tools draw a bar with it);
      * done and total are bytes to read at load. NULL = none. */
@@ -305,6 +309,9 @@ typedef struct {
 /* Render messages with the model's chat format (or `template_name` if not NULL, e.g.
  * "chatml", "qwen3", "kimi-k2", "llama3", "deepseek-v3", "gpt-oss", "mistral", "glm-4.6").
  * tools_json: OpenAI tools array or NULL. *out is malloc'ed (caller frees). */
+/* DELTAFIN_OK if `name` is a built-in template of this build, else DELTAFIN_ERR_INVALID with a
+ * message listing the built-in names (for tools that take --chat-template: refuse it at start). */
+int deltafin_chat_template_check(const char *name);
 int deltafin_chat_render(const deltafin_model *m, const char *template_name,
                          const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
                          bool add_generation_prompt, char **out);
@@ -440,36 +447,68 @@ int deltafin_quantize(const char *in_path, const char *out_path, const deltafin_
                       deltafin_quantize_result *res);
 
 /* Rewrite a model into the expert-major streaming layout (docs/pack-format.md): one 4 KiB-
- * aligned record per (layer, expert) with an XXH64 checksum. Writes OUT.tmp, renamed when
- * complete. The packer draws its own progress on stderr (bar or lines). */
+ * aligned record per (layer, expert) with an XXH64 checksum, and (version 2) an XXH64 of the
+ * header, of every dense tensor and of the index. Writes OUT.tmp, renamed when complete. The
+ * packer draws its own progress on stderr (bar or lines). */
 enum { DELTAFIN_PROGRESS_NONE = 0, DELTAFIN_PROGRESS_BAR = 1, DELTAFIN_PROGRESS_LINES = 2 };
 typedef struct {
     int progress;           /* DELTAFIN_PROGRESS_* */
     uint64_t fail_after;    /* testing: fail after this many records (0 = never) */
+    int version;            /* pack version to write (0 = the current one, 2; 1 = records only,
+                             * for testing readers of old files) */
 } deltafin_pack_params;
 int deltafin_pack(const char *in_path, const char *out_path, const deltafin_pack_params *p);
-/* Read every record of a packed file and check its checksum; the first mismatch is
- * DELTAFIN_ERR_CHECKSUM naming layer, expert, file and offset. */
-int deltafin_pack_check(const char *path, uint64_t *n_records);
+/* Read every part of a packed file (header, dense tensors, index, records) and check its
+ * checksum; the first mismatch is DELTAFIN_ERR_CHECKSUM naming the tensor or layer and expert,
+ * the file and the offset. *n_records: expert records checked; *version (may be NULL): the
+ * file's pack version (1: only the records carry checksums). */
+int deltafin_pack_check(const char *path, uint64_t *n_records, int *version);
 
 /* Open a GGUF (every part of a split model) and validate its header and tensor table; *packed
  * says whether it is a packed model. */
 int deltafin_file_check(const char *path, bool *packed);
-/* One record of a packed model, as deltafin_pack_verify checked it. */
+/* The same for exactly one file (one part of a split model on its own, whatever its name, e.g.
+ * a download's PATH.part): magic, header, metadata, tensor table, every tensor inside the file. */
+int deltafin_file_check_one(const char *path);
+/* One checked part of a packed model, as deltafin_pack_verify checked it. */
+enum {
+    DELTAFIN_PACK_PART_EXPERT = 0,   /* one (layer, expert) record */
+    DELTAFIN_PACK_PART_HEADER = 1,   /* header, metadata and tensor table (file bytes [0, data start)) */
+    DELTAFIN_PACK_PART_TENSOR = 2,   /* a dense tensor, or a chunk of a large one */
+    DELTAFIN_PACK_PART_INDEX = 3,    /* the expert index (offsets and checksums of the records) */
+    DELTAFIN_PACK_PART_TABLE = 4,    /* the checksum table itself */
+};
 typedef struct {
-    int layer, expert;
+    int kind;               /* DELTAFIN_PACK_PART_* */
+    int layer, expert;      /* EXPERT */
+    const char *tensor;     /* TENSOR, INDEX, TABLE: the tensor's name */
+    uint64_t tensor_offset; /* TENSOR: where the chunk starts inside the tensor */
+    uint64_t tensor_bytes;  /* TENSOR: the whole tensor's size */
     const char *path;       /* the file holding it */
     uint64_t offset, nbytes;
-    int status;             /* DELTAFIN_OK, DELTAFIN_ERR_IO (unreadable) or DELTAFIN_ERR_CHECKSUM */
-    const char *error;      /* DELTAFIN_ERR_IO: what went wrong */
+    int status;             /* DELTAFIN_OK, DELTAFIN_ERR_IO (unreadable), DELTAFIN_ERR_CHECKSUM, or
+                             * DELTAFIN_ERR_FORMAT (TABLE: it does not fit the tensor table) */
+    const char *error;      /* IO / FORMAT: what went wrong ("truncated: ..." when the file is short) */
     uint64_t xxh64, xxh64_expected;
-    uint64_t done, total;   /* record bytes checked so far / in the file */
+    uint64_t done, total;   /* bytes checked so far / to check */
 } deltafin_pack_record;
-/* Check every record (not only up to the first bad one); cb (may be NULL) sees each record
- * after it was read and returns 0 to go on. Returns DELTAFIN_OK with the counts, or < 0 when
- * the pack index itself is unusable. */
+typedef struct {
+    int version;            /* pack version of the file */
+    uint64_t n_ok, n_bad;   /* parts checked (every kind) */
+    uint64_t n_records;     /* expert records among them */
+    int n_tensors;          /* dense tensors checked (version 2) */
+    uint64_t tensor_bytes;  /* their bytes */
+    uint64_t header_bytes;  /* header and tensor table */
+    /* what the file leaves unprotected (version 1: header, index and dense tensors) */
+    uint64_t unprotected_bytes;
+    int unprotected_tensors;
+} deltafin_pack_verify_result;
+/* Check every part (not only up to the first bad one): the checksum table, the header, every
+ * dense tensor and the index (version 2), then every expert record; cb (may be NULL) sees each
+ * part after it was read and returns 0 to go on. Returns DELTAFIN_OK with the counts, or < 0
+ * when the pack index itself is unusable. */
 int deltafin_pack_verify(const char *path, int (*cb)(void *ud, const deltafin_pack_record *r), void *ud,
-                         uint64_t *n_ok, uint64_t *n_bad);
+                         deltafin_pack_verify_result *res);
 
 #ifdef __cplusplus
 }

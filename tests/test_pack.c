@@ -135,6 +135,53 @@ int main(void) {
     uint64_t nchk = 0;
     CHECK_EQ_INT(df_pack_check(g, p, &nchk), DF_OK);
     CHECK_EQ_INT(nchk, 2 * E);
+    /* version 2: a checksum row for the header, each dense tensor, the index and the table */
+    {
+        CHECK_EQ_INT(df_pack_version(p), 2);
+        int nrows = 0;
+        const char *why = NULL;
+        const df_pack_sum *rows = df_pack_sums(p, &nrows, &why);
+        CHECK(rows != NULL && why == NULL);
+        CHECK_EQ_INT(nrows, 1 + 4 + 1 + 1); /* header, 4 dense tensors, index, table */
+        CHECK_EQ_INT(df_pack_check_meta(p), DF_OK);
+        const df_gguf_tensor *te = df_gguf_tensor_find(g, "token_embd.weight");
+        const df_pack_sum *tr = NULL;
+        CHECK_EQ_INT(df_pack_tensor_sums(p, te, &tr), 1);
+        CHECK_EQ_INT(df_pack_check_tensor(p, te, find("token_embd.weight")->data), DF_OK);
+        uint8_t *bad = malloc(te->nbytes);
+        memcpy(bad, find("token_embd.weight")->data, te->nbytes);
+        bad[7] ^= 1;
+        CHECK_EQ_INT(df_pack_check_tensor(p, te, bad), DF_ERR_CHECKSUM);
+        char want[400];
+        snprintf(want, sizeof want, "tensor 'token_embd.weight': checksum mismatch in %s at offset %llu", out,
+                 (unsigned long long)te->offset);
+        CHECK_MSG(strstr(df_errmsg(), want) != NULL, "msg: %s", df_errmsg());
+        free(bad);
+        CHECK_EQ_INT(df_pack_tensor_sums(p, df_gguf_tensor_find(g, "deltafin.pack.experts"), &tr), 0);
+    }
+    /* version 1 (records only) is still written for tests and read */
+    {
+        char v1[300];
+        snprintf(v1, sizeof v1, "%s.v1", out);
+        df_pack_opts o1 = {.version = 1};
+        CHECK_EQ_INT(df_pack_write(src, v1, &o1), DF_OK);
+        df_gguf *g1 = NULL;
+        df_pack *p1 = NULL;
+        CHECK_EQ_INT(df_gguf_open(v1, &g1), DF_OK);
+        CHECK_EQ_INT(df_pack_open(g1, &p1), DF_OK);
+        if (p1) {
+            int nrows = 1, nt = 0;
+            uint64_t hb = 0;
+            CHECK_EQ_INT(df_pack_version(p1), 1);
+            CHECK(df_pack_sums(p1, &nrows, NULL) == NULL && nrows == 0);
+            CHECK_EQ_INT(df_pack_check_meta(p1), DF_OK);
+            CHECK(df_pack_unprotected(p1, &nt, &hb) > 0 && nt == 4 && hb == g1->shards[0].data_start);
+            CHECK_EQ_INT(df_pack_check(g1, p1, &nchk), DF_OK);
+        }
+        df_pack_close(p1);
+        df_gguf_close(g1);
+        unlink(v1);
+    }
 
     /* the store reads packed records (one read each, checksum verified) with every engine */
     const char *paths[1] = {out};

@@ -5,9 +5,12 @@
 # corrupted bytes are rejected leaving only PATH.part; a split model downloads every part;
 # 404 fails without retrying; the SHA-256 is computed while downloading (also across resume
 # and restart); bearer tokens go only where they should; the org/repo/file shorthand maps to
-# huggingface.co (dry run only: nothing outside 127.0.0.1 is contacted).
+# huggingface.co (dry run only: nothing outside 127.0.0.1 is contacted); servers that lie (an
+# HTML page, sizes, cut answers, a redirect loop, wrong bytes), a DNS failure, org/repo:QUANT
+# through a local copy of the Hub's file-list API (single file, split model, wrong SHA-256).
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 PY=/usr/bin/python3
 [ -x $PY ] || { echo "test_pull: skipped (no $PY)"; exit 0; }
 T=$(mktemp -d /tmp/df_test_pull.XXXXXX)
@@ -23,8 +26,19 @@ bad() { echo "  FAIL: $1"; fail=1; }
 mkdir -p "$T/srv" "$T/out"
 head -c 3000000 /dev/urandom >"$T/srv/m.bin"
 SUM=$(sha256sum "$T/srv/m.bin" | cut -d' ' -f1)
-for k in 1 2 3; do head -c $((100000 * k + 7)) /dev/urandom >"$T/srv/s-0000$k-of-00003.gguf"; done
+# GGUF files (a .gguf download must be one): a small model, split in 3 parts
+"$DEVBIN" gen-random --arch qwen3moe --n-layer 2 --n-expert 4 --vocab bytes --seed 1 "$T/srv/s.gguf" >/dev/null 2>&1 &&
+    $PY "$(dirname "$0")/lib/gguf_tool.py" split "$T/srv/s.gguf" 3 >/dev/null || { echo "test_pull: cannot make GGUF files"; exit 1; }
+"$DEVBIN" gen-random --arch llama --n-layer 1 --vocab bytes --seed 2 "$T/srv/other.gguf" >/dev/null 2>&1
+mv "$T/srv/s.gguf" "$T/srv/one.gguf"
+ONESUM=$(sha256sum "$T/srv/one.gguf" | cut -d' ' -f1)
 (cd "$T/srv" && sha256sum s-0000?-of-00003.gguf) >"$T/split.sha256"
+# a Hub repository: one single-file quantization, one split in a folder, an mmproj to ignore
+H="$T/srv/hub/org/Model-GGUF"
+mkdir -p "$H/Q8_0" "$T/srv/hub/org/Bad-GGUF"
+cp "$T/srv/one.gguf" "$H/Model-Q4_K_M.gguf"; cp "$T/srv/other.gguf" "$H/mmproj-Model-Q4_K_M.gguf"
+for k in 1 2 3; do cp "$T/srv/s-0000$k-of-00003.gguf" "$H/Q8_0/Model-Q8_0-0000$k-of-00003.gguf"; done
+cp "$T/srv/one.gguf" "$T/srv/hub/org/Bad-GGUF/Model-Q4_K_M.gguf"; : >"$T/srv/hub/org/Bad-GGUF/badsum"
 
 $PY "$(dirname "$0")/pull_server.py" "$T/srv" "$T/port" "$T/log" 120 &
 SRV=$!
@@ -112,6 +126,76 @@ HF_TOKEN=sekrit $P "$U/auth/m.bin" -o "$T/out/i.bin" 2>"$T/err"; rc=$?
 $P --token sekrit "$U/auth/m.bin" -o "$T/out/i.bin" --sha256 "$SUM" 2>"$T/err"
 cmp -s "$T/srv/m.bin" "$T/out/i.bin" && ok "--token authorizes" || bad "--token: $(cat "$T/err")"
 grep -q sekrit "$T/err" && bad "token printed" || true
+
+# 10. servers that lie: every case must end with a clear error or the right file, never a
+#     complete-looking wrong file
+cases=0
+lie() { cases=$((cases + 1)); }
+lie; $P "$U/html/x.gguf" -o "$T/out/html.gguf" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "not a GGUF file: the server sent an HTML page (\"<!DOCTYPE html> <html>" "$T/err" &&
+    [ ! -e "$T/out/html.gguf" ] && [ ! -e "$T/out/html.gguf.part" ] && ok "HTML page served as .gguf refused, nothing saved" ||
+    bad "html: rc=$rc $(cat "$T/err") $(ls "$T/out" | grep html)"
+lie; $P "$U/lie/one.gguf" -o "$T/out/lie.gguf" --sha256 "$ONESUM" 2>"$T/err"; rc=$?
+[ $rc = 0 ] && cmp -s "$T/srv/one.gguf" "$T/out/lie.gguf" && ok "Content-Length larger than the file: resumed, then complete and checked" ||
+    bad "lie: rc=$rc $(cat "$T/err")"
+lie; $P --retries 2 "$U/short/one.gguf" -o "$T/out/short.gguf" --sha256 "$ONESUM" 2>"$T/err"; rc=$?
+[ $rc = 0 ] && cmp -s "$T/srv/one.gguf" "$T/out/short.gguf" && [ "$(grep -c '^/short/' "$T/log")" -gt 5 ] &&
+    ok "every answer cut short halfway: resumed $(grep -c '^/short/' "$T/log") times to the exact file" || bad "short: rc=$rc $(tail -n 3 "$T/err")"
+lie; $P --retries 2 "$U/dead/one.gguf" -o "$T/out/dead.gguf" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "gave up after 2 retries; run again to resume from .*dead.gguf.part" "$T/err" && [ ! -e "$T/out/dead.gguf" ] &&
+    ok "answers that never carry a byte: gives up after the retries" || bad "dead: rc=$rc $(cat "$T/err")"
+lie; $P "$U/shortlie/one.gguf" -o "$T/out/sl.gguf" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "the download is not a complete GGUF file: .*truncated" "$T/err" && [ ! -e "$T/out/sl.gguf" ] &&
+    [ -e "$T/out/sl.gguf.part" ] && ok "half a file claimed complete (no checksum): the GGUF check refuses it" ||
+    bad "shortlie: rc=$rc $(cat "$T/err")"
+lie; $P "$U/shortlie/one.gguf" -o "$T/out/sl2.gguf" --sha256 "$ONESUM" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "SHA-256 mismatch" "$T/err" && [ ! -e "$T/out/sl2.gguf" ] && ok "half a file claimed complete: SHA-256 mismatch" ||
+    bad "shortlie sha: rc=$rc $(cat "$T/err")"
+lie; t0=$(date +%s); $P --retries 5 "$U/loop/one.gguf" -o "$T/out/loop.gguf" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "redirect loop" "$T/err" && [ $(( $(date +%s) - t0 )) -lt 10 ] && [ ! -e "$T/out/loop.gguf" ] &&
+    ok "redirect loop: stops at once" || bad "loop: rc=$rc $(cat "$T/err")"
+lie; $P "$U/wrong/one.gguf" -o "$T/out/wrong.gguf" --sha256 "$ONESUM" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "SHA-256 mismatch: expected $ONESUM" "$T/err" && [ ! -e "$T/out/wrong.gguf" ] &&
+    ok "wrong bytes served: SHA-256 mismatch, nothing complete-looking kept" || bad "wrong: rc=$rc $(cat "$T/err")"
+lie; echo "not a gguf at all, from an earlier download of the wrong thing" >"$T/out/stale.gguf.part"
+$P "$U/f/one.gguf" -o "$T/out/stale.gguf" --sha256 "$ONESUM" 2>"$T/err"; rc=$?
+[ $rc = 0 ] && cmp -s "$T/srv/one.gguf" "$T/out/stale.gguf" && ok "a .part that is no GGUF is not resumed: downloaded from the start" ||
+    bad "stale part: rc=$rc $(cat "$T/err")"
+lie; t0=$(date +%s); $P --retries 5 "http://no-such-host.invalid/m.gguf" -o "$T/out/dns.gguf" 2>"$T/err"; rc=$?
+dt=$(( $(date +%s) - t0 ))
+[ $rc != 0 ] && grep -q "does not resolve" "$T/err" && [ $dt -lt 10 ] && ok "DNS failure reported at once (${dt} s, no retries)" ||
+    bad "dns: rc=$rc ${dt}s $(cat "$T/err")"
+
+# 11. org/repo:QUANT through the Hub's file list (HF_ENDPOINT = this server; 3 entries a page)
+export HF_ENDPOINT="$U"
+lie; $P org/Model-GGUF:Q4_K_M -o "$T/out/hub/" 2>"$T/err"; rc=$?
+[ $rc = 0 ] && cmp -s "$T/srv/one.gguf" "$T/out/hub/Model-Q4_K_M.gguf" && grep -q "SHA-256 ok" "$T/err" &&
+    grep -q "^$ONESUM  Model-Q4_K_M.gguf$" "$T/out/hub/Model-Q4_K_M.gguf.sha256" && [ ! -e "$T/out/hub/mmproj-Model-Q4_K_M.gguf" ] &&
+    grep -q "cursor=3" "$T/log" && ok "org/repo:Q4_K_M: the file from the (paged) listing, checked with its SHA-256" ||
+    bad "hub single: rc=$rc $(cat "$T/err") $(ls "$T/out/hub" 2>&1)"
+"$BIN" verify -q "$T/out/hub/Model-Q4_K_M.gguf" >"$T/vout" 2>&1 && ok "verify re-checks it from the manifest pull wrote" ||
+    bad "hub verify: $(cat "$T/vout")"
+lie; $P org/Model-GGUF:q8_0 -o "$T/out/hub8" 2>"$T/err"; rc=$?
+okk=1; for k in 1 2 3; do cmp -s "$T/srv/s-0000$k-of-00003.gguf" "$T/out/hub8/Model-Q8_0-0000$k-of-00003.gguf" || okk=0; done
+[ $rc = 0 ] && [ $okk = 1 ] && [ "$(grep -c "SHA-256 ok" "$T/err")" = 3 ] && [ "$(wc -l <"$T/out/hub8/Model-Q8_0-00001-of-00003.gguf.sha256")" = 3 ] &&
+    ok "org/repo:q8_0: every part of the split model, each checked" || bad "hub split: rc=$rc $(cat "$T/err")"
+lie; $P org/Model-GGUF:IQ2_XS -o "$T/out/hubx" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "no .gguf file for quantization 'IQ2_XS' (the repository has: .*Q4_K_M.*Q8_0\|no .gguf file for quantization 'IQ2_XS' (the repository has: .*Q8_0.*Q4_K_M" "$T/err" &&
+    ok "unknown quantization: the ones the repository has are listed" || bad "hub none: rc=$rc $(cat "$T/err")"
+lie; $P org/Bad-GGUF:Q4_K_M -o "$T/out/hubbad/" 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "SHA-256 mismatch" "$T/err" && [ ! -e "$T/out/hubbad/Model-Q4_K_M.gguf" ] &&
+    ok "a listing whose SHA-256 disagrees with the bytes: refused" || bad "hub badsum: rc=$rc $(cat "$T/err")"
+lie; $P org/Missing-GGUF:Q4_K_M 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "HTTP 404: no such repository" "$T/err" && ok "unknown repository: HTTP 404 named" || bad "hub 404: rc=$rc $(cat "$T/err")"
+unset HF_ENDPOINT
+
+# 12. a Hugging Face page link (/blob/) is read as its download (/resolve/)
+OUT=$($BIN pull --dry-run https://huggingface.co/org/Model-GGUF/blob/main/Model-Q4_K_M.gguf -o "$T/x.gguf" 2>&1)
+echo "$OUT" | grep -q "^https://huggingface.co/org/Model-GGUF/resolve/main/Model-Q4_K_M.gguf -> $T/x.gguf$" &&
+    ok "/blob/ page link rewritten to /resolve/" || bad "blob: $OUT"
+if [ -n "${DELTAFIN_SWEEP_OUT:-}" ]; then
+    printf 'pull against lying servers\t%d\t0\t0\t%d\t0\n' "$cases" "$fail" >>"$DELTAFIN_SWEEP_OUT/sweep.tsv"
+fi
 
 # 9. shorthand -> Hugging Face URL (dry run: nothing is contacted), split expansion
 OUT=$($BIN pull --dry-run Qwen/Qwen3-GGUF/sub/q-00001-of-00002.gguf -o "$T/hf" 2>&1)

@@ -260,7 +260,73 @@ static void recommend(const doctor_run *d, uint64_t limit) {
     }
 }
 
-/* Compute floor (weights at the memory bandwidth) and I/O floor (the plan's misses at the disk
+/* A short greedy decode of the model under the memory plan at `limit` (context 512, the thread
+ * count run and bench use by default): the time per generated token minus the time spent
+ * waiting for reads is the compute per token, measured — what the memory-bandwidth floor cannot
+ * see on a small model (hundreds of kernel launches and synchronisations per token, attention,
+ * the sampler). Only for models whose resident part loads in moments (<= 2 GiB). */
+typedef struct { bool done; int n; double compute_s, wall_s, io_wait_s; char why[600]; } measured;
+enum { MEASURE_MAX_RESIDENT = 2048, MEASURE_TOKENS = 32, MEASURE_SKIP = 8 };
+
+static void measure_decode(const char *model, deltafin_model *meta, uint64_t limit, measured *out) {
+    memset(out, 0, sizeof *out);
+    deltafin_limit_plan lp;
+    deltafin_model_plan_limit(meta, limit, &lp);
+    if (lp.status != DELTAFIN_OK) { snprintf(out->why, sizeof out->why, "%s", lp.error); return; }
+    if (lp.dense_resident_bytes > ((uint64_t)MEASURE_MAX_RESIDENT << 20)) {
+        char b[32];
+        snprintf(out->why, sizeof out->why, "not measured: the resident part (%s) takes too long to load for a check",
+                 deltafin_fmt_bytes(lp.dense_resident_bytes, b, sizeof b));
+        return;
+    }
+    deltafin_model_params mp = deltafin_model_default_params();
+    mp.mem_limit = limit;
+    mp.n_ctx = 512;
+    deltafin_model *m = NULL;
+    deltafin_ctx *c = NULL;
+    if (deltafin_model_load(model, &mp, &m) < 0) { snprintf(out->why, sizeof out->why, "%s", deltafin_errmsg()); return; }
+    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    cp.n_ctx = 512;
+    if (deltafin_ctx_create(m, &cp, &c) < 0) {
+        snprintf(out->why, sizeof out->why, "%s", deltafin_errmsg());
+        deltafin_model_free(m);
+        return;
+    }
+    int32_t ids[16];
+    int n = deltafin_tokenize(m, "Once upon a time", 16, true, false, ids, 16);
+    if (n <= 0 || n > 16) { n = 4; for (int i = 0; i < n; i++) ids[i] = i % deltafin_model_n_vocab(m); }
+    const int V = deltafin_model_n_vocab(m);
+    int rc = deltafin_decode(c, ids, n, false);
+    uint64_t t0 = 0, w0 = 0;
+    for (int k = 0; rc == DELTAFIN_OK && k < MEASURE_TOKENS; k++) {
+        if (k == MEASURE_SKIP) { /* the first tokens warm the caches */
+            deltafin_stats st;
+            deltafin_ctx_stats(c, &st);
+            t0 = deltafin_time_ns();
+            w0 = st.io_wait_ns;
+        }
+        const float *lg = deltafin_logits(c, -1);
+        int32_t best = 0;
+        for (int i = 1; i < V; i++) if (lg[i] > lg[best]) best = i;
+        rc = deltafin_decode(c, &best, 1, false);
+    }
+    if (rc == DELTAFIN_OK) {
+        deltafin_stats st;
+        deltafin_ctx_stats(c, &st);
+        out->n = MEASURE_TOKENS - MEASURE_SKIP;
+        out->wall_s = (double)(deltafin_time_ns() - t0) / 1e9 / out->n;
+        out->io_wait_s = (double)(st.io_wait_ns - w0) / 1e9 / out->n;
+        out->compute_s = out->wall_s > out->io_wait_s ? out->wall_s - out->io_wait_s : 0;
+        out->done = true;
+    } else {
+        snprintf(out->why, sizeof out->why, "%s", deltafin_errmsg());
+    }
+    deltafin_ctx_free(c);
+    deltafin_model_free(m);
+}
+
+/* Compute per token (measured by a short decode when the model is small enough, else the
+ * floor: weights at the memory bandwidth) and I/O floor (the plan's misses at the disk
  * bandwidth); the range spans no overlap to full overlap. 1 if the model does not fit. */
 static int estimate(const doctor_run *d, deltafin_model *m, const char *model, uint64_t limit) {
     char b1[32], b2[32];
@@ -273,7 +339,10 @@ static int estimate(const doctor_run *d, deltafin_model *m, const char *model, u
     }
     const double hit = si.cached_frac, active = si.active_expert_bytes;
     const double disk = d->best_gbps > 0 ? (d->qd16_best > d->best_gbps ? d->qd16_best : d->best_gbps) * 1e9 : 0;
-    const double compute_s = d->memn > 0 ? (si.dense_bytes + active) / (d->memn * 1e9) : 0;
+    const double floor_s = d->memn > 0 ? (si.dense_bytes + active) / (d->memn * 1e9) : 0;
+    measured me;
+    measure_decode(model, m, limit, &me);
+    const double compute_s = me.done && me.compute_s > floor_s ? me.compute_s : floor_s;
     const double io_s = disk > 0 ? ((1 - hit) * active + (double)si.dense_read_per_token) / disk : 0;
     printf("  weights read per token   %s dense + %s routed experts (%d of %d per layer)\n",
            deltafin_fmt_bytes(si.dense_bytes, b1, sizeof b1), deltafin_fmt_bytes((uint64_t)active, b2, sizeof b2),
@@ -281,14 +350,21 @@ static int estimate(const doctor_run *d, deltafin_model *m, const char *model, u
     printf("  expert cache             %s = %.0f%% of the experts (memory plan at --mem-limit %s)\n",
            deltafin_fmt_bytes(si.cache_bytes, b1, sizeof b1), 100.0 * hit, deltafin_fmt_bytes(limit, b2, sizeof b2));
     if (si.dense_layers_streamed) printf("  %s\n", si.dense_plan);
-    printf("  compute floor            %.2f ms/token (weights at %.1f GB/s memory read)\n", compute_s * 1e3, d->memn);
+    printf("  compute floor            %.2f ms/token (weights at %.1f GB/s memory read)\n", floor_s * 1e3, d->memn);
+    if (me.done)
+        printf("  compute measured         %.2f ms/token (%d greedy tokens at context 512: %.2f ms each, %.2f ms of it "
+               "waiting for reads)\n", compute_s * 1e3, me.n, me.wall_s * 1e3, me.io_wait_s * 1e3);
+    else
+        printf("  compute measured         -- (%s); the estimate uses the floor\n", me.why);
+    if (disk <= 0 && compute_s > 0)
+        printf("  expected                 %.1f tok/s (%s)\n", 1.0 / compute_s, me.done ? "measured compute" : "compute floor");
     if (disk > 0) {
         printf("  I/O floor                %.2f ms/token (%.0f%% misses, uniform routing, at %.2f GB/s)\n",
                io_s * 1e3, 100 * (1 - hit), disk / 1e9);
         const double hi = 1.0 / (compute_s > io_s ? compute_s : io_s), lo = 1.0 / (compute_s + io_s);
-        printf("  expected                 %.1f - %.1f tok/s (no overlap - full overlap of reads and compute;\n"
+        printf("  expected                 %.1f - %.1f tok/s (no overlap - full overlap of reads and compute%s;\n"
                "                           real routing is skewed, so hit rates and speed are usually higher)\n",
-               lo, hi);
+               lo, hi, me.done ? ", compute measured" : ", compute floor");
     }
     return 0;
 }

@@ -157,6 +157,9 @@ static const row g_rows[] = {
     {"--trace", "FILE", K_STR, F(trace), NULL,
      "also write the routing trace (one line per token and MoE layer: token layer experts...)", B(PROFILE), NOCFG},
     {"--mlock", NULL, K_SWITCH, F(mlock), NULL, "lock the dense weights in RAM (mlock)", LOADS, NOCFG},
+    {"--verify-on-load", NULL, K_SWITCH, F(verify_on_load), NULL,
+     "packed models: check every dense tensor against its checksum as it is read (streamed layers and expert "
+     "records are always checked)", LOADS, NOCFG},
     /* ---- output and logging ---- */
     {"--special", NULL, K_SWITCH, F(special), NULL, "print special (control) tokens' text", B(RUN), NOCFG},
     {"--special", NULL, K_SWITCH, F(special), NULL,
@@ -240,7 +243,8 @@ static const row g_rows[] = {
     {"--no-sha256", NULL, K_SWITCH, F(no_sha256), NULL,
      "skip the SHA-256 manifest (packed records only: much faster)", B(VERIFY), NOCFG},
     {"--list", NULL, K_SWITCH, F(list), NULL,
-     "packed models: print \"layer expert offset bytes\" for every record", B(VERIFY), NOCFG},
+     "packed models: print \"record LAYER EXPERT OFFSET BYTES\" for every expert record and \"part KIND NAME "
+     "OFFSET BYTES\" for every other checked part", B(VERIFY), NOCFG},
     /* ---- doctor ---- */
     {"--seconds", "S", K_DOUBLE, F(seconds), "8", "disk measurement budget in seconds (default 8)", B(DOCTOR),
      NOCFG},
@@ -253,7 +257,8 @@ static const row g_rows[] = {
     {"-o|--output", "PATH", K_STR, F(output), NULL,
      "file to write (default: the URL's file name in the current directory); a directory (existing or ending "
      "in /) keeps the name. Split models: PATH is a directory (created if missing)", B(PULL), NOCFG},
-    {"--sha256", "HEX", K_STR, F(sha256), NULL, "expected SHA-256 of the file (single files only)", B(PULL), NOCFG},
+    {"--sha256", "HEX", K_STR, F(sha256), NULL, "expected SHA-256 of the file (single files only)", B(PULL) | B(VERIFY),
+     NOCFG},
     {"--sha256-file", "FILE", K_STR, F(sha256_file), NULL,
      "sha256sum-format manifest (\"HEX  NAME\" lines) to check each file against, matched by file name; also "
      "copied next to the download as FIRST_FILE.sha256 for `deltafin verify`", B(PULL), NOCFG},
@@ -624,6 +629,7 @@ deltafin_model_params df_cli_model_params(const df_settings *s) {
     mp.hot_file = s->hot;
     mp.preload = s->preload;
     mp.mlock = s->mlock;
+    mp.verify_on_load = s->verify_on_load;
     /* what the memory plan reserves: this context, this chunk (when chosen), one sequence
      * (serve sets n_seq to its slots) */
     mp.n_ctx = s->n_ctx;

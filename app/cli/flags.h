@@ -44,7 +44,7 @@ typedef struct df_settings {
     uint64_t mem_limit, mem_reserve, cache_size;
     const char *io_engine, *hot, *preload;
     int prefetch;                 /* DELTAFIN_PREFETCH_*; -1: not given */
-    bool mlock;
+    bool mlock, verify_on_load;
     deltafin_routing routing;     /* opt-in lossy routing (all 0: off) */
     /* context and generation */
     int n_ctx, n_batch, n_predict;

@@ -124,7 +124,7 @@ static void print_limit_plan(deltafin_model *m, uint64_t mem_limit, int n_ctx, i
         printf("  expert cache               refused: %s\n", lp.cache_error);
 }
 
-static int info_model(const char *model, int n_ctx, int n_batch, uint64_t mem_limit) {
+static int info_model(const char *model, int n_ctx, int n_batch, bool batch_chosen, uint64_t mem_limit) {
     deltafin_model *m = NULL;
     if (deltafin_model_load_meta(model, &m) < 0) {
         fprintf(stderr, "info: %s\n", deltafin_errmsg());
@@ -133,7 +133,8 @@ static int info_model(const char *model, int n_ctx, int n_batch, uint64_t mem_li
     print_header(model, m);
     int rc = print_tensors(m);
     print_footprint(m, n_ctx, n_batch);
-    if (mem_limit) print_limit_plan(m, mem_limit, n_ctx, n_batch);
+    /* as run: the chunk is the plan's to shrink under pressure unless -b was given */
+    if (mem_limit) print_limit_plan(m, mem_limit, n_ctx, batch_chosen ? n_batch : 0);
     deltafin_model_free(m);
     return rc ? 1 : 0;
 }
@@ -146,5 +147,5 @@ int cmd_info(int argc, char **argv) {
     if (!model) return rc;
     if (df_cli_given(&S, &k_info, "--mem-limit") && !S.mem_limit)
         return df_cli_usage_error(&k_info, "--mem-limit must be more than 0");
-    return info_model(model, S.n_ctx, S.n_batch, S.mem_limit);
+    return info_model(model, S.n_ctx, S.n_batch, S.n_batch_chosen, S.mem_limit);
 }

@@ -11,7 +11,8 @@
 static const df_cmd k_pack = {
     DF_CMD_PACK, "pack", "usage: deltafin pack [options] MODEL.gguf OUT.gguf\n       deltafin pack --check PACKED.gguf",
     "Rewrite a model so that each (layer, expert) is one contiguous 4 KiB-aligned record\n"
-    "(gate|up|down) with an XXH64 checksum; dense tensors and metadata are kept as they are.\n"
+    "(gate|up|down) with an XXH64 checksum; dense tensors and metadata are kept as they are and\n"
+    "get a checksum too (the header and tensor table, every dense tensor, the expert index).\n"
     "The output is written to OUT.gguf.tmp and renamed when complete.", NULL, 2};
 
 int cmd_pack(int argc, char **argv) {
@@ -23,9 +24,14 @@ int cmd_pack(int argc, char **argv) {
     if (check) {
         if (!in || out) return df_cli_usage_error(&k_pack, "--check takes one file");
         uint64_t n = 0;
-        int rc = deltafin_pack_check(in, &n);
+        int ver = 0;
+        int rc = deltafin_pack_check(in, &n, &ver);
         if (rc) fprintf(stderr, "pack: %s\n", deltafin_errmsg());
-        else printf("%s: %llu expert records, all checksums match\n", in, (unsigned long long)n);
+        else if (ver >= 2)
+            printf("%s: header, dense tensors and %llu expert records, all checksums match\n", in, (unsigned long long)n);
+        else
+            printf("%s: %llu expert records, all checksums match (pack version 1: the header and dense tensors carry "
+                   "no checksum; pack the source model again to protect them)\n", in, (unsigned long long)n);
         return rc ? 1 : 0;
     }
     if (!in || !out) return df_cli_usage_error(&k_pack, "MODEL.gguf and OUT.gguf are required");
@@ -37,6 +43,8 @@ int cmd_pack(int argc, char **argv) {
     if (!quiet) o.progress = isatty(2) ? DELTAFIN_PROGRESS_BAR : DELTAFIN_PROGRESS_LINES;
     const char *fa = getenv("DELTAFIN_PACK_FAIL_AFTER"); /* tests: an interrupted pack */
     if (fa) o.fail_after = strtoull(fa, NULL, 10);
+    const char *pv = getenv("DELTAFIN_PACK_VERSION"); /* tests: write an old (version 1) pack */
+    if (pv) o.version = atoi(pv);
     int rc = deltafin_pack(in, out, &o);
     if (rc) { fprintf(stderr, "pack: %s\n", deltafin_errmsg()); return 1; }
     fprintf(stderr, "pack: wrote %s\n", out);

@@ -59,6 +59,9 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     if (max_body < 16) return df_cli_usage_error(&k_serve, "--max-body must be at least 16 bytes");
+    /* a template every chat request would fail with is refused now, not per request */
+    if (p.chat_template && p.chat_template[0] && deltafin_chat_template_check(p.chat_template) < 0)
+        return df_cli_usage_error(&k_serve, "--chat-template: %s", deltafin_errmsg());
     p.max_body = (size_t)max_body;
     char *id = alias ? strdup(alias) : base_name(model);
     p.model_id = id;

@@ -203,6 +203,8 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
     if (key.len == 0) return df_err(DF_ERR_FORMAT, "%s: KV #%d: empty key", r->name, i);
     if (strlen(key.data) != key.len)
         return df_err(DF_ERR_FORMAT, "%s: KV #%d: key contains a NUL byte", r->name, i);
+    if (df_utf8_valid_prefix(key.data, key.len, NULL) != key.len)
+        return df_err(DF_ERR_FORMAT, "%s: KV #%d: key is not valid UTF-8 text", r->name, i);
     r->cname = kv->key;
     r->ctx = CTX_KV_TYPE;
     uint32_t type;
@@ -215,6 +217,8 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
     if (type != DF_GGUF_ARRAY) {
         uint8_t b[8];
         if ((rc = rd_bytes(r, b, (uint64_t)df_gguf_kv_size[type]))) return rc;
+        if (type == DF_GGUF_BOOL && b[0] > 1)
+            return df_err(DF_ERR_FORMAT, "%s: KV '%s': bool value %u (must be 0 or 1)", r->name, kv->key, b[0]);
         df_gguf_widen_scalar(kv, (int)type, b);
         return DF_OK;
     }
@@ -244,7 +248,12 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
         kv->arr = df_malloc(bytes ? bytes : 1);
         if (!kv->arr) return DF_ERR_NOMEM;
         kv->arr_n = n;
-        return rd_bytes(r, kv->arr, n * esz);
+        if ((rc = rd_bytes(r, kv->arr, n * esz))) return rc;
+        for (uint64_t k = 0; at == DF_GGUF_BOOL && k < n; k++)
+            if (((const uint8_t *)kv->arr)[k] > 1)
+                return df_err(DF_ERR_FORMAT, "%s: KV '%s': array element %" PRIu64 ": bool value %u (must be 0 or 1)",
+                              r->name, kv->key, k, ((const uint8_t *)kv->arr)[k]);
+        return DF_OK;
     }
     df_gguf_str *s = df_calloc(n ? n : 1, sizeof *s);
     if (!s) return DF_ERR_NOMEM;
@@ -480,7 +489,7 @@ static int parse(rd *r, df_gguf *g) {
         uint64_t abs, end;
         if (!df_add_ok(ds, t->offset, &abs) || !df_add_ok(abs, t->nbytes, &end) || end > r->size)
             return df_err(DF_ERR_FORMAT,
-                          "%s: tensor '%s': data [offset %" PRIu64 ", %" PRIu64
+                          "%s: truncated file: tensor '%s': data [offset %" PRIu64 ", %" PRIu64
                           " bytes] extends beyond end of file (size %" PRIu64 ")",
                           r->name, t->name, ds + t->offset, t->nbytes, r->size);
         t->offset = abs;
@@ -598,6 +607,12 @@ static int split_key(df_gguf *g, const char *key, int64_t *v, bool required) {
                       g->shards[0].path, key);
     *v = (int64_t)mag;
     return DF_OK;
+}
+
+int df_gguf_open_single(const char *path, df_gguf **out) {
+    if (!path || !out) return df_err(DF_ERR_INVALID, "df_gguf_open_single: NULL argument");
+    *out = NULL;
+    return open_file(path, out);
 }
 
 int df_gguf_open(const char *path, df_gguf **out) {

@@ -63,6 +63,9 @@ typedef struct df_gguf {
  * DF_ERR_NOMEM. Tensor names are unique, non-empty, < 64 bytes, valid UTF-8; tensor offsets
  * are absolute and every tensor's data lies within its shard file. */
 int df_gguf_open(const char *path, df_gguf **out);
+/* Open exactly this file, whatever its name says: one part of a split model is checked on its
+ * own (its split.* keys are not followed). Same validation and errors as df_gguf_open. */
+int df_gguf_open_single(const char *path, df_gguf **out);
 /* Parse from a memory buffer (used by the fuzzer; tensor data bounds checked against len).
  * The buffer is borrowed: it must outlive *out (df_gguf_read copies from it). `name` is used
  * in error messages ("name: reason"). */

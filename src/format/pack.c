@@ -36,6 +36,8 @@ typedef struct {
 } pk_tensor;
 
 struct df_pack {
+    const df_gguf *g;
+    int version;
     int n_layer, n_expert;
     pk_tensor *t;             /* [n_layer][K_N] */
     int64_t *index;           /* [n_layer * n_expert][IDX_W] */
@@ -43,6 +45,13 @@ struct df_pack {
     char **names;             /* original tensor names, for df_pack_expert_tensor */
     int *name_layer, *name_kind;
     int n_names;
+    /* version 2 */
+    df_pack_sum *sums;        /* [n_sums], NULL when absent or withheld */
+    int n_sums;
+    int *t_first, *t_count;   /* [g->n_tensors]: rows of each tensor */
+    int index_tensor;         /* deltafin.pack.index's position in g->tensors */
+    char sums_err[256];       /* why the rows were withheld */
+    bool header_changed;      /* ... because the header disagrees with an intact table */
 };
 
 bool df_pack_is_packed(const df_gguf *g) { return df_gguf_find(g, "deltafin.pack.version") != NULL; }
@@ -91,144 +100,44 @@ static void progress_show(progress *p, bool final) {
     }
 }
 
+/* rows a tensor of n bytes gets in the checksum table (a 0-byte tensor still gets one) */
+static uint64_t sum_rows(uint64_t n) { return n ? (n + DF_PACK_SUM_CHUNK - 1) / DF_PACK_SUM_CHUNK : 1; }
+
+/* Copies t in DF_PACK_SUM_CHUNK pieces; with rows, adds one checksum row per piece. */
 static int copy_tensor(df_gguf_writer *w, int fd, int idx, const df_gguf *g, const df_gguf_tensor *t, uint8_t *buf,
-                       uint64_t cap, progress *pr) {
-    for (uint64_t off = 0; off < t->nbytes;) {
-        uint64_t n = t->nbytes - off < cap ? t->nbytes - off : cap;
+                       progress *pr, df_pack_sum *rows, int *n_rows) {
+    uint64_t off = 0;
+    do {
+        uint64_t n = t->nbytes - off < DF_PACK_SUM_CHUNK ? t->nbytes - off : DF_PACK_SUM_CHUNK;
         int rc = df_gguf_read(g, t, off, buf, n);
         if (rc) return rc;
+        if (rows) rows[(*n_rows)++] = (df_pack_sum){idx, off, n, df_xxh64(buf, n, 0)};
         rc = df_gguf_writer_write_tensor_data(w, fd, idx, buf, n);
         if (rc) return rc;
         off += n;
         pr->done += n;
         progress_show(pr, false);
-    }
+    } while (off < t->nbytes);
     return DF_OK;
 }
 
-int df_pack_write(const char *in_path, const char *out_path, const df_pack_opts *o) {
-    df_gguf *g = NULL;
-    int rc = df_gguf_open(in_path, &g);
-    if (rc) return rc;
-    if (df_pack_is_packed(g)) { df_gguf_close(g); return df_err(DF_ERR_INVALID, "%s is already packed", in_path); }
-    /* classify */
-    int n_layer = 0, n_expert = 0;
-    for (int i = 0; i < g->n_tensors; i++) {
-        int l, k;
-        const df_gguf_tensor *t = &g->tensors[i];
-        if (!parse_expert_name(t->name, &l, &k)) continue;
-        if (t->n_dims != 3) { df_gguf_close(g); return df_err(DF_ERR_FORMAT, "%s: expert tensor '%s' is not 3-D", in_path, t->name); }
-        if (n_expert && t->ne[2] != n_expert) {
-            df_gguf_close(g);
-            return df_err(DF_ERR_FORMAT, "%s: tensor '%s' has %lld experts, others %d", in_path, t->name,
-                          (long long)t->ne[2], n_expert);
-        }
-        if (l >= 65536 || t->ne[2] <= 0 || t->ne[2] > 65536) { df_gguf_close(g); return df_err(DF_ERR_FORMAT, "%s: tensor '%s': bad layer or expert count", in_path, t->name); }
-        n_expert = (int)t->ne[2];
-        if (l + 1 > n_layer) n_layer = l + 1;
-    }
-    if (!n_expert) { df_gguf_close(g); return df_err(DF_ERR_INVALID, "%s: no routed expert tensors (blk.N.ffn_*_exps.weight)", in_path); }
-    pk_tensor *lt = df_calloc((size_t)n_layer * K_N, sizeof *lt);
-    uint8_t *buf = NULL, *rec = NULL;
-    df_gguf_writer *w = NULL;
-    char *tmp = NULL;
-    int fd = -1;
-    const char **names = NULL;
-    uint32_t *types = NULL;
-    uint64_t *nes = NULL;
-    int n_names = 0;
-    if (!lt) { rc = DF_ERR_NOMEM; goto out; }
-    names = df_calloc((size_t)g->n_tensors, sizeof *names);
-    types = df_calloc((size_t)g->n_tensors, sizeof *types);
-    nes = df_calloc((size_t)g->n_tensors * 3, sizeof *nes);
-    if (!names || !types || !nes) { rc = DF_ERR_NOMEM; goto out; }
-    for (int i = 0; i < g->n_tensors; i++) {
-        int l, k;
-        const df_gguf_tensor *t = &g->tensors[i];
-        if (!parse_expert_name(t->name, &l, &k)) continue;
-        pk_tensor *p = &lt[l * K_N + k];
-        p->present = true;
-        p->type = t->type;
-        for (int d = 0; d < 3; d++) p->ne[d] = t->ne[d];
-        p->slice = t->nbytes / (uint64_t)n_expert;
-        p->src = t;
-        if (p->slice * (uint64_t)n_expert != t->nbytes) { rc = df_err(DF_ERR_FORMAT, "%s: tensor '%s': size not divisible by experts", in_path, t->name); goto out; }
-        names[n_names] = t->name;
-        types[n_names] = (uint32_t)t->type;
-        for (int d = 0; d < 3; d++) nes[n_names * 3 + d] = (uint64_t)t->ne[d];
-        n_names++;
-    }
-    for (int l = 0; l < n_layer; l++)
-        if (lt[l * K_N + K_GATE_UP].present && (lt[l * K_N + K_GATE].present || lt[l * K_N + K_UP].present)) {
-            rc = df_err(DF_ERR_FORMAT, "%s: layer %d has both fused gate_up and separate gate/up experts", in_path, l);
-            goto out;
-        }
-    /* sizes */
-    uint64_t region = 0, max_rec = 0;
-    for (int l = 0; l < n_layer; l++) {
-        int64_t po[DF_EXPERT_NPARTS];
-        uint64_t rl = record_layout(&lt[l * K_N], po);
-        if (rl > max_rec) max_rec = rl;
-        uint64_t add;
-        if (!df_mul_ok(df_pad(rl, REC_ALIGN), (uint64_t)n_expert, &add) || !df_add_ok(region, add, &region)) {
-            rc = df_err(DF_ERR_RANGE, "%s: expert region too large", in_path);
-            goto out;
-        }
-    }
-    /* header */
-    w = df_gguf_writer_new(REC_ALIGN);
-    if (!w) { rc = DF_ERR_NOMEM; goto out; }
-    for (int i = 0; i < g->n_kv && !rc; i++) {
-        const char *k = g->kv[i].key;
-        if (!strcmp(k, "general.alignment") || !strncmp(k, "split.", 6)) continue;
-        rc = df_gguf_w_copy_kv(w, &g->kv[i]);
-    }
-    if (!rc) rc = df_gguf_w_u32(w, "deltafin.pack.version", DF_PACK_VERSION);
-    if (!rc) rc = df_gguf_w_u32(w, "deltafin.pack.n_layer", (uint32_t)n_layer);
-    if (!rc) rc = df_gguf_w_u32(w, "deltafin.pack.n_expert", (uint32_t)n_expert);
-    if (!rc) rc = df_gguf_w_str(w, "deltafin.pack.checksum", "xxh64");
-    if (!rc) rc = df_gguf_w_arr_str(w, "deltafin.pack.tensor.names", names, (uint64_t)n_names);
-    if (!rc) rc = df_gguf_w_arr(w, "deltafin.pack.tensor.types", DF_GGUF_U32, types, (uint64_t)n_names);
-    if (!rc) rc = df_gguf_w_arr(w, "deltafin.pack.tensor.ne", DF_GGUF_U64, nes, (uint64_t)n_names * 3);
-    if (rc) goto out;
-    int n_dense = 0;
-    uint64_t dense_bytes = 0;
-    for (int i = 0; i < g->n_tensors && !rc; i++) {
-        int l, k;
-        const df_gguf_tensor *t = &g->tensors[i];
-        if (parse_expert_name(t->name, &l, &k)) continue;
-        rc = df_gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL);
-        n_dense++;
-        dense_bytes += t->nbytes;
-    }
-    int64_t ne_region[1] = {(int64_t)region}, ne_index[2] = {IDX_W, (int64_t)n_layer * n_expert};
-    if (!rc) rc = df_gguf_w_tensor(w, "deltafin.pack.experts", DF_TYPE_I8, 1, ne_region, NULL);
-    if (!rc) rc = df_gguf_w_tensor(w, "deltafin.pack.index", DF_TYPE_I64, 2, ne_index, NULL);
-    if (rc) goto out;
-    size_t tl = strlen(out_path) + 8;
-    tmp = df_malloc(tl);
-    if (!tmp) { rc = DF_ERR_NOMEM; goto out; }
-    snprintf(tmp, tl, "%s.tmp", out_path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { rc = df_err(DF_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)); goto out; }
-    rc = df_gguf_writer_write_header(w, fd);
-    if (rc) goto out;
-    const uint64_t cap = 64u << 20;
-    buf = df_malloc(cap);
-    rec = df_aligned_alloc(REC_ALIGN, df_pad(max_rec ? max_rec : 1, REC_ALIGN));
-    if (!buf || !rec) { rc = DF_ERR_NOMEM; goto out; }
-    progress pr = {o, dense_bytes + region, 0, df_time_ns(), 0, out_path};
-    int idx = 0;
-    for (int i = 0; i < g->n_tensors && !rc; i++) {
-        int l, k;
-        const df_gguf_tensor *t = &g->tensors[i];
-        if (parse_expert_name(t->name, &l, &k)) continue;
-        rc = copy_tensor(w, fd, idx++, g, t, buf, cap, &pr);
-    }
-    if (rc) goto out;
-    int64_t *index = df_calloc((size_t)n_layer * n_expert * IDX_W, sizeof(int64_t));
-    if (!index) { rc = DF_ERR_NOMEM; goto out; }
+/* XXH64 of the first n bytes of the file being written (the header, just written). */
+static int hash_written(int fd, uint64_t n, const char *path, uint64_t *out) {
+    uint8_t *b = df_malloc(n ? n : 1);
+    if (!b) return DF_ERR_NOMEM;
+    ssize_t k = pread(fd, b, n, 0);
+    int rc = k == (ssize_t)n ? DF_OK : df_err(DF_ERR_IO, "%s: reading back the header: %s", path,
+                                               k < 0 ? strerror(errno) : "short read");
+    if (!rc) *out = df_xxh64(b, n, 0);
+    free(b);
+    return rc;
+}
+
+/* The records of every (layer, expert) in order, each followed by its padding; fills index. */
+static int write_records(df_gguf_writer *w, int fd, int idx, const pk_tensor *lt, int n_layer, int n_expert,
+                         const df_gguf *g, uint8_t *rec, int64_t *index, progress *pr, const df_pack_opts *o) {
     uint64_t roff = 0, n_rec = 0;
+    int rc = DF_OK;
     for (int l = 0; l < n_layer && !rc; l++) {
         int64_t po[DF_EXPERT_NPARTS];
         uint64_t rl = record_layout(&lt[l * K_N], po);
@@ -250,14 +159,189 @@ int df_pack_write(const char *in_path, const char *out_path, const df_pack_opts 
             memcpy(&row[2], &h, 8);
             rc = df_gguf_writer_write_tensor_data(w, fd, idx, rec, stride);
             roff += stride;
-            pr.done += stride;
-            progress_show(&pr, false);
+            pr->done += stride;
+            progress_show(pr, false);
             if (o && o->fail_after && ++n_rec >= o->fail_after && !rc)
                 rc = df_err(DF_ERR_CANCELLED, "pack interrupted after %llu records (test hook)", (unsigned long long)n_rec);
         }
     }
-    if (!rc) rc = df_gguf_writer_write_tensor_data(w, fd, idx + 1, index, (uint64_t)n_layer * n_expert * IDX_W * 8);
-    free(index);
+    return rc;
+}
+
+/* Classify the source's routed-expert tensors into lt [n_layer][K_N] (allocated here). */
+static int classify(const df_gguf *g, const char *in_path, pk_tensor **lt_out, int *n_layer_out, int *n_expert_out) {
+    int n_layer = 0, n_expert = 0;
+    for (int i = 0; i < g->n_tensors; i++) {
+        int l, k;
+        const df_gguf_tensor *t = &g->tensors[i];
+        if (!parse_expert_name(t->name, &l, &k)) continue;
+        if (t->n_dims != 3) return df_err(DF_ERR_FORMAT, "%s: expert tensor '%s' is not 3-D", in_path, t->name);
+        if (n_expert && t->ne[2] != n_expert)
+            return df_err(DF_ERR_FORMAT, "%s: tensor '%s' has %lld experts, others %d", in_path, t->name,
+                          (long long)t->ne[2], n_expert);
+        if (l >= 65536 || t->ne[2] <= 0 || t->ne[2] > 65536)
+            return df_err(DF_ERR_FORMAT, "%s: tensor '%s': bad layer or expert count", in_path, t->name);
+        n_expert = (int)t->ne[2];
+        if (l + 1 > n_layer) n_layer = l + 1;
+    }
+    if (!n_expert) return df_err(DF_ERR_INVALID, "%s: no routed expert tensors (blk.N.ffn_*_exps.weight)", in_path);
+    pk_tensor *lt = df_calloc((size_t)n_layer * K_N, sizeof *lt);
+    if (!lt) return DF_ERR_NOMEM;
+    for (int i = 0; i < g->n_tensors; i++) {
+        int l, k;
+        const df_gguf_tensor *t = &g->tensors[i];
+        if (!parse_expert_name(t->name, &l, &k)) continue;
+        pk_tensor *p = &lt[l * K_N + k];
+        p->present = true;
+        p->type = t->type;
+        for (int d = 0; d < 3; d++) p->ne[d] = t->ne[d];
+        p->slice = t->nbytes / (uint64_t)n_expert;
+        p->src = t;
+        if (p->slice * (uint64_t)n_expert != t->nbytes) {
+            free(lt);
+            return df_err(DF_ERR_FORMAT, "%s: tensor '%s': size not divisible by experts", in_path, t->name);
+        }
+    }
+    for (int l = 0; l < n_layer; l++)
+        if (lt[l * K_N + K_GATE_UP].present && (lt[l * K_N + K_GATE].present || lt[l * K_N + K_UP].present)) {
+            free(lt);
+            return df_err(DF_ERR_FORMAT, "%s: layer %d has both fused gate_up and separate gate/up experts", in_path, l);
+        }
+    *lt_out = lt;
+    *n_layer_out = n_layer;
+    *n_expert_out = n_expert;
+    return DF_OK;
+}
+
+/* The header: the source's KVs, the pack keys and the tensor table (dense tensors, the expert
+ * region, the index and, from version 2, the checksum table of n_rows rows). */
+static int build_header(df_gguf_writer *w, const df_gguf *g, int n_layer, int n_expert,
+                        int version, uint64_t region, int *n_dense, uint64_t *dense_bytes, uint64_t *n_rows) {
+    int n_names = 0, rc = DF_OK;
+    const char **names = df_calloc((size_t)g->n_tensors + 1, sizeof *names);
+    uint32_t *types = df_calloc((size_t)g->n_tensors + 1, sizeof *types);
+    uint64_t *nes = df_calloc((size_t)g->n_tensors * 3 + 1, sizeof *nes);
+    if (!names || !types || !nes) { rc = DF_ERR_NOMEM; goto out; }
+    for (int i = 0; i < g->n_tensors; i++) { /* in the source's order */
+        int l, k;
+        const df_gguf_tensor *t = &g->tensors[i];
+        if (!parse_expert_name(t->name, &l, &k)) continue;
+        names[n_names] = t->name;
+        types[n_names] = (uint32_t)t->type;
+        for (int d = 0; d < 3; d++) nes[n_names * 3 + d] = (uint64_t)t->ne[d];
+        n_names++;
+    }
+    for (int i = 0; i < g->n_kv && !rc; i++) {
+        const char *k = g->kv[i].key;
+        if (!strcmp(k, "general.alignment") || !strncmp(k, "split.", 6)) continue;
+        rc = df_gguf_w_copy_kv(w, &g->kv[i]);
+    }
+    if (!rc) rc = df_gguf_w_u32(w, "deltafin.pack.version", (uint32_t)version);
+    if (!rc) rc = df_gguf_w_u32(w, "deltafin.pack.n_layer", (uint32_t)n_layer);
+    if (!rc) rc = df_gguf_w_u32(w, "deltafin.pack.n_expert", (uint32_t)n_expert);
+    if (!rc) rc = df_gguf_w_str(w, "deltafin.pack.checksum", "xxh64");
+    if (!rc && version >= 2) rc = df_gguf_w_u64(w, "deltafin.pack.sum_chunk", DF_PACK_SUM_CHUNK);
+    if (!rc) rc = df_gguf_w_arr_str(w, "deltafin.pack.tensor.names", names, (uint64_t)n_names);
+    if (!rc) rc = df_gguf_w_arr(w, "deltafin.pack.tensor.types", DF_GGUF_U32, types, (uint64_t)n_names);
+    if (!rc) rc = df_gguf_w_arr(w, "deltafin.pack.tensor.ne", DF_GGUF_U64, nes, (uint64_t)n_names * 3);
+    *n_dense = 0;
+    *dense_bytes = 0;
+    *n_rows = 3; /* header, index, the table itself */
+    for (int i = 0; i < g->n_tensors && !rc; i++) {
+        int l, k;
+        const df_gguf_tensor *t = &g->tensors[i];
+        if (parse_expert_name(t->name, &l, &k)) continue;
+        rc = df_gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL);
+        (*n_dense)++;
+        *dense_bytes += t->nbytes;
+        *n_rows += sum_rows(t->nbytes);
+    }
+    int64_t ne_region[1] = {(int64_t)region}, ne_index[2] = {IDX_W, (int64_t)n_layer * n_expert};
+    int64_t ne_sums[2] = {4, (int64_t)*n_rows};
+    if (!rc) rc = df_gguf_w_tensor(w, "deltafin.pack.experts", DF_TYPE_I8, 1, ne_region, NULL);
+    if (!rc) rc = df_gguf_w_tensor(w, "deltafin.pack.index", DF_TYPE_I64, 2, ne_index, NULL);
+    if (!rc && version >= 2) rc = df_gguf_w_tensor(w, "deltafin.pack.sums", DF_TYPE_I64, 2, ne_sums, NULL);
+out:
+    free(names);
+    free(types);
+    free(nes);
+    return rc;
+}
+
+int df_pack_write(const char *in_path, const char *out_path, const df_pack_opts *o) {
+    df_gguf *g = NULL;
+    int rc = df_gguf_open(in_path, &g);
+    if (rc) return rc;
+    if (df_pack_is_packed(g)) { df_gguf_close(g); return df_err(DF_ERR_INVALID, "%s is already packed", in_path); }
+    const int version = o && o->version ? o->version : DF_PACK_VERSION;
+    if (version < 1 || version > DF_PACK_VERSION) {
+        df_gguf_close(g);
+        return df_err(DF_ERR_INVALID, "pack version %d: this build writes 1 .. %d", version, DF_PACK_VERSION);
+    }
+    int n_layer = 0, n_expert = 0;
+    pk_tensor *lt = NULL;
+    rc = classify(g, in_path, &lt, &n_layer, &n_expert);
+    if (rc) { df_gguf_close(g); return rc; }
+    uint8_t *buf = NULL, *rec = NULL;
+    int64_t *index = NULL;
+    df_pack_sum *rows = NULL;
+    df_gguf_writer *w = NULL;
+    char *tmp = NULL;
+    int fd = -1, n_dense = 0, nr = 0;
+    uint64_t dense_bytes = 0, n_rows = 0;
+    /* sizes */
+    uint64_t region = 0, max_rec = 0;
+    for (int l = 0; l < n_layer; l++) {
+        int64_t po[DF_EXPERT_NPARTS];
+        uint64_t rl = record_layout(&lt[l * K_N], po);
+        if (rl > max_rec) max_rec = rl;
+        uint64_t add;
+        if (!df_mul_ok(df_pad(rl, REC_ALIGN), (uint64_t)n_expert, &add) || !df_add_ok(region, add, &region)) {
+            rc = df_err(DF_ERR_RANGE, "%s: expert region too large", in_path);
+            goto out;
+        }
+    }
+    w = df_gguf_writer_new(REC_ALIGN);
+    if (!w) { rc = DF_ERR_NOMEM; goto out; }
+    rc = build_header(w, g, n_layer, n_expert, version, region, &n_dense, &dense_bytes, &n_rows);
+    if (rc) goto out;
+    size_t tl = strlen(out_path) + 8;
+    tmp = df_malloc(tl);
+    if (!tmp) { rc = DF_ERR_NOMEM; goto out; }
+    snprintf(tmp, tl, "%s.tmp", out_path);
+    fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { rc = df_err(DF_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)); goto out; }
+    rc = df_gguf_writer_write_header(w, fd);
+    if (rc) goto out;
+    buf = df_malloc(DF_PACK_SUM_CHUNK);
+    rec = df_aligned_alloc(REC_ALIGN, df_pad(max_rec ? max_rec : 1, REC_ALIGN));
+    index = df_calloc((size_t)n_layer * n_expert * IDX_W, sizeof(int64_t));
+    rows = version >= 2 ? df_calloc((size_t)n_rows, sizeof *rows) : NULL;
+    if (!buf || !rec || !index || (version >= 2 && !rows)) { rc = DF_ERR_NOMEM; goto out; }
+    if (rows) {
+        uint64_t ds = df_gguf_writer_data_start(w), h = 0;
+        rc = hash_written(fd, ds, tmp, &h);
+        if (rc) goto out;
+        rows[nr++] = (df_pack_sum){DF_PACK_SUM_HEADER, 0, ds, h};
+    }
+    progress pr = {o, dense_bytes + region, 0, df_time_ns(), 0, out_path};
+    int idx = 0;
+    for (int i = 0; i < g->n_tensors && !rc; i++) {
+        int l, k;
+        const df_gguf_tensor *t = &g->tensors[i];
+        if (parse_expert_name(t->name, &l, &k)) continue;
+        rc = copy_tensor(w, fd, idx++, g, t, buf, &pr, rows, &nr);
+    }
+    if (!rc) rc = write_records(w, fd, idx, lt, n_layer, n_expert, g, rec, index, &pr, o);
+    const uint64_t index_bytes = (uint64_t)n_layer * n_expert * IDX_W * 8;
+    if (!rc) rc = df_gguf_writer_write_tensor_data(w, fd, idx + 1, index, index_bytes);
+    if (!rc && rows) {
+        rows[nr++] = (df_pack_sum){idx + 1, 0, index_bytes, df_xxh64(index, index_bytes, 0)};
+        DF_ASSERT((uint64_t)nr + 1 == n_rows);
+        rows[nr] = (df_pack_sum){DF_PACK_SUM_TABLE, 0, (uint64_t)nr * sizeof *rows, df_xxh64(rows, (size_t)nr * sizeof *rows, 0)};
+        nr++;
+        rc = df_gguf_writer_write_tensor_data(w, fd, idx + 2, rows, (uint64_t)nr * sizeof *rows);
+    }
     if (rc) goto out;
     progress_show(&pr, true);
     if (fsync(fd) < 0) { rc = df_err(DF_ERR_IO, "%s: fsync: %s", tmp, strerror(errno)); goto out; }
@@ -271,9 +355,8 @@ out:
     free(tmp);
     free(buf);
     free(rec);
-    free(names);
-    free(types);
-    free(nes);
+    free(index);
+    free(rows);
     free(lt);
     df_gguf_writer_free(w);
     df_gguf_close(g);
@@ -290,11 +373,81 @@ void df_pack_close(df_pack *p) {
     free(p->name_kind);
     free(p->t);
     free(p->index);
+    free(p->sums);
+    free(p->t_first);
+    free(p->t_count);
     free(p);
 }
 
 int df_pack_n_layers(const df_pack *p) { return p->n_layer; }
 int df_pack_n_experts(const df_pack *p) { return p->n_expert; }
+
+/* Version 2: read the checksum table and match it to the tensor table: the header row, then
+ * every tensor but the expert region and the table itself, in file order, cut into sum_chunk
+ * pieces, then the table's own row. A table that does not match is withheld (sums_err) rather
+ * than failing the open, so `verify` can still check the expert records; df_pack_check_meta
+ * reports it. Errors: only NOMEM / I/O. */
+static int sums_open(const df_gguf *g, df_pack *p, const df_gguf_tensor *st) {
+    uint64_t chunk = 0;
+    const df_gguf_tensor *region = p->region;
+    if (df_gguf_get_u64(g, "deltafin.pack.sum_chunk", &chunk) || chunk == 0 || chunk % REC_ALIGN) {
+        snprintf(p->sums_err, sizeof p->sums_err, "missing or bad key deltafin.pack.sum_chunk");
+        df_err_clear();
+        return DF_OK;
+    }
+    if (st->type != DF_TYPE_I64 || st->ne[0] != 4 || st->ne[1] < 3 || st->ne[1] > INT32_MAX / 2 ||
+        st->n_dims != 2) {
+        snprintf(p->sums_err, sizeof p->sums_err, "deltafin.pack.sums is not an I64 {4, n} tensor");
+        return DF_OK;
+    }
+    const int n = (int)st->ne[1];
+    p->sums = df_malloc((size_t)n * sizeof *p->sums);
+    p->t_first = df_calloc((size_t)g->n_tensors + 1, sizeof(int));
+    p->t_count = df_calloc((size_t)g->n_tensors + 1, sizeof(int));
+    if (!p->sums || !p->t_first || !p->t_count) return DF_ERR_NOMEM;
+    int rc = df_gguf_read(g, st, 0, p->sums, (uint64_t)n * sizeof *p->sums);
+    if (rc) return rc;
+    const df_pack_sum *r = p->sums;
+    int k = 0;
+    const char *why = NULL;
+    if (r[k].what != DF_PACK_SUM_HEADER || r[k].offset != 0 || r[k].nbytes != g->shards[0].data_start) why = "header row";
+    k++;
+    for (int i = 0; i < g->n_tensors && !why; i++) {
+        const df_gguf_tensor *t = &g->tensors[i];
+        if (t == region || t == st) continue;
+        p->t_first[i] = k;
+        uint64_t off = 0;
+        do {
+            uint64_t len = t->nbytes - off < chunk ? t->nbytes - off : chunk;
+            if (k >= n - 1 || r[k].what != i || r[k].offset != off || r[k].nbytes != len) { why = t->name; break; }
+            off += len;
+            k++;
+            p->t_count[i]++;
+        } while (off < t->nbytes);
+    }
+    if (!why && (k != n - 1 || r[k].what != DF_PACK_SUM_TABLE || r[k].offset != 0 ||
+                 r[k].nbytes != (uint64_t)k * sizeof *r))
+        why = "the table's own row";
+    if (why) {
+        /* which side changed: a table that still matches its own checksum says the header did */
+        const df_pack_sum *self = &r[n - 1];
+        p->header_changed = self->what == DF_PACK_SUM_TABLE && self->nbytes == (uint64_t)(n - 1) * sizeof *r &&
+                            df_xxh64(r, self->nbytes, 0) == self->xxh64;
+        if (p->header_changed)
+            snprintf(p->sums_err, sizeof p->sums_err,
+                     "header and tensor table: changed since packing (the intact checksum table disagrees at row %d: %s)",
+                     k, why);
+        else
+            snprintf(p->sums_err, sizeof p->sums_err,
+                     "checksum table deltafin.pack.sums does not match the tensor table (at row %d: %s)", k, why);
+        free(p->sums);
+        p->sums = NULL;
+        memset(p->t_count, 0, sizeof(int) * (size_t)g->n_tensors);
+        return DF_OK;
+    }
+    p->n_sums = n;
+    return DF_OK;
+}
 
 int df_pack_open(const df_gguf *g, df_pack **out) {
     *out = NULL;
@@ -303,8 +456,12 @@ int df_pack_open(const df_gguf *g, df_pack **out) {
     int rc = df_gguf_get_u32(g, "deltafin.pack.version", &ver);
     if (rc == DF_ERR_NOTFOUND) return df_err(DF_ERR_NOTFOUND, "%s: not a packed model", path);
     if (rc) return rc;
-    if (ver != DF_PACK_VERSION)
-        return df_err(DF_ERR_UNSUPPORTED, "%s: pack version %u (this build reads %d)", path, ver, DF_PACK_VERSION);
+    if (ver < 1 || ver > DF_PACK_VERSION)
+        return df_err(DF_ERR_UNSUPPORTED, "%s: pack version %u (this build reads 1 .. %d)", path, ver, DF_PACK_VERSION);
+    const df_gguf_tensor *st = df_gguf_tensor_find(g, "deltafin.pack.sums");
+    if ((ver >= 2) != (st != NULL)) /* a damaged header must not turn a version 2 file into an unchecked one */
+        return df_err(DF_ERR_FORMAT, "%s: pack version %u %s a checksum table (deltafin.pack.sums): the header is damaged",
+                      path, ver, st ? "but the file has" : "but the file lacks");
     if ((rc = df_gguf_get_u32(g, "deltafin.pack.n_layer", &nl)) || (rc = df_gguf_get_u32(g, "deltafin.pack.n_expert", &ne)))
         return rc == DF_ERR_NOTFOUND ? df_err(DF_ERR_FORMAT, "%s: pack: missing n_layer/n_expert", path) : rc;
     if (!nl || nl > 65536 || !ne || ne > 65536)
@@ -322,6 +479,8 @@ int df_pack_open(const df_gguf *g, df_pack **out) {
         return df_err(DF_ERR_FORMAT, "%s: pack: tensor list lengths disagree", path);
     df_pack *p = df_calloc(1, sizeof *p);
     if (!p) return DF_ERR_NOMEM;
+    p->g = g;
+    p->version = (int)ver;
     p->n_layer = (int)nl;
     p->n_expert = (int)ne;
     p->t = df_calloc((size_t)nl * K_N, sizeof *p->t);
@@ -395,6 +554,8 @@ int df_pack_open(const df_gguf *g, df_pack **out) {
             }
         }
     }
+    p->index_tensor = (int)(it - g->tensors);
+    if (ver >= 2 && (rc = sums_open(g, p, st)) < 0) { df_pack_close(p); return rc; }
     *out = p;
     return DF_OK;
 }
@@ -471,14 +632,44 @@ int df_pack_tensor_info(const df_pack *p, int i, const char **name, int *type, i
     return DF_OK;
 }
 
+static int sum_mismatch(const df_pack *p, const char *what, const df_pack_sum *r, uint64_t abs, uint64_t got) {
+    return df_err(DF_ERR_CHECKSUM, "%s: checksum mismatch in %s at offset %llu (%llu bytes): expected xxh64 %016llx, "
+                  "got %016llx", what, p->g->shards[0].path, (unsigned long long)abs, (unsigned long long)r->nbytes,
+                  (unsigned long long)r->xxh64, (unsigned long long)got);
+}
+
+/* Version 2: every protected tensor, chunk by chunk (buf holds DF_PACK_SUM_CHUNK bytes). */
+static int check_dense(const df_gguf *g, const df_pack *p, uint8_t *buf) {
+    for (int i = 0; i < p->n_sums; i++) {
+        const df_pack_sum *r = &p->sums[i];
+        if (r->what < 0) continue;
+        const df_gguf_tensor *t = &g->tensors[r->what];
+        int rc = df_gguf_read(g, t, r->offset, buf, r->nbytes);
+        if (rc) return rc;
+        uint64_t h = df_xxh64(buf, r->nbytes, 0);
+        if (h != r->xxh64) {
+            char what[128];
+            snprintf(what, sizeof what, "tensor '%s'", t->name);
+            return sum_mismatch(p, what, r, t->offset + r->offset, h);
+        }
+    }
+    return DF_OK;
+}
+
 int df_pack_check(const df_gguf *g, const df_pack *p, uint64_t *n_checked) {
     uint64_t maxr = 0, n = (uint64_t)p->n_layer * p->n_expert;
     for (uint64_t k = 0; k < n; k++)
         if ((uint64_t)p->index[k * IDX_W + 1] > maxr) maxr = (uint64_t)p->index[k * IDX_W + 1];
+    if (p->sums) {
+        for (int i = 0; i < p->n_sums; i++)
+            if (p->sums[i].what >= 0 && p->sums[i].nbytes > maxr) maxr = p->sums[i].nbytes;
+    }
+    *n_checked = 0;
+    int rc = df_pack_check_meta(p);
+    if (rc) return rc;
     uint8_t *buf = df_malloc(maxr ? maxr : 1);
     if (!buf) return DF_ERR_NOMEM;
-    *n_checked = 0;
-    int rc = DF_OK;
+    if (p->sums && (rc = check_dense(g, p, buf))) { free(buf); return rc; }
     for (uint64_t k = 0; k < n && !rc; k++) {
         const int64_t *row = &p->index[k * IDX_W];
         if (!row[1]) continue;
@@ -497,5 +688,113 @@ int df_pack_check(const df_gguf *g, const df_pack *p, uint64_t *n_checked) {
         else (*n_checked)++;
     }
     free(buf);
+    return rc;
+}
+
+/* ---- version 2 checksums ------------------------------------------------------------------- */
+int df_pack_version(const df_pack *p) { return p->version; }
+int df_pack_n_own_tensors(const df_pack *p) { return p->version >= 2 ? 3 : 2; }
+
+bool df_pack_header_changed(const df_pack *p) { return p->header_changed; }
+
+const df_pack_sum *df_pack_sums(const df_pack *p, int *n, const char **err) {
+    *n = p->n_sums;
+    if (err) *err = p->sums_err[0] ? p->sums_err : NULL;
+    return p->sums;
+}
+
+int df_pack_tensor_sums(const df_pack *p, const df_gguf_tensor *t, const df_pack_sum **rows) {
+    *rows = NULL;
+    if (!p->sums || t < p->g->tensors || t >= p->g->tensors + p->g->n_tensors) return 0;
+    size_t i = (size_t)(t - p->g->tensors);
+    if (!p->t_count[i]) return 0;
+    *rows = &p->sums[p->t_first[i]];
+    return p->t_count[i];
+}
+
+int df_pack_check_tensor(const df_pack *p, const df_gguf_tensor *t, const void *data) {
+    const df_pack_sum *rows;
+    int n = df_pack_tensor_sums(p, t, &rows);
+    for (int k = 0; k < n; k++) {
+        uint64_t h = df_xxh64((const uint8_t *)data + rows[k].offset, rows[k].nbytes, 0);
+        if (h != rows[k].xxh64) {
+            char what[128];
+            snprintf(what, sizeof what, "tensor '%s'", t->name);
+            return sum_mismatch(p, what, &rows[k], t->offset + rows[k].offset, h);
+        }
+    }
+    return DF_OK;
+}
+
+int df_pack_check_meta(const df_pack *p) {
+    if (p->version < 2) return DF_OK;
+    const char *path = p->g->shards[0].path;
+    if (!p->sums) return df_err(DF_ERR_FORMAT, "%s: %s (re-pack the model)", path, p->sums_err);
+    const df_pack_sum *self = &p->sums[p->n_sums - 1];
+    uint64_t h = df_xxh64(p->sums, self->nbytes, 0);
+    if (h != self->xxh64) {
+        const df_gguf_tensor *st = df_gguf_tensor_find(p->g, "deltafin.pack.sums");
+        return sum_mismatch(p, "checksum table deltafin.pack.sums", self, st->offset, h);
+    }
+    const df_pack_sum *hr = &p->sums[0];
+    uint8_t *b = df_malloc(hr->nbytes ? hr->nbytes : 1);
+    if (!b) return DF_ERR_NOMEM;
+    const df_gguf_shard *sh = &p->g->shards[0];
+    int rc = DF_OK;
+    if (sh->fd >= 0) {
+        ssize_t k = pread(sh->fd, b, hr->nbytes, 0);
+        if (k != (ssize_t)hr->nbytes)
+            rc = df_err(DF_ERR_IO, "%s: reading the header (%llu bytes): %s", path, (unsigned long long)hr->nbytes,
+                        k < 0 ? strerror(errno) : "short read");
+        else if ((h = df_xxh64(b, hr->nbytes, 0)) != hr->xxh64)
+            rc = sum_mismatch(p, "header and tensor table", hr, 0, h);
+    }
+    free(b);
+    if (rc) return rc;
+    const df_gguf_tensor *it = &p->g->tensors[p->index_tensor];
+    return df_pack_check_tensor(p, it, p->index);
+}
+
+uint64_t df_pack_unprotected(const df_pack *p, int *n_tensors, uint64_t *header_bytes) {
+    *n_tensors = 0;
+    *header_bytes = 0;
+    if (p->sums) return 0;
+    uint64_t n = 0;
+    for (int i = 0; i < p->g->n_tensors; i++) {
+        const df_gguf_tensor *t = &p->g->tensors[i];
+        if (t == p->region) continue;
+        if (t != &p->g->tensors[p->index_tensor]) (*n_tensors)++; /* dense tensors; the index is named apart */
+        n += t->nbytes;
+    }
+    *header_bytes = p->g->shards[0].data_start;
+    return n + *header_bytes;
+}
+
+int df_pack_check_header_raw(const df_gguf *g, uint64_t *got, uint64_t *want) {
+    const df_gguf_tensor *st = df_gguf_tensor_find(g, "deltafin.pack.sums");
+    if (!st || st->type != DF_TYPE_I64 || st->ne[0] != 4 || st->ne[1] < 3 || st->ne[1] > (1 << 24) || !g->n_shards ||
+        g->shards[0].fd < 0)
+        return DF_ERR_NOTFOUND;
+    uint64_t n = (uint64_t)st->ne[1];
+    df_pack_sum *r = df_malloc(n * sizeof *r);
+    uint8_t *b = NULL;
+    int rc = r ? df_gguf_read(g, st, 0, r, n * sizeof *r) : DF_ERR_NOMEM;
+    if (!rc && (r[n - 1].what != DF_PACK_SUM_TABLE || r[n - 1].nbytes != (n - 1) * sizeof *r ||
+                df_xxh64(r, r[n - 1].nbytes, 0) != r[n - 1].xxh64 || r[0].what != DF_PACK_SUM_HEADER ||
+                r[0].offset != 0 || r[0].nbytes > g->shards[0].file_size))
+        rc = DF_ERR_NOTFOUND; /* the table itself is not trustworthy */
+    if (!rc && !(b = df_malloc(r[0].nbytes ? r[0].nbytes : 1))) rc = DF_ERR_NOMEM;
+    if (!rc) {
+        if (pread(g->shards[0].fd, b, r[0].nbytes, 0) != (ssize_t)r[0].nbytes) rc = DF_ERR_IO;
+        else {
+            *want = r[0].xxh64;
+            *got = df_xxh64(b, r[0].nbytes, 0);
+            if (*got != *want)
+                rc = df_err(DF_ERR_CHECKSUM, "header and tensor table: checksum mismatch in %s at offset 0 (%llu bytes)",
+                            g->shards[0].path, (unsigned long long)r[0].nbytes);
+        }
+    }
+    free(b);
+    free(r);
     return rc;
 }

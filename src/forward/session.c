@@ -510,6 +510,44 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
     return DF_OK;
 }
 
+/* Non-finite logits (NaN/Inf weights, or an overflow) would be sampled as token 0 forever:
+ * name the first resident weight holding a NaN/Inf instead (the error path only: the scan
+ * dequantizes every resident tensor row by row). */
+static int nonfinite_error(const deltafin_ctx *c, int64_t at) {
+    const df_model *m = c->m;
+    const int V = m->hp.n_vocab;
+    float *row = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < m->n_bound; i++) {
+        const df_tensor *t = &m->tensors[i];
+        if (!t->data || !t->info || t->type != t->info->type || !df_can_dequantize(t->type) || t->ne[0] <= 0) continue;
+        if ((size_t)t->ne[0] > cap) {
+            free(row);
+            cap = (size_t)t->ne[0];
+            if (!(row = malloc(cap * sizeof *row))) break;
+        }
+        const uint64_t rb = df_type_row_bytes(t->type, t->ne[0]);
+        const int64_t nr = t->ne[1] * t->ne[2] * t->ne[3];
+        for (int64_t r = 0; r < nr; r++) {
+            if (df_dequantize_row(t->type, (const char *)t->data + (uint64_t)r * rb, row, t->ne[0]) < 0) break;
+            for (int64_t k = 0; k < t->ne[0]; k++)
+                if (!isfinite(row[k])) {
+                    int rc = df_err(DF_ERR_FORMAT, "the logits are not finite (%s at token %lld, id %lld): tensor "
+                                    "'%s' holds %s at row %lld element %lld (%s, row at offset %llu)",
+                                    isnan(c->logits[at]) ? "NaN" : "Inf", (long long)(at / V), (long long)(at % V),
+                                    t->info->name, isnan(row[k]) ? "NaN" : "Inf", (long long)r, (long long)k, m->path,
+                                    (unsigned long long)(t->info->offset + (uint64_t)r * rb));
+                    free(row);
+                    return rc;
+                }
+        }
+    }
+    free(row);
+    return df_err(DF_ERR_RANGE, "the logits are not finite (%s at token %lld, id %lld), but no resident weight of %s "
+                  "holds a NaN or Inf: an activation overflowed (or a streamed weight holds one)",
+                  isnan(c->logits[at]) ? "NaN" : "Inf", (long long)(at / V), (long long)(at % V), m->path);
+}
+
 int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits) {
     atomic_store(&c->cancel, 0);
     if (n <= 0) return df_err(DF_ERR_INVALID, "decode: no tokens");
@@ -537,10 +575,13 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
         else { lo = b + nt == n ? nt - 1 : nt; dst = c->logits; }
         df_weights_begin(c->w); /* serializes passes when dense layers stream */
         rc = forward_batch(c, ids + b, nt, lo, dst);
-        df_weights_end(c->w);
+        int rc_end = df_weights_end(c->w); /* a model file changed under the pass: discard it */
+        if (rc >= 0) rc = rc_end;
         if (rc < 0) break;
         c->n_past += nt;
     }
+    for (int64_t i = 0, nl = (int64_t)(all_logits ? n : 1) * hp->n_vocab; rc >= 0 && i < nl; i++)
+        if (!isfinite(c->logits[i])) rc = nonfinite_error(c, i);
     if (rc < 0) {
         c->n_logits = 0;
         /* a recurrent state may have advanced over part of the batch: rebuild it for the first

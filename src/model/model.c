@@ -414,8 +414,8 @@ int df_model_describe(df_model *m) {
     if (!m->layers || !m->tensors) return DF_ERR_NOMEM;
     m->rope_freqs = NULL;
     rc = df_model_bind_schema(m);
-    /* a packed file replaces its expert tensors by deltafin.pack.experts + .index */
-    if (rc == DF_OK && m->n_bound != m->gguf->n_tensors + (m->pack ? m->n_pack_tensors - 2 : 0)) {
+    /* a packed file replaces its expert tensors by deltafin.pack.experts + .index (+ .sums) */
+    if (rc == DF_OK && m->n_bound != m->gguf->n_tensors + (m->pack ? m->n_pack_tensors - df_pack_n_own_tensors(m->pack) : 0)) {
         /* like llama.cpp's "wrong number of tensors", but name the culprit */
         const char *extra = "?";
         for (int i = 0; i < m->gguf->n_tensors; i++) {

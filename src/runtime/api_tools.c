@@ -13,10 +13,12 @@
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "model/model.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 
 #include <errno.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- process and errors ------------------------------------------------------------------ */
@@ -99,6 +101,20 @@ void deltafin_vocab_get_info(const deltafin_vocab *v, deltafin_vocab_info *out) 
     out->add_eos = df_tokenizer_add_eos(t);
 }
 
+/* ---- chat templates ---------------------------------------------------------------------- */
+int deltafin_chat_template_check(const char *name) {
+    if (name && df_chat_builtin_template(name)) return DF_OK;
+    char list[512] = "";
+    size_t w = 0;
+    for (const char *const *n = df_chat_builtin_names(); *n && w + 2 < sizeof list; n++) {
+        int k = snprintf(list + w, sizeof list - w, "%s%s", w ? ", " : "", *n);
+        if (k < 0) break;
+        w += (size_t)k;
+    }
+    return df_err(DF_ERR_INVALID, "unknown chat template '%s' (built in: %s; without --chat-template the model's own "
+                  "template is used)", name ? name : "(null)", list);
+}
+
 /* ---- tensor types ------------------------------------------------------------------------ */
 int deltafin_type_from_name(const char *name) {
     int t = name ? df_type_from_name(name) : -1;
@@ -126,16 +142,19 @@ int deltafin_pack(const char *in_path, const char *out_path, const deltafin_pack
         o.progress_tty = p->progress == DELTAFIN_PROGRESS_BAR;
         o.progress_lines = p->progress == DELTAFIN_PROGRESS_LINES;
         o.fail_after = p->fail_after;
+        o.version = p->version;
     }
     return df_pack_write(in_path, out_path, &o);
 }
 
-int deltafin_pack_check(const char *path, uint64_t *n_records) {
+int deltafin_pack_check(const char *path, uint64_t *n_records, int *version) {
     df_gguf *g = NULL;
     df_pack *p = NULL;
     *n_records = 0;
+    if (version) *version = 0;
     int rc = df_gguf_open(path, &g);
     if (!rc) rc = df_pack_open(g, &p);
+    if (!rc && version) *version = df_pack_version(p);
     if (!rc) rc = df_pack_check(g, p, n_records);
     df_pack_close(p);
     df_gguf_close(g);
@@ -152,10 +171,106 @@ int deltafin_file_check(const char *path, bool *packed) {
     return DF_OK;
 }
 
-/* Reads each record with its own pread (a short read names the truncation) and checks it. */
-static int verify_records(const df_gguf *g, const df_pack *p, int (*cb)(void *, const deltafin_pack_record *),
-                          void *ud, uint64_t *n_ok, uint64_t *n_bad) {
-    const int L = df_pack_n_layers(p), E = df_pack_n_experts(p);
+int deltafin_file_check_one(const char *path) {
+    df_gguf *g = NULL;
+    int rc = df_gguf_open_single(path, &g);
+    df_gguf_close(g);
+    return rc;
+}
+
+/* One part read with its own pread: a short read says where the file ends now. */
+static int read_part(const df_gguf_shard *sh, uint8_t *buf, uint64_t n, uint64_t off, char *err, size_t cap) {
+    ssize_t got = pread(sh->fd, buf, n, (off_t)off);
+    if (got == (ssize_t)n) return DF_OK;
+    struct stat st;
+    if (got < 0) snprintf(err, cap, "%s", strerror(errno));
+    else if (fstat(sh->fd, &st) == 0 && (uint64_t)st.st_size < off + n)
+        snprintf(err, cap, "truncated: the file ends at byte %llu, this part needs bytes up to %llu",
+                 (unsigned long long)st.st_size, (unsigned long long)(off + n));
+    else snprintf(err, cap, "short read: %lld of %llu bytes", (long long)got, (unsigned long long)n);
+    return DF_ERR_IO;
+}
+
+typedef struct {
+    const df_gguf *g;
+    const df_pack *p;
+    int (*cb)(void *, const deltafin_pack_record *);
+    void *ud;
+    deltafin_pack_verify_result *res;
+    uint8_t *buf;
+    uint64_t done, total;
+    bool stop;
+    char err[256];
+} verifier;
+
+/* Read [off, off + n) of shard 0 (a packed file is one file), hash it, report it. */
+static void check_part(verifier *v, deltafin_pack_record *pr, uint64_t want) {
+    const df_gguf_shard *sh = &v->g->shards[0];
+    pr->path = sh->path;
+    pr->xxh64_expected = want;
+    pr->status = read_part(sh, v->buf, pr->nbytes, pr->offset, v->err, sizeof v->err);
+    if (pr->status) pr->error = v->err;
+    else {
+        pr->xxh64 = df_xxh64(v->buf, pr->nbytes, 0);
+        if (pr->xxh64 != want) pr->status = DF_ERR_CHECKSUM;
+    }
+    if (pr->status) v->res->n_bad++;
+    else v->res->n_ok++;
+    v->done += pr->nbytes;
+    pr->done = v->done;
+    pr->total = v->total;
+    if (v->cb && !v->stop && v->cb(v->ud, pr)) v->stop = true;
+}
+
+/* Version 2: the table's own row, the header, every dense tensor chunk, the index. */
+static void verify_sums(verifier *v) {
+    int n = 0;
+    const char *why = NULL;
+    const df_pack_sum *rows = df_pack_sums(v->p, &n, &why);
+    const df_gguf_tensor *st = df_gguf_tensor_find(v->g, "deltafin.pack.sums");
+    if (!rows) {
+        bool hdr = df_pack_header_changed(v->p);
+        deltafin_pack_record pr = {.kind = hdr ? DELTAFIN_PACK_PART_HEADER : DELTAFIN_PACK_PART_TABLE,
+                                   .tensor = "deltafin.pack.sums", .path = v->g->shards[0].path,
+                                   .offset = hdr ? 0 : st->offset, .nbytes = hdr ? v->g->shards[0].data_start : st->nbytes,
+                                   .status = DF_ERR_FORMAT, .error = why};
+        v->res->n_bad++;
+        if (v->cb && !v->stop && v->cb(v->ud, &pr)) v->stop = true;
+        return;
+    }
+    const df_pack_sum *self = &rows[n - 1];
+    deltafin_pack_record pr = {.kind = DELTAFIN_PACK_PART_TABLE, .tensor = "deltafin.pack.sums",
+                               .offset = st->offset, .nbytes = self->nbytes};
+    check_part(v, &pr, self->xxh64);
+    int last = -1;
+    for (int i = 0; i < n - 1 && !v->stop; i++) {
+        const df_pack_sum *r = &rows[i];
+        deltafin_pack_record q = {.nbytes = r->nbytes};
+        if (r->what == DF_PACK_SUM_HEADER) {
+            q.kind = DELTAFIN_PACK_PART_HEADER;
+            q.offset = 0;
+            v->res->header_bytes = r->nbytes;
+        } else {
+            const df_gguf_tensor *t = &v->g->tensors[r->what];
+            bool is_index = !strcmp(t->name, "deltafin.pack.index");
+            q.kind = is_index ? DELTAFIN_PACK_PART_INDEX : DELTAFIN_PACK_PART_TENSOR;
+            q.tensor = t->name;
+            q.tensor_offset = r->offset;
+            q.tensor_bytes = t->nbytes;
+            q.offset = t->offset + r->offset;
+            if (!is_index && r->what != last) {
+                v->res->n_tensors++;
+                v->res->tensor_bytes += t->nbytes;
+            }
+            last = (int)r->what;
+        }
+        check_part(v, &q, r->xxh64);
+    }
+}
+
+/* Every expert record. */
+static int verify_records(verifier *v) {
+    const int L = df_pack_n_layers(v->p), E = df_pack_n_experts(v->p);
     uint64_t n = (uint64_t)L * (uint64_t)E, nloc;
     df_expert_loc *locs = NULL;
     df_expert_record *rec = NULL;
@@ -164,49 +279,74 @@ static int verify_records(const df_gguf *g, const df_pack *p, int (*cb)(void *, 
         free(locs);
         return DF_ERR_NOMEM;
     }
-    int rc = df_pack_locs(p, locs, rec);
-    uint64_t maxr = 0, total = 0, done = 0;
-    for (uint64_t k = 0; k < n; k++) {
-        if (rec[k].nbytes > maxr) maxr = rec[k].nbytes;
-        total += rec[k].nbytes;
-    }
-    uint8_t *buf = rc ? NULL : df_malloc(maxr ? maxr : 1);
-    if (!rc && !buf) rc = DF_ERR_NOMEM;
-    for (uint64_t k = 0; k < n && !rc; k++) {
+    int rc = df_pack_locs(v->p, locs, rec);
+    for (uint64_t k = 0; k < n && !rc && !v->stop; k++) {
         const df_expert_record *r = &rec[k];
         if (!r->nbytes) continue;
-        deltafin_pack_record pr = {.layer = (int)(k / (uint64_t)E), .expert = (int)(k % (uint64_t)E),
-                                   .path = g->shards[r->file].path, .offset = r->offset, .nbytes = r->nbytes,
-                                   .xxh64_expected = r->xxh64, .total = total};
-        ssize_t got = pread(g->shards[r->file].fd, buf, r->nbytes, (off_t)r->offset);
-        if (got != (ssize_t)r->nbytes) {
-            pr.status = DF_ERR_IO;
-            pr.error = got < 0 ? strerror(errno) : "short read (file truncated?)";
-        } else {
-            pr.xxh64 = df_xxh64(buf, r->nbytes, 0);
-            pr.status = pr.xxh64 == r->xxh64 ? DF_OK : DF_ERR_CHECKSUM;
-        }
-        if (pr.status) (*n_bad)++;
-        else (*n_ok)++;
-        done += r->nbytes;
-        pr.done = done;
-        if (cb && cb(ud, &pr)) break;
+        deltafin_pack_record pr = {.kind = DELTAFIN_PACK_PART_EXPERT, .layer = (int)(k / (uint64_t)E),
+                                   .expert = (int)(k % (uint64_t)E), .offset = r->offset, .nbytes = r->nbytes};
+        check_part(v, &pr, r->xxh64);
+        v->res->n_records++;
     }
-    free(buf);
     free(rec);
     free(locs);
     return rc;
 }
 
+/* The largest part to read and the bytes of all parts (for the buffer and the progress). */
+static int verify_sizes(const df_gguf *g, const df_pack *p, uint64_t *maxr, uint64_t *total) {
+    int n = 0;
+    const df_pack_sum *rows = df_pack_sums(p, &n, NULL);
+    *maxr = *total = 0;
+    for (int i = 0; i < n; i++) {
+        *total += rows[i].nbytes;
+        if (rows[i].nbytes > *maxr) *maxr = rows[i].nbytes;
+    }
+    uint64_t nrec = (uint64_t)df_pack_n_layers(p) * (uint64_t)df_pack_n_experts(p);
+    df_expert_loc *locs = df_calloc(nrec * 3 + 1, sizeof *locs);
+    df_expert_record *rec = df_calloc(nrec + 1, sizeof *rec);
+    int rc = locs && rec ? df_pack_locs(p, locs, rec) : DF_ERR_NOMEM;
+    for (uint64_t k = 0; k < nrec && !rc; k++) {
+        *total += rec[k].nbytes;
+        if (rec[k].nbytes > *maxr) *maxr = rec[k].nbytes;
+    }
+    free(locs);
+    free(rec);
+    (void)g;
+    return rc;
+}
+
 int deltafin_pack_verify(const char *path, int (*cb)(void *ud, const deltafin_pack_record *r), void *ud,
-                         uint64_t *n_ok, uint64_t *n_bad) {
-    *n_ok = *n_bad = 0;
+                         deltafin_pack_verify_result *res) {
+    memset(res, 0, sizeof *res);
     df_gguf *g = NULL;
     int rc = df_gguf_open(path, &g);
     if (rc < 0) return rc;
     df_pack *p = NULL;
     rc = df_pack_open(g, &p);
-    if (rc == DF_OK) rc = verify_records(g, p, cb, ud, n_ok, n_bad);
+    uint64_t got = 0, want = 0;
+    if (rc == DF_ERR_FORMAT && df_pack_check_header_raw(g, &got, &want) == DF_ERR_CHECKSUM) {
+        /* the pack keys were damaged: say it is the header (nothing else can be checked) */
+        deltafin_pack_record pr = {.kind = DELTAFIN_PACK_PART_HEADER, .path = g->shards[0].path,
+                                   .nbytes = g->shards[0].data_start, .status = DF_ERR_CHECKSUM, .xxh64 = got,
+                                   .xxh64_expected = want};
+        res->version = 2;
+        res->n_bad = 1;
+        if (cb) cb(ud, &pr);
+        df_gguf_close(g);
+        return DF_OK;
+    }
+    verifier v = {.g = g, .p = p, .cb = cb, .ud = ud, .res = res};
+    uint64_t maxr = 0;
+    if (rc == DF_OK) {
+        res->version = df_pack_version(p);
+        res->unprotected_bytes = df_pack_unprotected(p, &res->unprotected_tensors, &res->header_bytes);
+        rc = verify_sizes(g, p, &maxr, &v.total);
+    }
+    if (rc == DF_OK && !(v.buf = df_malloc(maxr ? maxr : 1))) rc = DF_ERR_NOMEM;
+    if (rc == DF_OK && res->version >= 2) verify_sums(&v);
+    if (rc == DF_OK) rc = verify_records(&v);
+    free(v.buf);
     df_pack_close(p);
     df_gguf_close(g);
     return rc;

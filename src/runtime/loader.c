@@ -280,8 +280,15 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
         df_log(DF_LOG_INFO, "%s", df_plan_dense_str(plan, buf, sizeof buf));
     }
     const bool skip = (flags & DF_LOAD_SKIP_EXPERTS) || plan->experts_stream;
+    if (m->params.verify_on_load && m->pack && df_pack_version(m->pack) < 2)
+        df_log(DF_LOG_WARN, "--verify-on-load: %s is a version 1 pack: its dense tensors carry no checksum (pack the "
+               "source model again to protect them)", m->path);
+    else if (m->params.verify_on_load && !m->pack)
+        df_log(DF_LOG_WARN, "--verify-on-load: %s is not a packed model and carries no checksums; check the whole "
+               "file with `deltafin verify --sha256 HEX` (or its .sha256 manifest)", m->path);
     df_resident_opts ro = {
         .skip_experts = skip, .ds = w->ds, .mem_limit = m->params.mem_limit, .mlock = m->params.mlock,
+        .verify = m->params.verify_on_load,
         .progress = m->params.progress_cb, .progress_ud = m->params.progress_ud,
         .progress_log = m->params.progress, .n_threads = m->params.n_threads,
     };
@@ -310,7 +317,7 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
         rc = df_dense_stream_open(w->ds, e, m->params.mlock);
         if (rc) return rc;
     }
-    return DF_OK;
+    return df_weights_watch_files(w);
 }
 
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out) {
@@ -327,6 +334,8 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     int engine = DF_IO_AUTO;
     int rc = m->path ? df_gguf_open(path, &m->gguf) : DF_ERR_NOMEM;
     if (rc == DF_OK) rc = df_model_describe(m);
+    /* a packed file's header, tensor table and expert index: cheap, so at every load */
+    if (rc == DF_OK && m->pack && !m->meta_only) rc = df_pack_check_meta(m->pack);
     if (rc == DF_OK && m->rope.n_rot > 0) df_rope_init(&m->rope);
     if (rc == DF_OK && m->params.io_engine) rc = df_io_engine_parse(m->params.io_engine, &engine);
     if (rc == DF_OK) rc = expert_layout_make(m, &x);

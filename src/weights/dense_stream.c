@@ -5,6 +5,9 @@
  * placement rule puts the run's bytes at region + offset % 4096 for every engine. Runs are
  * read as requests of at most 8 MiB split at 4 KiB-aligned file offsets (parallel on the
  * df_io threads; the pieces land contiguously).
+ * Packed models (version 2) carry a checksum of every dense tensor: each layer read is checked
+ * on the I/O thread that completes it, before the layer can be acquired (a mismatch names the
+ * layer, tensor, file and offset; the layer is read again next time).
  * Threading: `mu` guards buffer state and statistics (I/O completions take it briefly); `pass`
  * serializes forward passes and is held from df_dense_begin to df_dense_end. */
 #include "weights/dense_stream.h"
@@ -64,6 +67,7 @@ struct df_dense_stream {
     pthread_t owner;
     bool in_pass;
     bool opened;
+    bool verify;                 /* the pack has checksums for the dense tensors: check each layer read */
     df_dense_stats st;
 };
 
@@ -259,6 +263,7 @@ int df_dense_stream_create(df_model *m, int n_resident, int n_buf, uint64_t buf_
     ds->buf_bytes = buf_bytes;
     for (int b = 0; b < 2; b++) ds->buf[b].layer = -1;
     ds->chunk = chunk >= DF_IO_ALIGN && chunk <= (1ull << 30) ? chunk & ~(uint64_t)(DF_IO_ALIGN - 1) : DS_CHUNK;
+    ds->verify = m->pack && df_pack_version(m->pack) >= 2;
     int rc = ds_build(m, ds);
     if (rc) { ds_destroy(ds); return rc; }
     *out = ds;
@@ -338,6 +343,23 @@ void df_dense_stream_free(df_dense_stream *ds) {
 
 /* ---- forward pass -------------------------------------------------------------------------- */
 
+/* Packed models (version 2): check every tensor of layer il in buffer b against the pack's
+ * checksums. Runs on the I/O thread that completed the layer's last read, without mu; b stays
+ * pending meanwhile, so nothing reads or reuses it. */
+static int verify_layer(df_dense_stream *ds, ds_buf *b, int il, uint64_t *fail_off, char *err, size_t cap) {
+    const ds_layer *dl = &ds->layers[il];
+    for (int k = dl->t0; k < dl->t0 + dl->nt; k++) {
+        const df_tensor *t = ds->tens[k].t;
+        int rc = df_pack_check_tensor(ds->m->pack, t->info, b->mem + ds->tens[k].at);
+        if (rc) {
+            *fail_off = t->info->offset;
+            snprintf(err, cap, "%s", df_errmsg());
+            return rc;
+        }
+    }
+    return DF_OK;
+}
+
 static void req_done(df_io_req *r) {
     ds_req *q = r->ud;
     df_dense_stream *ds = q->ds;
@@ -352,6 +374,20 @@ static void req_done(df_io_req *r) {
         }
     } else {
         ds->st.bytes_read += r->len;
+    }
+    if (b->pending == 1 && !b->status && ds->verify) {
+        const int il = b->layer;
+        char err[sizeof b->err];
+        uint64_t off = 0;
+        pthread_mutex_unlock(&ds->mu);
+        int rc = verify_layer(ds, b, il, &off, err, sizeof err);
+        pthread_mutex_lock(&ds->mu);
+        if (rc && !b->status) {
+            b->status = rc;
+            b->fail_off = off;
+            b->fail_len = 1;
+            memcpy(b->err, err, sizeof err);
+        }
     }
     if (--b->pending == 0) pthread_cond_broadcast(&ds->cv);
     pthread_mutex_unlock(&ds->mu);
@@ -451,7 +487,8 @@ int df_dense_acquire(df_dense_stream *ds, int il) {
         for (int r = ds->layers[il].r0; r < ds->layers[il].r0 + ds->layers[il].nr; r++)
             if (ds->runs[r].off <= b->fail_off && b->fail_off < ds->runs[r].off + ds->runs[r].len) shard = ds->runs[r].shard;
         const df_tensor *t = tensor_at(m, ds, il, shard, b->fail_off, b->fail_len);
-        int rc = df_err(b->status, "dense layer %d tensor '%s': %s", il, t->info->name, b->err);
+        int rc = b->status == DF_ERR_CHECKSUM ? df_err(b->status, "dense layer %d %s", il, b->err) /* names it */
+                                              : df_err(b->status, "dense layer %d tensor '%s': %s", il, t->info->name, b->err);
         b->layer = -1; /* read again next time */
         b->status = DF_OK;
         pthread_mutex_unlock(&ds->mu);

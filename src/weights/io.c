@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #ifdef DF_HAVE_URING
 #include <liburing.h>
@@ -216,14 +217,42 @@ static void read_direct(df_io *io, df_io_req *r) {
                  (unsigned long long)r->len, (unsigned long long)f->size);
 }
 
+/* Copy from the mapping without touching it directly: a file truncated under the mapping makes
+ * a plain memcpy die of SIGBUS, while process_vm_readv on our own pages returns what it could
+ * copy (EFAULT past the end). Returns the bytes copied, or -1 when the call is unavailable. */
+static int64_t copy_mapped(uint8_t *dst, const uint8_t *src, uint64_t n) {
+    uint64_t done = 0;
+    while (done < n) {
+        struct iovec l = {dst + done, (size_t)(n - done)}, rm = {(void *)(src + done), (size_t)(n - done)};
+        ssize_t k = process_vm_readv(getpid(), &l, 1, &rm, 1, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return errno == EFAULT ? (int64_t)done : -1;
+        if (k == 0) break;
+        done += (uint64_t)k;
+    }
+    return (int64_t)done;
+}
+
 static void read_mmap(df_io *io, df_io_req *r) {
     io_file *f = &io->f[r->file];
     if (!f->map) { read_buffered(io, r); return; }
     uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t a0 = r->offset - r->offset % pg, a1 = r->offset + r->len;
+    struct stat st;
+    if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size < a1) { /* truncated since it was mapped */
+        req_fail(r, DF_ERR_IO, "%s: short read at offset %llu: the file was truncated to %llu bytes (needs %llu)",
+                 f->path, (unsigned long long)r->offset, (unsigned long long)st.st_size, (unsigned long long)a1);
+        return;
+    }
     /* MADV_RANDOM mapping: start the reads of exactly this range, then fault it in */
     (void)madvise(f->map + a0, (size_t)(a1 - a0), MADV_WILLNEED);
-    memcpy(r->data, f->map + r->offset, r->len);
+    int64_t k = copy_mapped(r->data, f->map + r->offset, r->len);
+    if (k < 0) memcpy(r->data, f->map + r->offset, r->len); /* no process_vm_readv: the fstat above guards */
+    else if ((uint64_t)k < r->len) {
+        req_fail(r, DF_ERR_IO, "%s: short read at offset %llu: got %lld of %llu bytes (file truncated while mapped?)",
+                 f->path, (unsigned long long)r->offset, (long long)k, (unsigned long long)r->len);
+        return;
+    }
     /* unmap the faulted pages from this process, then drop them from the page cache */
     (void)madvise(f->map + a0, (size_t)(a1 - a0), MADV_DONTNEED);
     drop_pages(f, a0, a1 - a0);

@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 /* ---- resident tensors ------------------------------------------------------------------ */
 static void *anon_alloc(uint64_t n) {
@@ -127,6 +128,11 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
                                     POSIX_FADV_DONTNEED);
             o += n;
         }
+        int rc;
+        if (ro->verify && m->pack && (rc = df_pack_check_tensor(m->pack, t->info, t->data)) < 0) {
+            free(offs);
+            return df_err_prefix(rc, "--verify-on-load");
+        }
         done += t->info->nbytes;
         if (ro->progress) ro->progress(ro->progress_ud, done, to_read);
         if (ro->progress_log && df_time_ns() - last > 500000000ull) {
@@ -203,6 +209,7 @@ int df_weights_create(df_model *m, df_weights **out) {
 
 void df_weights_free(df_weights *w) {
     if (!w) return;
+    free(w->files);
     df_dense_stream_free(w->ds);
     if (w->has_ex && w->ex.destroy) w->ex.destroy(w->ex.ud);
     if (w->dense_mem) munmap(w->dense_mem, (size_t)(w->dense_bytes ? w->dense_bytes : 1));
@@ -210,9 +217,81 @@ void df_weights_free(df_weights *w) {
     free(w);
 }
 
+/* ---- the model files while they stream ----------------------------------------------------- */
+typedef struct df_file_id { uint64_t size; int64_t mtime_s, mtime_ns; int fd; } df_file_id;
+
+int df_weights_watch_files(df_weights *w) {
+    const df_gguf *g = w->m->gguf;
+    free(w->files);
+    w->files = df_calloc((size_t)g->n_shards + 1, sizeof *w->files);
+    if (!w->files) return DF_ERR_NOMEM;
+    w->n_files = g->n_shards;
+    for (int i = 0; i < g->n_shards; i++) {
+        struct stat st;
+        df_file_id *f = &w->files[i];
+        f->fd = g->shards[i].fd;
+        if (f->fd < 0 || fstat(f->fd, &st) < 0) { f->fd = -1; continue; }
+        *f = (df_file_id){(uint64_t)st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, f->fd};
+    }
+    return DF_OK;
+}
+
+/* What lies at byte `off` of file `shard`: a tensor, or a packed model's (layer, expert) record. */
+static void describe_offset(const df_model *m, int shard, uint64_t off, char *buf, size_t cap) {
+    const df_gguf *g = m->gguf;
+    const df_gguf_tensor *best = NULL;
+    for (int i = 0; i < g->n_tensors; i++) { /* the first tensor whose data ends past off */
+        const df_gguf_tensor *t = &g->tensors[i];
+        if (t->shard == shard && t->offset + t->nbytes > off && (!best || t->offset < best->offset)) best = t;
+    }
+    snprintf(buf, cap, "%s%s%s", best ? "tensor '" : "nothing", best ? best->name : "", best ? "'" : "");
+    if (m->pack && best && !strcmp(best->name, "deltafin.pack.experts"))
+        for (int l = 0; l < m->hp.n_layer; l++)
+            for (int e = 0; e < m->hp.n_expert; e++)
+                for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
+                    df_expert_loc lc;
+                    if (df_pack_expert_loc(m->pack, l, e, p, &lc) == DF_OK && lc.offset + lc.nbytes > off) {
+                        snprintf(buf, cap, "layer %d expert %d", l, e);
+                        df_err_clear();
+                        return;
+                    }
+                }
+    df_err_clear();
+}
+
+/* One fstat per file and pass, only when something is read from the files during passes. */
+static int check_files(const df_weights *w) {
+    if (!w->files || (!w->store && !w->ds)) return DF_OK;
+    const df_gguf *g = w->m->gguf;
+    for (int i = 0; i < w->n_files; i++) {
+        const df_file_id *f = &w->files[i];
+        struct stat st;
+        if (f->fd < 0 || fstat(f->fd, &st) < 0) continue;
+        const char *path = g->shards[i].path;
+        if (st.st_nlink == 0)
+            return df_err(DF_ERR_IO, "%s: the model file was deleted or replaced while in use (reload the model)", path);
+        if ((uint64_t)st.st_size < f->size) {
+            char what[128];
+            describe_offset(w->m, i, (uint64_t)st.st_size, what, sizeof what);
+            return df_err(DF_ERR_IO, "%s: the model file changed while in use: truncated from %llu to %llu bytes, "
+                          "cutting off %s at offset %llu (reload the model)", path, (unsigned long long)f->size,
+                          (unsigned long long)st.st_size, what, (unsigned long long)st.st_size);
+        }
+        if ((uint64_t)st.st_size != f->size)
+            return df_err(DF_ERR_IO, "%s: the model file changed while in use: grown from %llu to %llu bytes (reload "
+                          "the model)", path, (unsigned long long)f->size, (unsigned long long)st.st_size);
+        if (st.st_mtim.tv_sec != f->mtime_s || st.st_mtim.tv_nsec != f->mtime_ns)
+            return df_err(DF_ERR_IO, "%s: the model file was modified while in use (reload the model)", path);
+    }
+    return DF_OK;
+}
+
 /* ---- the forward pass ---------------------------------------------------------------------- */
 void df_weights_begin(df_weights *w) { if (w->ds) df_dense_begin(w->ds); }
-void df_weights_end(df_weights *w) { if (w->ds) df_dense_end(w->ds); }
+int df_weights_end(df_weights *w) {
+    if (w->ds) df_dense_end(w->ds);
+    return check_files(w);
+}
 int df_weights_layer_acquire(df_weights *w, int il) { return w->ds ? df_dense_acquire(w->ds, il) : DF_OK; }
 void df_weights_layer_release(df_weights *w, int il) { if (w->ds) df_dense_release(w->ds, il); }
 

@@ -57,6 +57,9 @@ typedef struct df_weights {
     struct df_store *store;                    /* the expert store when experts stream, else NULL */
     /* streamed dense layers, or NULL when every dense tensor is resident */
     struct df_dense_stream *ds;
+    /* the model files as they were when loading finished (df_weights_watch_files) */
+    struct df_file_id *files;
+    int n_files;
 } df_weights;
 
 /* ---- setup (runtime/loader.c) ------------------------------------------------------------- */
@@ -68,6 +71,7 @@ typedef struct {
     uint64_t mem_limit;                      /* > 0: refuse when resident bytes exceed it and
                                               * drop the file's page-cache pages after reading */
     bool mlock;
+    bool verify;                             /* check each tensor against the pack's checksums */
     void (*progress)(void *ud, uint64_t done, uint64_t total);
     void *progress_ud;
     bool progress_log;
@@ -87,9 +91,16 @@ void df_weights_use_store(df_weights *w, struct df_store *s);
 void df_weights_use_dense_stream(df_weights *w, struct df_dense_stream *ds);
 void df_weights_free(df_weights *w);
 
+/* After loading: remember the model files' identity (size, modification time, link count), so
+ * a pass that read from a file truncated, rewritten, replaced or deleted since then fails
+ * instead of computing with other bytes (checked at df_weights_end when anything streams). */
+int df_weights_watch_files(df_weights *w);
+
 /* ---- the forward pass ---------------------------------------------------------------------- */
 void df_weights_begin(df_weights *w);
-void df_weights_end(df_weights *w);
+/* Ends the pass: DF_OK, or DF_ERR_IO naming the file when a model file that weights are read
+ * from during passes changed since load (the pass's results must be discarded). */
+int df_weights_end(df_weights *w);
 int df_weights_layer_acquire(df_weights *w, int il);
 void df_weights_layer_release(df_weights *w, int il);
 static inline int df_weights_expert_acquire(df_weights *w, int layer, int expert, df_expert_w *out) {

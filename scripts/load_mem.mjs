@@ -1,0 +1,73 @@
+// Memory-under-load client for deltafin serve (no dependencies: Node >= 18 fetch).
+// Usage: node scripts/load_mem.mjs URL API_KEY SERVER_PID SECONDS [clients=32] [max_tokens=600] [cgroup_dir]
+// `clients` workers send long requests back to back for SECONDS (chat and completion, half of
+// them streamed; every 8th streamed one is dropped by the client mid-stream), checking every
+// answer. The server's RSS (VmRSS) and, with cgroup_dir, the cgroup's charge are sampled every
+// second. Prints one JSON line: requests, tokens, errors, samples, peak RSS, the mean RSS of the
+// first and of the last minute and the least-squares RSS slope over the run (bytes per minute).
+// Exit 1 on a wrong answer or when the server is gone.
+import { readFileSync } from 'node:fs';
+
+const [url, key, pid, secs, nClients = '32', maxTok = '600', cg = ''] = process.argv.slice(2);
+const clients = Number(nClients), deadline = performance.now() + Number(secs) * 1000, max_tokens = Number(maxTok);
+const H = { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` };
+const rss = () => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]) * 1024;
+const cgUse = () => cg ? Number(readFileSync(`${cg}/memory.usage_in_bytes`, 'utf8')) : 0;
+
+let bad = 0, done = 0, dropped = 0, refused = 0, tokens = 0;
+const samples = [];
+function fail(i, what) { bad++; if (bad < 20) console.error(`request ${i}: ${what}`); }
+
+async function one(i) {
+  const stream = i % 2 === 1, chat = i % 4 < 2;
+  const path = chat ? '/v1/chat/completions' : '/v1/completions';
+  const body = chat ? { messages: [{ role: 'user', content: `Tell story number ${i} at length.` }], max_tokens, seed: i, stream }
+                    : { prompt: `Chapter ${i}. Once upon a time`, max_tokens, seed: i, stream };
+  const ac = new AbortController();
+  const r = await fetch(url + path, { method: 'POST', headers: H, body: JSON.stringify(body), signal: ac.signal });
+  if (r.status === 429 || r.status === 503) { refused++; await r.text(); return; }
+  if (r.status !== 200) return fail(i, `status ${r.status}: ${(await r.text()).slice(0, 200)}`);
+  if (stream && i % 16 === 1) { // hang up mid-stream
+    const rd = r.body.getReader();
+    await rd.read();
+    ac.abort();
+    dropped++;
+    return;
+  }
+  const text = await r.text();
+  if (stream) {
+    const ev = text.split('\n\n').filter(e => e.startsWith('data: '));
+    if (ev.at(-1) !== 'data: [DONE]') return fail(i, 'stream without [DONE]');
+    tokens += ev.length - 1;
+  } else {
+    const j = JSON.parse(text);
+    if (!j.usage || !j.choices?.[0]) return fail(i, `bad body ${text.slice(0, 200)}`);
+    tokens += j.usage.completion_tokens;
+  }
+  done++;
+}
+
+const t0 = performance.now();
+const sampler = setInterval(() => {
+  try { samples.push([(performance.now() - t0) / 1000, rss(), cgUse()]); } catch (e) { bad++; console.error(`server gone: ${e}`); }
+}, 1000);
+let next = 0;
+const worker = async () => {
+  while (performance.now() < deadline) { const i = next++; try { await one(i); } catch (e) { if (e.name !== 'AbortError') fail(i, String(e)); } }
+};
+await Promise.all(Array.from({ length: clients }, worker));
+clearInterval(sampler);
+const T = (performance.now() - t0) / 1000;
+const mean = a => a.reduce((s, x) => s + x, 0) / Math.max(1, a.length);
+const first = samples.filter(s => s[0] <= 60).map(s => s[1]), last = samples.filter(s => s[0] >= T - 60).map(s => s[1]);
+// least-squares slope of RSS over time, after the first minute (warm-up: caches fill)
+const w = samples.filter(s => s[0] > 60);
+const mt = mean(w.map(s => s[0])), mr = mean(w.map(s => s[1]));
+const slope = w.length > 2 ? w.reduce((s, x) => s + (x[0] - mt) * (x[1] - mr), 0) / w.reduce((s, x) => s + (x[0] - mt) ** 2, 0) * 60 : 0;
+console.log(JSON.stringify({
+  seconds: +T.toFixed(1), clients, requests_done: done, dropped, refused, wrong: bad, tokens,
+  tok_per_s: +(tokens / T).toFixed(1), samples: samples.length,
+  peak_rss: Math.max(...samples.map(s => s[1])), peak_cgroup: Math.max(...samples.map(s => s[2])),
+  rss_first_min: Math.round(mean(first)), rss_last_min: Math.round(mean(last)), rss_slope_per_min: Math.round(slope),
+}));
+process.exit(bad ? 1 : 0);
