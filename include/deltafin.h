@@ -71,6 +71,7 @@ void deltafin_log(int level, const char *fmt, ...) __attribute__((format(printf,
 typedef struct deltafin_model deltafin_model;
 typedef struct deltafin_ctx deltafin_ctx;
 typedef struct deltafin_sampler deltafin_sampler;
+typedef struct deltafin_grammar deltafin_grammar;
 
 /* ---- model ------------------------------------------------------------------------- */
 /* Expert prefetch / router look-ahead (docs/streaming.md). */
@@ -340,6 +341,11 @@ int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, in
 
 /* ---- sampling (llama.cpp's default chain) ------------------------------------------------ */
 typedef struct {
+    int32_t token;
+    float bias;             /* added to the token's logit; -INFINITY bans it */
+} deltafin_logit_bias;
+
+typedef struct {
     float temp;             /* 0.8; <= 0: greedy */
     int top_k;              /* 40; <= 0 disables */
     float top_p;            /* 0.95; 1 disables */
@@ -349,6 +355,9 @@ typedef struct {
     float freq_penalty;     /* 0 */
     float presence_penalty; /* 0 */
     uint64_t seed;          /* UINT64_MAX: random */
+    /* logit bias, applied before every other stage (llama.cpp's order); copied by create */
+    const deltafin_logit_bias *logit_bias;
+    int n_logit_bias;
 } deltafin_sampler_params;
 
 deltafin_sampler_params deltafin_sampler_default_params(void);
@@ -361,6 +370,42 @@ void deltafin_sampler_accept(deltafin_sampler *s, int32_t id);
 /* Probability of the chosen token and top alternatives of the last sample() (for logprobs):
  * fills up to n (id, logprob) pairs sorted by probability, returns the count. */
 int deltafin_sampler_top(const deltafin_sampler *s, int n, int32_t *ids, float *logprobs);
+/* Constrain sampling with a grammar (below); the sampler owns g from now on (freed with it;
+ * NULL detaches and frees the one attached). Every token accepted after this call advances the
+ * grammar, so attach it after accepting the prompt's tokens (they feed the penalties only).
+ * sample() then returns only tokens the grammar allows (the chain's choice when allowed, else
+ * the chain run again over the allowed tokens; -1 with an error when none is); end-of-
+ * generation ids are allowed exactly when the grammar may end. */
+int deltafin_sampler_set_grammar(deltafin_sampler *s, deltafin_grammar *g);
+
+/* ---- grammars (llama.cpp's GBNF; docs/server.md "Constrained output") ---------------------
+ * A grammar is one generation's constraint, compiled for a vocabulary: rules in llama.cpp's
+ * GBNF syntax (its grammars work unchanged: literals, classes, groups, * + ? {m,n}, <token>
+ * and <[id]> elements), matched over the tokens' text as llama.cpp's sampler does (control
+ * tokens by their text). Errors name line:column. The vocabulary must outlive the grammar. */
+/* Compile gbnf (root: the start rule, "root" when NULL) for vocabulary v. */
+int deltafin_grammar_create(const deltafin_vocab *v, const char *gbnf, const char *root, deltafin_grammar **out);
+/* Parse only (no vocabulary: <text> token elements are an error): for validating input early. */
+int deltafin_grammar_check(const char *gbnf, const char *root);
+void deltafin_grammar_free(deltafin_grammar *g);
+/* Lazy grammar: unconstrained until one of the words appears in the accepted tokens' text,
+ * then constrained from the start of that word (e.g. "<tool_call>"). Call before sampling. */
+int deltafin_grammar_set_triggers(deltafin_grammar *g, const char *const *words, int n);
+/* Advance over an accepted token (DELTAFIN_ERR_INVALID if the grammar does not allow it). */
+int deltafin_grammar_accept(deltafin_grammar *g, int32_t id);
+bool deltafin_grammar_allows(deltafin_grammar *g, int32_t id);
+/* Set every disallowed logit to -INFINITY; returns the number allowed (0: none) or < 0. */
+int deltafin_grammar_apply(deltafin_grammar *g, float *logits, int n_vocab);
+/* The grammar is complete: only end-of-generation can follow. */
+bool deltafin_grammar_done(const deltafin_grammar *g);
+/* Constraining now (false while a lazy grammar awaits its trigger, or after it gave up). */
+bool deltafin_grammar_active(const deltafin_grammar *g);
+/* A JSON schema (the common subset: type, properties, required, additionalProperties, enum,
+ * const, items, prefixItems, minItems/maxItems, minLength/maxLength, anyOf/oneOf/allOf, local
+ * $ref, format date/time/date-time/uuid) as a GBNF grammar whose start rule is "root", in
+ * llama.cpp's json-schema-to-grammar style; *out is malloc'ed. Keywords it cannot express
+ * (pattern, numeric bounds) are not enforced. DELTAFIN_ERR_FORMAT naming what is wrong. */
+int deltafin_json_schema_to_grammar(const char *schema_json, char **out);
 
 /* ---- tensor types ------------------------------------------------------------------------ */
 /* GGUF (ggml) type ids: "Q4_K", "q8_0", "F16" ... -> id; DELTAFIN_ERR_INVALID naming it. */
