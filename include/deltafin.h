@@ -310,6 +310,57 @@ int deltafin_chat_render(const deltafin_model *m, const char *template_name,
                          const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
                          bool add_generation_prompt, char **out);
 
+/* The same with the template given as Jinja text (a --chat-template-file), not by name. */
+int deltafin_chat_render_template(const deltafin_model *m, const char *template_src, const deltafin_chat_msg *msgs,
+                                  int n_msgs, const char *tools_json, bool add_generation_prompt, char **out);
+
+/* ---- chat output: tool calls and reasoning (docs/server.md "Tool calls") ------------------
+ * Each template family writes tool calls in its own syntax (Qwen3/Hermes <tool_call> JSON,
+ * Qwen3-Coder/Qwen3.5 XML parameters, Kimi K2 and K3 sections, DeepSeek V3.1, gpt-oss Harmony
+ * channels, GLM-4.5/4.6 <arg_key>/<arg_value>, Llama 3 JSON, Mistral [TOOL_CALLS]); a format
+ * parses generated text into content, reasoning and OpenAI tool calls and builds the grammar
+ * that makes a model write a call. Formats are immutable and thread-safe. */
+typedef struct deltafin_chat_format deltafin_chat_format;
+typedef struct {
+    char *id;               /* the model's own call id where the format has one, else NULL */
+    char *name;
+    char *arguments;        /* a JSON object, as text */
+} deltafin_tool_call;
+typedef struct {
+    char *content;          /* "" when none */
+    char *reasoning;        /* "" when none */
+    deltafin_tool_call *calls;
+    int n_calls;
+} deltafin_chat_output;
+/* The format of the template a request is rendered with: template_name (a built-in name) wins,
+ * else the family of template_src (a template's text), else of the model's own template; no
+ * template at all: ChatML with Hermes calls. Never NULL. */
+const deltafin_chat_format *deltafin_chat_format_for(const deltafin_model *m, const char *template_name,
+                                                     const char *template_src);
+const char *deltafin_chat_format_name(const deltafin_chat_format *f);
+/* Special-token texts the generated text must keep (render these tokens' text while
+ * detokenizing, or the parser cannot see them). NULL-terminated. */
+const char *const *deltafin_chat_format_markers(const deltafin_chat_format *f);
+/* The text a call starts with: the trigger of a lazy grammar (tool_choice "auto"). */
+const char *deltafin_chat_format_trigger(const deltafin_chat_format *f);
+/* The rendered prompt leaves the model inside its reasoning (e.g. it ends with "<think>"). */
+bool deltafin_chat_format_in_reasoning(const deltafin_chat_format *f, const char *prompt);
+/* The format must be parsed even without tools (gpt-oss: analysis and final channels). */
+bool deltafin_chat_format_always_parse(const deltafin_chat_format *f);
+/* Parse text[0..n). partial: for streaming, only what cannot change any more (content without
+ * a tail that may start a marker, calls whose end arrived); every partial result is a prefix of
+ * the final one. tools_json (may be NULL) types the values of key/value formats. A malformed
+ * call stays content. Free *out with deltafin_chat_output_free. */
+int deltafin_chat_output_parse(const deltafin_chat_format *f, const char *text, size_t n, bool partial, bool in_reasoning,
+                               const char *tools_json, deltafin_chat_output *out);
+void deltafin_chat_output_free(deltafin_chat_output *o);
+/* GBNF forcing a call in format f: only_function NULL = any of the tools; parallel: one or
+ * more calls; lazy: the grammar starts at deltafin_chat_format_trigger (for
+ * deltafin_grammar_set_triggers). *gbnf is malloc'ed. DELTAFIN_ERR_INVALID when only_function
+ * is not among the tools. */
+int deltafin_chat_tool_grammar(const deltafin_chat_format *f, const char *tools_json, const char *only_function,
+                               bool parallel, bool lazy, char **gbnf);
+
 /* ---- context (one sequence) ------------------------------------------------------------ */
 typedef struct {
     int n_ctx;              /* <= 0: min(training context, 4096) */
@@ -334,6 +385,13 @@ int deltafin_ctx_truncate(deltafin_ctx *c, int pos);
 int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits);
 /* Logits of the i-th token of the last decode call (i = -1: the last). n_vocab floats. */
 const float *deltafin_logits(const deltafin_ctx *c, int i);
+/* Embedding of n tokens decoded at the ctx's current position (deltafin_ctx_truncate(c, 0)
+ * first for a text on its own): the mean over the tokens of the final hidden state after the
+ * output norm (llama.cpp's --pooling mean for a causal model), L2-normalized when normalize (as
+ * llama-server's /v1/embeddings). out: deltafin_model_n_embd floats. The tokens stay in the KV
+ * cache; no logits are computed. */
+int deltafin_embed(deltafin_ctx *c, const int32_t *ids, int n, bool normalize, float *out);
+int deltafin_model_n_embd(const deltafin_model *m);
 /* Set from another thread (or a signal handler) to stop a running decode with
  * DF_ERR_CANCELLED. Cleared by the next decode. */
 void deltafin_ctx_cancel(deltafin_ctx *c);

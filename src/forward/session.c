@@ -470,6 +470,11 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
     }
     for (int t = 0; t < n_out; t++)
         df_rmsnorm(c->h + (int64_t)(lo + t) * D, m->output_norm->data, c->x + (int64_t)t * D, D, hp->eps);
+    if (c->embd_sum) { /* embeddings: the normalized states, no logits */
+        for (int t = 0; t < n_out; t++)
+            for (int d = 0; d < D; d++) c->embd_sum[d] += c->x[(int64_t)t * D + d];
+        return DF_OK;
+    }
     mm(c, m->output, c->x, D, n_out, dst, hp->n_vocab);
     return DF_OK;
 }
@@ -480,7 +485,7 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
     if ((int64_t)c->n_past + n > c->n_ctx)
         return df_err(DF_ERR_RANGE, "context full: %d tokens in cache + %d new > n_ctx %d", c->n_past, n, c->n_ctx);
     const df_hparams *hp = &c->m->hp;
-    if (all_logits && n > c->logits_cap) {
+    if (all_logits && n > c->logits_cap && !c->embd_sum) {
         /* grows once per call (perplexity), never per token */
         float *nl = malloc((size_t)n * (size_t)hp->n_vocab * sizeof(float));
         if (!nl) return df_err(DF_ERR_NOMEM, "cannot allocate logits for %d tokens", n);
@@ -513,7 +518,7 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
         if (!c->rs) c->n_past = start;
         return rc;
     }
-    c->n_logits = all_logits ? n : 1;
+    c->n_logits = c->embd_sum ? 0 : all_logits ? n : 1;
     c->logits_all = all_logits;
     if (c->rs && n > 1) { /* a prompt: keep its state for prefix reuse (rs_rebuild) */
         memcpy(c->rs_snap, c->rs, (size_t)c->rs_bytes);

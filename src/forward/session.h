@@ -81,6 +81,10 @@ struct deltafin_ctx {
     int n_logits;                        /* rows valid from the last decode */
     bool logits_all;
     atomic_int cancel;
+    /* deltafin_embed (runtime/api_embed.c): while set, a decode adds every row's final
+     * normalized hidden state (the output norm's result, llama.cpp's t_embd) here, [n_embd],
+     * and computes no logits */
+    float *embd_sum;
     deltafin_stats st;
     void *mem; uint64_t mem_bytes;       /* the one scratch block */
 };

@@ -567,43 +567,110 @@ static int cmp_idx(const void *a, const void *b, void *ud) {
     return strcmp(c->name[*(const int *)a], c->name[*(const int *)b]);
 }
 
-int df_json_schema_to_gbnf(const char *schema_json, char **out) {
-    *out = NULL;
-    if (!schema_json) return df_err(DF_ERR_INVALID, "json schema: NULL");
-    cJSON *root = cJSON_Parse(schema_json);
-    if (!root) return df_err(DF_ERR_FORMAT, "json schema: not valid JSON");
-    conv *c = calloc(1, sizeof *c);
-    if (!c) { cJSON_Delete(root); return df_err(DF_ERR_NOMEM, "json schema: out of memory"); }
-    c->root = root;
-    int rc = DF_OK;
-    int *idx = NULL;
+/* ---- the builder: several schemas (and hand-written rules) in one rule table ---------------- */
+
+struct df_jsg {
+    conv c;
+    cJSON **roots;   /* the schemas visited (their $refs resolve inside them) */
+    int n_roots;
+};
+
+int df_jsg_create(df_jsg **out) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return df_err(DF_ERR_NOMEM, "json schema: out of memory");
+    conv *c = &(*out)->c;
     if (setjmp(c->jb)) {
-        rc = df_err(c->status ? c->status : DF_ERR_FORMAT, "json schema: %s", c->err);
-        goto done;
+        df_jsg_free(*out);
+        *out = NULL;
+        return df_err(DF_ERR_NOMEM, "json schema: out of memory");
     }
     set_rule(c, "space", "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}");
-    visit(c, root, "");
-    idx = malloc(sizeof(int) * (size_t)c->n);
-    if (!idx) cfail(c, DF_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < c->n; i++) idx[i] = i;
-    qsort_r(idx, (size_t)c->n, sizeof(int), cmp_idx, c);
-    sb b = {0};
-    for (int i = 0; i < c->n; i++) {
-        sb_add(c, &b, c->name[idx[i]]);
-        sb_add(c, &b, " ::= ");
-        sb_add(c, &b, c->body[idx[i]]);
-        sb_add(c, &b, "\n");
-    }
-    *out = b.p; /* not in the arena: the caller's */
-done:
-    free(idx);
+    return DF_OK;
+}
+
+void df_jsg_free(df_jsg *g) {
+    if (!g) return;
+    conv *c = &g->c;
     for (int i = 0; i < c->n_arena; i++) free(c->arena[i]);
     free(c->arena);
     for (int i = 0; i < c->n_trees; i++) cJSON_Delete(c->trees[i]);
     free(c->trees);
     free(c->name);
     free(c->body);
-    free(c);
-    cJSON_Delete(root);
+    for (int i = 0; i < g->n_roots; i++) cJSON_Delete(g->roots[i]);
+    free(g->roots);
+    free(g);
+}
+
+int df_jsg_visit(df_jsg *g, const char *schema_json, const char *name, const char **rule) {
+    conv *c = &g->c;
+    *rule = NULL;
+    cJSON *root = cJSON_Parse(schema_json ? schema_json : "true");
+    if (!root) return df_err(DF_ERR_FORMAT, "json schema: not valid JSON");
+    cJSON **nr = realloc(g->roots, sizeof(cJSON *) * (size_t)(g->n_roots + 1));
+    if (!nr) { cJSON_Delete(root); return df_err(DF_ERR_NOMEM, "json schema: out of memory"); }
+    g->roots = nr;
+    g->roots[g->n_roots++] = root;
+    c->root = root;
+    c->depth = 0;
+    c->n_resolving = 0;
+    if (setjmp(c->jb)) return df_err(c->status ? c->status : DF_ERR_FORMAT, "json schema: %s", c->err);
+    *rule = visit(c, root, name ? name : "");
+    return DF_OK;
+}
+
+int df_jsg_rule(df_jsg *g, const char *name, const char *body, const char **final_name) {
+    conv *c = &g->c;
+    *final_name = NULL;
+    if (setjmp(c->jb)) return df_err(c->status ? c->status : DF_ERR_FORMAT, "json schema: %s", c->err);
+    *final_name = add_rule(c, name, str(c, "%s", body));
+    return DF_OK;
+}
+
+const char *df_jsg_literal(df_jsg *g, const char *text) {
+    conv *c = &g->c;
+    if (setjmp(c->jb)) return NULL;
+    return literal(c, text);
+}
+
+const char *df_jsg_json_literal(df_jsg *g, const char *text) {
+    conv *c = &g->c;
+    if (setjmp(c->jb)) return NULL;
+    cJSON *s = cJSON_CreateString(text);
+    char *js = s ? cJSON_PrintUnformatted(s) : NULL;
+    cJSON_Delete(s);
+    if (!js) return NULL;
+    keep(c, js);
+    return literal(c, js);
+}
+
+int df_jsg_print(df_jsg *g, char **out) {
+    conv *c = &g->c;
+    *out = NULL;
+    int *idx = malloc(sizeof(int) * (size_t)(c->n ? c->n : 1));
+    if (!idx) return df_err(DF_ERR_NOMEM, "json schema: out of memory");
+    for (int i = 0; i < c->n; i++) idx[i] = i;
+    qsort_r(idx, (size_t)c->n, sizeof(int), cmp_idx, c);
+    size_t total = 1;
+    for (int i = 0; i < c->n; i++) total += strlen(c->name[i]) + strlen(c->body[i]) + 6;
+    char *o = malloc(total), *w = o;
+    if (!o) { free(idx); return df_err(DF_ERR_NOMEM, "json schema: out of memory"); }
+    for (int i = 0; i < c->n; i++) w += sprintf(w, "%s ::= %s\n", c->name[idx[i]], c->body[idx[i]]);
+    *w = 0;
+    free(idx);
+    *out = o;
+    return DF_OK;
+}
+
+int df_json_schema_to_gbnf(const char *schema_json, char **out) {
+    *out = NULL;
+    if (!schema_json) return df_err(DF_ERR_INVALID, "json schema: NULL");
+    df_jsg *g = NULL;
+    int rc = df_jsg_create(&g);
+    if (rc < 0) return rc;
+    const char *r;
+    rc = df_jsg_visit(g, schema_json, "", &r);
+    if (rc == DF_OK) rc = df_jsg_print(g, out);
+    df_jsg_free(g);
     return rc;
 }

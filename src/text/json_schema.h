@@ -17,4 +17,19 @@
  * (malloc'ed), start rule "root". DF_ERR_FORMAT with a message naming the problem. */
 int df_json_schema_to_gbnf(const char *schema_json, char **out);
 
+/* A rule table several schemas share (tool grammars: one schema per function, plus the
+ * format's own rules). visit adds the rules for a schema under `name` (its rule is *rule,
+ * valid until free); rule adds a hand-written one (the name escaped, and numbered when another
+ * body has it: *final_name); print writes them all, sorted by name. */
+typedef struct df_jsg df_jsg;
+int df_jsg_create(df_jsg **out);
+void df_jsg_free(df_jsg *g);
+int df_jsg_visit(df_jsg *g, const char *schema_json, const char *name, const char **rule);
+int df_jsg_rule(df_jsg *g, const char *name, const char *body, const char **final_name);
+/* a GBNF literal for text (\r \n " \ escaped); of text as a JSON string (quoted, escaped).
+ * Valid until free; NULL when out of memory. */
+const char *df_jsg_literal(df_jsg *g, const char *text);
+const char *df_jsg_json_literal(df_jsg *g, const char *text);
+int df_jsg_print(df_jsg *g, char **out);
+
 #endif
