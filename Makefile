@@ -1,4 +1,4 @@
-# deltafin — one Makefile.  Targets: all (= lib cli tests) lib cli tests test install uninstall
+# deltafin — one Makefile.  Targets: all (= lib cli dev tests) lib cli dev tests test install uninstall
 #                            demo bench asan ubsan fuzz clean deps
 # Build variants go to separate folders: build/ (release), build-asan/ (ASan+UBSan).
 CC      ?= gcc
@@ -26,8 +26,9 @@ endif
 LIBS := $(APP_LIBS) $(ENGINE_LIBS)
 
 # The engine (src/*/: base format kernels model weights forward runtime text) is
-# libdeltafin.a; the application layer (app/: CLI, server, config, download) and the dev tools
-# (dev/: gen-random, llama2.c import) are libdeltafin-app.a, linked only into the binary.
+# libdeltafin.a; the application layer (app/: CLI, server, config, download) is
+# libdeltafin-app.a, linked into the `deltafin` binary (and the tests); the dev tools (dev/:
+# gen-random, llama2.c import) are their own binary, `deltafin-dev`, on the engine alone.
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 ifneq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out src/kernels/x86_%.c,$(LIB_SRC))
@@ -35,14 +36,17 @@ endif
 ifneq ($(ARCH),aarch64)
   LIB_SRC := $(filter-out src/kernels/arm_%.c,$(LIB_SRC))
 endif
-TOOL_SRC := $(sort $(wildcard app/*.c app/cli/*.c dev/*.c))
+TOOL_SRC := $(sort $(wildcard app/*.c app/cli/*.c))
+DEV_SRC  := $(sort $(wildcard dev/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+DEV_OBJ  := $(DEV_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIBA     := $(BUILD)/libdeltafin.a
 APPA     := $(BUILD)/libdeltafin-app.a
 BIN      := $(BUILD)/deltafin
+DEVBIN   := $(BUILD)/deltafin-dev
 
 # Per-file ISA flags: SIMD kernels are compiled for their ISA and chosen at run time.
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
@@ -51,10 +55,11 @@ $(BUILD)/src/kernels/x86_avx2.o $(BUILD)/src/kernels/x86_avx2_f32.o:     ISAFLAG
 $(BUILD)/src/kernels/x86_avx512.o $(BUILD)/src/kernels/x86_avx512_kq.o $(BUILD)/src/kernels/x86_avx512_f32.o: ISAFLAGS := $(AVX512_FLAGS)
 $(BUILD)/src/kernels/arm_neon.o:   ISAFLAGS := -march=armv8.2-a+dotprod+fp16
 
-.PHONY: all lib cli tests test test-unit demo bench asan ubsan fuzz clean deps check-deps install uninstall
-all: check-deps lib cli tests
+.PHONY: all lib cli dev tests test test-unit demo bench asan ubsan fuzz clean deps check-deps install uninstall
+all: check-deps lib cli dev tests
 lib: $(LIBA) $(BUILD)/deltafin.pc
 cli: $(BIN)
+dev: $(DEVBIN)
 tests: $(TEST_BIN)
 
 check-deps:
@@ -92,6 +97,10 @@ $(APPA): $(filter-out $(BUILD)/app/cli/main.o,$(TOOL_OBJ))
 
 $(BIN): $(BUILD)/app/cli/main.o $(APPA) $(LIBA)
 	$(CC) $(LDSAN) -o $@ $(BUILD)/app/cli/main.o $(APPA) $(LIBA) $(LIBS) $(LDFLAGS)
+
+# the dev tools: the engine and its libraries only (like an embedding program)
+$(DEVBIN): $(DEV_OBJ) $(LIBA)
+	$(CC) $(LDSAN) -o $@ $(DEV_OBJ) $(LIBA) $(ENGINE_LIBS) $(LDFLAGS)
 
 $(BUILD)/tests/%: tests/%.c $(LIBA) $(APPA) tests/testlib.h
 	@mkdir -p $(dir $@)
@@ -143,4 +152,4 @@ uninstall:
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(DEV_OBJ:.o=.d)

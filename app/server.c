@@ -1424,8 +1424,13 @@ static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn 
         df_srv_set_error(&e, 503, "unavailable_error", "shutting_down", "server is shutting down");
         goto fail;
     }
-    if (s->q_len >= s->p.n_queue) {
-        int ql = s->q_len;
+    /* a queued job waits for the scheduler to hand it a free slot; until then it must not
+     * count against the queue, or a burst is refused while slots sit idle (the scheduler
+     * may be in the middle of a step when the requests arrive) */
+    int n_free = 0;
+    for (int i = 0; i < s->n_slots; i++) n_free += s->slots[i].j == NULL;
+    if (s->q_len >= s->p.n_queue + n_free) {
+        int ql = s->q_len - n_free > 0 ? s->q_len - n_free : 0;
         pthread_mutex_unlock(&s->mu);
         df_srv_set_error(&e, 429, "rate_limit_error", "queue_full",
                          "server busy: %d requests already waiting for %d slots, retry later", ql, s->n_slots);

@@ -153,6 +153,24 @@ const char *deltafin_model_plan_str(const deltafin_model *m, char *buf, size_t c
  * buffers of ..." or "dense: all 8 layers resident (...)". */
 const char *deltafin_plan_dense_str(const deltafin_plan *p, char *buf, size_t cap);
 
+/* Where the memory went, now: what each part of the plan holds and the process's RSS (`run -v`
+ * prints it as "budget use"). other = peak RSS - the parts (code, libraries, the tokenizer, I/O
+ * and thread buffers, allocator slack; what the plan's overhead term stands for). */
+typedef struct {
+    uint64_t dense_bytes;        /* resident dense weights + dense layer buffers */
+    uint64_t experts_bytes;      /* resident routed experts (when they do not stream) */
+    uint64_t cache_bytes;        /* the expert cache */
+    uint64_t kv_bytes;           /* KV cache + recurrent state of the live contexts */
+    uint64_t scratch_bytes;      /* their scratch */
+    uint64_t rss_bytes, peak_rss_bytes;
+    uint64_t plan_bytes;         /* what the plan assigned (its limit minus what it left free) */
+    uint64_t limit;              /* the plan's limit */
+} deltafin_memory_use;
+void deltafin_model_memory_use(const deltafin_model *m, deltafin_memory_use *out);
+/* One line: "budget use: dense X, cache X, KV X, scratch X, other X = peak RSS X of the plan's X
+ * (limit X)". */
+const char *deltafin_memory_use_str(const deltafin_memory_use *u, char *buf, size_t cap);
+
 /* Streaming statistics of a model (all contexts together; cumulative since load). */
 typedef struct {
     bool experts_stream;              /* false: routed experts are resident (fields below 0) */

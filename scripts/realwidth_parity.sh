@@ -17,6 +17,8 @@ DIR=$(mktemp -d "${DIR:-/tmp}/dfrw.XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT INT TERM
 cp "${DELTAFIN_BIN:-build/deltafin}" "$DIR/deltafin" || exit 1
 B="$DIR/deltafin"
+cp "${DELTAFIN_DEV_BIN:-build/deltafin-dev}" "$DIR/deltafin-dev" || exit 1
+D="$DIR/deltafin-dev"   # gen-random
 for L in "$LLAMA_K3" "$LLAMA"; do
     gcc -O2 -o "$DIR/oracle-$(basename "$L")" scripts/llama_oracle.c -I"$L/include" -I"$L/ggml/include" \
         -L"$L/build/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$L/build/bin" -lm || exit 1
@@ -33,11 +35,11 @@ compare() { # name model oracle
             else printf "%s | %s | %d/%d ids identical, then deltafin %s vs llama.cpp %s where llama.cpp'"'"'s gap is %s\n", name, p, n, length(l), d[n+1], l[n+1], g[n+1] }'
     done
 }
-nice -n 10 "$B" gen-random --arch kimi-k3 --preset k3 --n-layer 2 --layers KM --n-expert 16 --n-expert-used 4 --type q8_0 \
+nice -n 10 "$D" gen-random --arch kimi-k3 --preset k3 --n-layer 2 --layers KM --n-expert 16 --n-expert-used 4 --type q8_0 \
     --expert-type mxfp4 --raw-experts --vocab "$TOK" --seed 2 "$DIR/k3w.gguf" >/dev/null || exit 1
 compare "kimi-k3 7168 q8_0+mxfp4" "$DIR/k3w.gguf" "$DIR/oracle-$(basename "$LLAMA_K3")"
 rm -f "$DIR/k3w.gguf"
-nice -n 10 "$B" gen-random --arch deepseek2 --preset kimi-k2 --n-layer 2 --n-expert 16 --n-expert-used 4 --type q8_0 \
+nice -n 10 "$D" gen-random --arch deepseek2 --preset kimi-k2 --n-layer 2 --n-expert 16 --n-expert-used 4 --type q8_0 \
     --vocab "$TOK" --seed 2 "$DIR/k2w.gguf" >/dev/null || exit 1
 compare "deepseek2 (K2) 7168 q8_0" "$DIR/k2w.gguf" "$DIR/oracle-$(basename "$LLAMA")"
 rm -f "$DIR/k2w.gguf"

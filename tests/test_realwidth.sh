@@ -33,7 +33,7 @@ for k in ("DELTAFIN_STREAM", "DELTAFIN_EXPERT_CACHE"):
 sys.path.insert(0, "tests/lib")
 from dfcheck import Checker
 C = Checker("realwidth", BIN, env)
-report, run, last, read_tsv, greedy = C.report, C.run, C.last, C.read_tsv, C.greedy
+report, run, run_dev, last, read_tsv, greedy = C.report, C.run, C.run_dev, C.last, C.read_tsv, C.greedy
 
 def fstype(path):
     p = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True)
@@ -52,11 +52,13 @@ print(f"realwidth: work folder {base}", flush=True)
 tmp = tempfile.mkdtemp(prefix="df_realwidth_", dir=base)
 t0 = time.time()
 try:
-    C.bin = os.path.join(tmp, "deltafin")
-    for _ in range(30):  # a private copy: a concurrent make may be relinking BIN
+    C.bin, dev = os.path.join(tmp, "deltafin"), C.dev
+    C.dev = os.path.join(tmp, "deltafin-dev")
+    for _ in range(30):  # private copies: a concurrent make may be relinking them
         try:
             shutil.copy2(BIN, C.bin)
-            if os.access(C.bin, os.X_OK) and run(["--help"])[0] == 0: break
+            shutil.copy2(dev, C.dev)
+            if os.access(C.bin, os.X_OK) and run(["--help"])[0] == 0 and run_dev(["--help"])[0] == 0: break
         except OSError:
             pass
         time.sleep(2)
@@ -65,7 +67,7 @@ try:
         name = m["name"]
         if not re.match(os.environ.get("ONLY") or ".", name): continue
         f = os.path.join(tmp, name + ".gguf")
-        rc, _, err = run(["gen-random"] + m["gen_random_args"].replace("@FIX@", FIX).split() + [f])
+        rc, _, err = run_dev(["gen-random"] + m["gen_random_args"].replace("@FIX@", FIX).split() + [f])
         if rc != 0:
             report(False, f"{name} build", last(err))
             continue

@@ -16,13 +16,11 @@
     X(info, "print model metadata, tensors and the memory plan")                        \
     X(tokenize, "print the token ids of a text")                                        \
     X(quantize, "convert a GGUF to another tensor type")                                \
-    X(convert_llama2c, "import a llama2.c checkpoint as GGUF")                          \
     X(pack, "rewrite a model into the expert-major streaming layout")                   \
     X(profile, "record expert routing counts over a prompt file")                       \
     X(verify, "check a model against its checksums")                                    \
     X(doctor, "measure this machine and recommend settings")                            \
-    X(pull, "download a model with resume and SHA-256 check")                           \
-    X(gen_random, "write a random test model (for tests and benchmarks)")
+    X(pull, "download a model with resume and SHA-256 check")
 
 #define DECL(name, help) int cmd_##name(int argc, char **argv);
 CMDS(DECL)

@@ -251,6 +251,12 @@ int cmd_run(int argc, char **argv) {
                     (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
         }
     }
+    if (verbose) { /* where the memory went, against the plan */
+        deltafin_memory_use mu;
+        char mb[512];
+        deltafin_model_memory_use(m, &mu);
+        fprintf(stderr, "%s\n", deltafin_memory_use_str(&mu, mb, sizeof mb));
+    }
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON *pa = cJSON_AddArrayToObject(o, "prompt_tokens");

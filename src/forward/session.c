@@ -215,6 +215,10 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     c->attn_stride = df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     c->logits_cap = 1;
     c->n_logits = 0;
+    c->acct_kv = c->kv_bytes + 2 * c->rs_bytes;
+    c->acct_scratch = c->mem_bytes;
+    atomic_fetch_add(&m->kv_live, c->acct_kv);
+    atomic_fetch_add(&m->scratch_live, c->acct_scratch);
     *out = c;
     return DF_OK;
 }
@@ -222,6 +226,8 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
 void deltafin_ctx_free(deltafin_ctx *c) {
     if (!c) return;
     if (c->counted) atomic_fetch_sub(&c->m->n_ctx_live, 1);
+    atomic_fetch_sub(&c->m->kv_live, c->acct_kv);
+    atomic_fetch_sub(&c->m->scratch_live, c->acct_scratch);
     if (c->pool) df_pool_free(c->pool);
     if (c->kv_mem) munmap(c->kv_mem, (size_t)(c->kv_bytes ? c->kv_bytes : 1));
     free(c->k_l);

@@ -154,6 +154,26 @@ static int attach_store(df_model *m, df_weights *w, const expert_layout *x, cons
 }
 
 /* ---- the plan ------------------------------------------------------------------------------ */
+/* What the process needs besides the plan's parts. A function of the model and the parameters,
+ * not of the moment it is computed, so `info` and `run` plan the same: the process base (code,
+ * libraries, the f16 table: 9-10 MiB peak RSS for `deltafin --version` and for runs of the
+ * demo model, docs/experiments.tsv; 12 MiB counted), the tokenizer (64 B per token and 48 B per
+ * merge, its tables and strings), the expert store's tables, the thread stacks of the I/O engines
+ * and of the contexts' pools, and 4 MiB of slack for the allocator and the kernel's page
+ * tables. `run -v` prints what "other" really took ("budget use"). */
+static uint64_t plan_overhead(const df_model *m, int n_pool_threads) {
+    const uint64_t base = 12ull << 20, per_thread = 256u << 10; /* touched stack, TLS, arena headers */
+    const uint64_t io_threads = 2ull * (uint64_t)df_io_default_params().n_threads; /* store + dense stream */
+    const uint64_t pairs = (uint64_t)m->hp.n_layer * (uint64_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
+    const uint64_t store_tables = pairs * (DF_EXPERT_NPARTS * sizeof(df_expert_loc) + sizeof(df_expert_record) + 32);
+    uint64_t tok = 0;
+    const df_gguf_kv *kv = df_gguf_find(m->gguf, "tokenizer.ggml.tokens");
+    if (kv && kv->type == DF_GGUF_ARRAY) tok += kv->arr_n * 64;
+    kv = df_gguf_find(m->gguf, "tokenizer.ggml.merges");
+    if (kv && kv->type == DF_GGUF_ARRAY) tok += kv->arr_n * 48;
+    return base + tok + store_tables + (io_threads + (uint64_t)n_pool_threads) * per_thread + (4ull << 20);
+}
+
 static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
                      df_plan *plan) {
     const df_env_t *env = df_env();
@@ -200,6 +220,7 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     in.stream_experts = env->stream == 0 ? 0 : (env->stream == 1 || engine != DF_IO_AUTO) ? 1 : -1;
     in.dense_stream = !env->dense_stream_off;
     in.force_resident = env->dense_resident;
+    in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq);
     int rc = df_plan_make(&in, plan);
     return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
 }
@@ -310,6 +331,13 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     if (rc == DF_OK && m->params.io_engine) rc = df_io_engine_parse(m->params.io_engine, &engine);
     if (rc == DF_OK) rc = expert_layout_make(m, &x);
     if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
+    /* the tokenizer before the plan: the overhead it measures includes it */
+    if (rc == DF_OK && !(flags & DF_LOAD_NO_TOKENIZER) && df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
+        df_tokenizer *tok = NULL;
+        rc = df_tokenizer_load(m->gguf, &tok);
+        if (rc < 0) rc = df_err_prefix(rc, "%s", path);
+        else m->tokenizer = tok;
+    }
     df_plan plan;
     if (rc == DF_OK) {
         rc = make_plan(m, flags, engine, &x, &dfp, &plan);
@@ -322,12 +350,6 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         }
     }
     if (rc == DF_OK && !m->meta_only) rc = load_weights(m, flags, engine, &x, &plan);
-    if (rc == DF_OK && !(flags & DF_LOAD_NO_TOKENIZER) && df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
-        df_tokenizer *tok = NULL;
-        rc = df_tokenizer_load(m->gguf, &tok);
-        if (rc < 0) rc = df_err_prefix(rc, "%s", path);
-        else m->tokenizer = tok;
-    }
     expert_layout_free(&x);
     df_dense_footprint_free(&dfp);
     if (rc < 0) { deltafin_model_free(m); return rc; }

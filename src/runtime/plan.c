@@ -124,11 +124,12 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
     out->kv_bytes = in->kv_bytes;
     out->scratch_bytes = in->n_batch_opts > 0 ? in->batch_scratch[0] : in->scratch_bytes;
     out->n_batch = in->n_batch_opts > 0 ? in->batch[0] : 0;
-    out->overhead_bytes = DF_PLAN_OVERHEAD;
+    out->overhead_bytes = in->overhead_bytes ? in->overhead_bytes : DF_PLAN_OVERHEAD;
+    const uint64_t ovh = out->overhead_bytes;
     out->expert_total_bytes = in->expert_bytes;
     out->n_experts_total = in->n_expert_pairs;
     out->slot_bytes = in->slot_bytes;
-    uint64_t other = in->kv_bytes + out->scratch_bytes + DF_PLAN_OVERHEAD;
+    uint64_t other = in->kv_bytes + out->scratch_bytes + ovh;
 
     /* 1. do the routed experts stream? */
     if (in->has_experts) {
@@ -142,7 +143,7 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
      * the limit leaves after KV, overhead and all dense weights. An exact cache size or a chunk
      * the caller chose (batch_fixed) keeps the chunk. */
     if (out->experts_stream && in->n_batch_opts > 1 && !in->cache_bytes && !in->batch_fixed) {
-        const uint64_t fixed = in->dense_total + in->kv_bytes + DF_PLAN_OVERHEAD;
+        const uint64_t fixed = in->dense_total + in->kv_bytes + ovh;
         const uint64_t room = out->limit > fixed ? out->limit - fixed : 0;
         const bool all_fit = in->slot_bytes && room >= out->scratch_bytes &&
                              (room - out->scratch_bytes) / in->slot_bytes >= (uint64_t)in->n_expert_pairs;
@@ -150,7 +151,7 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
         while (!all_fit && i + 1 < in->n_batch_opts && in->batch_scratch[i] > room / 16) i++;
         out->scratch_bytes = in->batch_scratch[i];
         out->n_batch = in->batch[i];
-        other = in->kv_bytes + out->scratch_bytes + DF_PLAN_OVERHEAD;
+        other = in->kv_bytes + out->scratch_bytes + ovh;
     }
     /* 3. dense layers (an exact expert cache keeps every dense layer resident unless forced) */
     uint64_t slot = 0;

@@ -34,6 +34,9 @@ typedef struct {
     const uint64_t *batch_scratch;
     uint64_t scratch_bytes;      /* with n_batch_opts == 0: the scratch, fixed */
     bool batch_fixed;            /* the caller chose batch[0]: keep it */
+    uint64_t overhead_bytes;     /* what the process needs besides the plan's parts (code,
+                                  * libraries, tokenizer, store tables, thread stacks, slack),
+                                  * measured by the loader; 0: DF_PLAN_OVERHEAD */
     /* limits and choices */
     uint64_t mem_limit;          /* 0: mem_available - mem_reserve */
     uint64_t mem_reserve;        /* 0: 1 GiB */
@@ -71,7 +74,7 @@ typedef struct {
     uint64_t need_min;           /* fixed + the smallest working set of slots */
 } df_plan;
 
-/* The runtime overhead the plan keeps free (runtime, I/O buffers, slack). */
+/* The overhead assumed when none is given (tests of the pure plan). */
 #define DF_PLAN_OVERHEAD (64ull << 20)
 
 int df_plan_make(const df_plan_in *in, df_plan *out);
