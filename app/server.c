@@ -1,5 +1,6 @@
 /* server.c — OpenAI-compatible HTTP server: request parsing/validation, a bounded request
- * queue, a round-robin scheduler over --parallel slots, SSE streaming, /metrics.
+ * queue, a scheduler that decodes all --parallel slots as one multi-sequence batch per step,
+ * SSE streaming, /metrics.
  * Invariants: a slot's deltafin_ctx is touched only by the scheduler thread, and its cached
  * token list always equals the ctx's KV contents; a job is freed when its last holder (the
  * connection and/or the scheduler) drops it (refs under s->mu). Untrusted input never crashes:
@@ -485,6 +486,8 @@ typedef struct {
     deltafin_detok *dt;           /* the job's text, whole characters only */
     uint64_t last_used;
     deltafin_stats st;            /* snapshot under s->mu */
+    int32_t next_id;              /* sampled (and published), to be decoded by the next step */
+    bool pending;                 /* next_id waits for a step that succeeds */
 } slot;
 
 struct df_server {
@@ -511,6 +514,13 @@ struct df_server {
     /* metrics (under mu) */
     uint64_t m_requests, m_errors, m_completed, m_cancelled, m_rejected;
     uint64_t m_prompt_tokens, m_cached_tokens, m_gen_tokens;
+    /* the scheduler's batches: one deltafin_decode_batch call per step (sched_step) */
+    deltafin_batch_seq *step_seqs;  /* [n_slots], scheduler thread only */
+    int *step_slot;
+    int chunk, step_prompt, rr;     /* prompt chunk, prompt tokens per step, next prompt slot */
+    uint64_t m_steps, m_step_seqs, m_step_tokens, m_step_max, m_passes, m_seq_passes;
+    uint64_t m_exp_union, m_exp_alone, m_step_ns;
+    uint64_t v_steps, v_seqs, v_tokens, v_union, v_alone, v_t0; /* since the last -v line */
 };
 
 static const char *SERVED_OBJECT_OWNER = "deltafin";
@@ -668,8 +678,6 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
-/* one scheduler turn for an active slot: a prompt batch or one generated token.
- * Called without the lock; takes it to publish results. */
 /* embeddings: one input per turn, each decoded from an empty cache */
 static void slot_embed(df_server *s, slot *sl) {
     job *j = sl->j;
@@ -693,67 +701,65 @@ static void slot_embed(df_server *s, slot *sl) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void slot_step(df_server *s, slot *sl) {
+/* ---- scheduler: one batch per step ------------------------------------------------------------
+ * Each step decodes every active slot in one deltafin_decode_batch call (one forward pass: each
+ * dense layer and each routed expert of the slots' union is read once for all of them): the
+ * next token of every generating slot and prompt chunks of slots still reading their prompt,
+ * at most s->step_prompt prompt tokens per step (at least one chunk, round robin), so a long
+ * prompt does not stall the others. A prompt is cut into chunks of s->chunk tokens from its
+ * first uncached token whatever else runs, and the engine's batch gives the bits of decoding
+ * each slot alone, so a request's tokens do not depend on the other requests. */
+
+/* a slot's first step: reuse the cached prefix, sampler and detokenizer for the job; false if
+ * the job ended here */
+static bool slot_start(df_server *s, slot *sl) {
     job *j = sl->j;
-    if (j->req.kind == DF_SRV_EMBED) { slot_embed(s, sl); return; }
-    if (!sl->started) {
-        sl->started = true;
-        int keep = s->p.cache_prompt ? common_prefix(sl->cache, sl->n_cache, j->prompt, j->n_prompt) : 0;
-        if (keep >= j->n_prompt) keep = j->n_prompt - 1; /* re-decode the last one for its logits */
-        deltafin_ctx_truncate(sl->ctx, keep);
-        sl->n_cache = keep;
-        deltafin_sampler_params sp = j->req.sp;
-        df_srv_agent_sampler_params(&j->ag, &sp, j->choice);
-        sl->smp = deltafin_sampler_create(&sp);
-        deltafin_detok_reset(sl->dt);
-        pthread_mutex_lock(&s->mu);
-        if (j->choice == 0) {
-            j->n_cached = keep;
-            s->m_cached_tokens += (uint64_t)keep;
-            s->m_prompt_tokens += (uint64_t)j->n_prompt;
-        }
-        if (!sl->smp) { finish_locked(s, sl, "error", 500, "cannot create the sampler"); pthread_mutex_unlock(&s->mu); return; }
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < j->n_prompt; i++) deltafin_sampler_accept(sl->smp, j->prompt[i]);
-        if (df_srv_agent_attach(&j->ag, s->m, sl->smp) < 0) { /* after the prompt: it feeds the penalties only */
-            pthread_mutex_lock(&s->mu);
-            finish_locked(s, sl, "error", 500, deltafin_errmsg());
-            pthread_mutex_unlock(&s->mu);
-            return;
-        }
+    sl->started = true;
+    sl->pending = false;
+    int keep = s->p.cache_prompt ? common_prefix(sl->cache, sl->n_cache, j->prompt, j->n_prompt) : 0;
+    if (keep >= j->n_prompt) keep = j->n_prompt - 1; /* re-decode the last one for its logits */
+    deltafin_ctx_truncate(sl->ctx, keep);
+    sl->n_cache = keep;
+    deltafin_sampler_params sp = j->req.sp;
+    df_srv_agent_sampler_params(&j->ag, &sp, j->choice);
+    sl->smp = deltafin_sampler_create(&sp);
+    deltafin_detok_reset(sl->dt);
+    pthread_mutex_lock(&s->mu);
+    if (j->choice == 0) { /* n > 1: later choices reuse the prompt */
+        j->n_cached = keep;
+        s->m_cached_tokens += (uint64_t)keep;
+        s->m_prompt_tokens += (uint64_t)j->n_prompt;
     }
-    int rc;
-    if (sl->phase == 0) {
-        int n = j->n_prompt - sl->n_cache;
-        if (n > s->p.n_batch) n = s->p.n_batch;
-        rc = deltafin_decode(sl->ctx, j->prompt + sl->n_cache, n, false);
+    if (!sl->smp) { finish_locked(s, sl, "error", 500, "cannot create the sampler"); pthread_mutex_unlock(&s->mu); return false; }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < j->n_prompt; i++) deltafin_sampler_accept(sl->smp, j->prompt[i]);
+    if (df_srv_agent_attach(&j->ag, s->m, sl->smp) < 0) { /* after the prompt: it feeds the penalties only */
         pthread_mutex_lock(&s->mu);
-        if (rc < 0) {
-            sl->n_cache = deltafin_ctx_pos(sl->ctx);
-            if (rc == DELTAFIN_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
-            else finish_locked(s, sl, "error", 500, deltafin_errmsg());
-        } else {
-            memcpy(sl->cache + sl->n_cache, j->prompt + sl->n_cache, sizeof(int32_t) * (size_t)n);
-            sl->n_cache += n;
-            if (sl->n_cache == j->n_prompt) sl->phase = 1;
-            slot_snapshot_locked(sl);
-        }
+        finish_locked(s, sl, "error", 500, deltafin_errmsg());
         pthread_mutex_unlock(&s->mu);
-        return;
+        return false;
     }
+    return true;
+}
+
+/* a generating slot: the next token from the last step's logits, published; true if it is to
+ * be decoded (sl->next_id), false if the job ended. Called without the lock. */
+static bool slot_sample(df_server *s, slot *sl) {
+    job *j = sl->j;
+    if (sl->pending) return true; /* sampled before a step that failed for another slot */
     const float *lg = deltafin_logits(sl->ctx, -1);
     if (!lg) {
         pthread_mutex_lock(&s->mu);
         finish_locked(s, sl, "error", 500, "no logits");
         pthread_mutex_unlock(&s->mu);
-        return;
+        return false;
     }
     int32_t id = deltafin_sampler_sample(sl->smp, lg, s->n_vocab);
     if (id < 0) { /* the grammar allows no token */
         pthread_mutex_lock(&s->mu);
         finish_locked(s, sl, "error", 500, deltafin_errmsg());
         pthread_mutex_unlock(&s->mu);
-        return;
+        return false;
     }
     deltafin_sampler_accept(sl->smp, id);
     tokrec rec;
@@ -775,7 +781,7 @@ static void slot_step(df_server *s, slot *sl) {
         if (pn < 0) pn = 0;
     }
     pthread_mutex_lock(&s->mu);
-    if (eog) { finish_locked(s, sl, "stop", 0, NULL); pthread_mutex_unlock(&s->mu); return; }
+    if (eog) { finish_locked(s, sl, "stop", 0, NULL); pthread_mutex_unlock(&s->mu); return false; }
     j->n_gen++;
     if (j->req.logprobs) {
         if (j->n_rec == j->cap_rec) {
@@ -789,29 +795,126 @@ static void slot_step(df_server *s, slot *sl) {
     if (!stop) stop = job_append(j, piece, (size_t)pn);
     pthread_cond_broadcast(&j->cv);
     if (stop) deltafin_detok_reset(sl->dt); /* what it held came after the stop string */
-    if (stop) { j->stop_word = true; finish_locked(s, sl, "stop", 0, NULL); pthread_mutex_unlock(&s->mu); return; }
+    if (stop) { j->stop_word = true; finish_locked(s, sl, "stop", 0, NULL); pthread_mutex_unlock(&s->mu); return false; }
     if (df_srv_agent_done(&j->ag)) { /* the grammar is complete: only the end could follow */
         finish_locked(s, sl, "stop", 0, NULL);
         pthread_mutex_unlock(&s->mu);
-        return;
+        return false;
     }
     if ((j->max_tokens >= 0 && j->n_gen >= j->max_tokens) || sl->n_cache >= s->n_ctx) {
         finish_locked(s, sl, "length", 0, NULL);
         pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    pthread_mutex_unlock(&s->mu);
+    sl->next_id = id;
+    sl->pending = true;
+    return true;
+}
+
+/* under mu: slot sl's tokens of this step are in its KV cache */
+static void slot_decoded_locked(df_server *s, slot *sl, const deltafin_batch_seq *b) {
+    (void)s;
+    memcpy(sl->cache + sl->n_cache, b->ids, sizeof(int32_t) * (size_t)b->n);
+    sl->n_cache += b->n;
+    if (sl->phase == 0 && sl->n_cache == sl->j->n_prompt) sl->phase = 1;
+    sl->pending = false;
+    slot_snapshot_locked(sl);
+}
+
+/* under mu: slot sl's decode failed with rc */
+static void slot_failed_locked(df_server *s, slot *sl, int rc) {
+    sl->n_cache = deltafin_ctx_pos(sl->ctx);
+    if (rc == DELTAFIN_ERR_CANCELLED || atomic_load(&sl->j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
+    else finish_locked(s, sl, "error", 500, deltafin_errmsg());
+}
+
+/* the step's slots: generating ones (one token each), then prompt chunks within the budget */
+static int step_build(df_server *s) {
+    int n = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->j) continue;
+        if (sl->j->req.kind == DF_SRV_EMBED) { slot_embed(s, sl); continue; } /* on its own: no logits */
+        if (!sl->started && !slot_start(s, sl)) continue;
+        if (sl->phase != 1 || !slot_sample(s, sl)) continue;
+        s->step_seqs[n] = (deltafin_batch_seq){sl->ctx, &sl->next_id, 1, false};
+        s->step_slot[n++] = i;
+    }
+    int prompt_tok = 0, first = -1;
+    for (int k = 0; k < s->n_slots; k++) {
+        const int i = (s->rr + k) % s->n_slots;
+        slot *sl = &s->slots[i];
+        if (!sl->j || !sl->started || sl->phase != 0 || sl->j->req.kind == DF_SRV_EMBED) continue; /* n > 1: a choice that ended in this step starts in the next */
+        int chunk = sl->j->n_prompt - sl->n_cache;
+        if (chunk > s->chunk) chunk = s->chunk;
+        if (first >= 0 && prompt_tok + chunk > s->step_prompt) continue;
+        if (first < 0) first = i;
+        s->step_seqs[n] = (deltafin_batch_seq){sl->ctx, sl->j->prompt + sl->n_cache, chunk, false};
+        s->step_slot[n++] = i;
+        prompt_tok += chunk;
+    }
+    if (first >= 0) s->rr = (first + 1) % s->n_slots; /* the next step starts with the next prompt */
+    return n;
+}
+
+static void step_log_locked(df_server *s, bool force) {
+    const uint64_t now = deltafin_time_ns();
+    if (!s->p.verbose || !s->v_steps || (!force && now - s->v_t0 < 10000000000ull)) return;
+    deltafin_log(DELTAFIN_LOG_INFO,
+                 "batch: %llu steps, %.2f slots/step, %llu tokens; routed experts %llu acquired for %llu alone "
+                 "(%.0f%% saved)",
+                 (unsigned long long)s->v_steps, (double)s->v_seqs / (double)s->v_steps,
+                 (unsigned long long)s->v_tokens, (unsigned long long)s->v_union, (unsigned long long)s->v_alone,
+                 s->v_alone ? 100.0 * (double)(s->v_alone - s->v_union) / (double)s->v_alone : 0.0);
+    s->v_steps = s->v_seqs = s->v_tokens = s->v_union = s->v_alone = 0;
+    s->v_t0 = now;
+}
+
+/* One step: build, decode as one batch, publish. Without the lock. When the batch fails
+ * (every slot is then as before the step), slots whose job was cancelled end; if the failure
+ * was not their cancellation, the others decode one by one so an error ends only its own
+ * slot; otherwise they run again in the next step with the same tokens. */
+static void sched_step(df_server *s) {
+    const int n = step_build(s);
+    if (n == 0) return;
+    deltafin_batch_info info;
+    const uint64_t t0 = deltafin_time_ns();
+    int rc = deltafin_decode_batch(s->step_seqs, n, &info);
+    const uint64_t dt = deltafin_time_ns() - t0;
+    pthread_mutex_lock(&s->mu);
+    if (rc == DELTAFIN_OK) {
+        for (int i = 0; i < n; i++) slot_decoded_locked(s, &s->slots[s->step_slot[i]], &s->step_seqs[i]);
+        s->m_steps++; s->v_steps++;
+        s->m_step_seqs += (uint64_t)n; s->v_seqs += (uint64_t)n;
+        s->m_step_tokens += (uint64_t)info.n_tokens; s->v_tokens += (uint64_t)info.n_tokens;
+        if ((uint64_t)n > s->m_step_max) s->m_step_max = (uint64_t)n;
+        s->m_passes += (uint64_t)info.n_passes;
+        s->m_seq_passes += (uint64_t)info.n_seq_passes;
+        s->m_exp_union += info.expert_acquires; s->v_union += info.expert_acquires;
+        s->m_exp_alone += info.expert_acquires_alone; s->v_alone += info.expert_acquires_alone;
+        s->m_step_ns += dt;
+        step_log_locked(s, false);
+        pthread_mutex_unlock(&s->mu);
         return;
     }
-    pthread_mutex_unlock(&s->mu);
-    rc = deltafin_decode(sl->ctx, &id, 1, false);
-    pthread_mutex_lock(&s->mu);
-    if (rc < 0) {
-        sl->n_cache = deltafin_ctx_pos(sl->ctx);
-        if (rc == DELTAFIN_ERR_CANCELLED || atomic_load(&j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
-        else finish_locked(s, sl, "error", 500, deltafin_errmsg());
-    } else {
-        sl->cache[sl->n_cache++] = id;
-        slot_snapshot_locked(sl);
+    bool by_cancel = false;
+    for (int i = 0; i < n; i++) {
+        slot *sl = &s->slots[s->step_slot[i]];
+        if (atomic_load(&sl->j->cancel)) { by_cancel = true; slot_failed_locked(s, sl, DELTAFIN_ERR_CANCELLED); s->step_slot[i] = -1; }
     }
     pthread_mutex_unlock(&s->mu);
+    if (by_cancel && rc == DELTAFIN_ERR_CANCELLED) return; /* the rest runs in the next step */
+    for (int i = 0; i < n; i++) {
+        if (s->step_slot[i] < 0) continue;
+        slot *sl = &s->slots[s->step_slot[i]];
+        const deltafin_batch_seq *b = &s->step_seqs[i];
+        int r = n == 1 ? rc : deltafin_decode(b->ctx, b->ids, b->n, false);
+        pthread_mutex_lock(&s->mu);
+        if (r == DELTAFIN_OK) slot_decoded_locked(s, sl, b);
+        else slot_failed_locked(s, sl, r);
+        pthread_mutex_unlock(&s->mu);
+    }
 }
 
 static void *sched_main(void *arg) {
@@ -840,20 +943,20 @@ static void *sched_main(void *arg) {
             j->t_start = deltafin_time_ns();
         }
         int active = 0;
-        for (int i = 0; i < s->n_slots; i++) active += s->slots[i].j != NULL;
+        for (int i = 0; i < s->n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->j && atomic_load(&sl->j->cancel)) finish_locked(s, sl, "cancelled", 0, NULL);
+            active += sl->j != NULL;
+        }
         if (!active) {
+            step_log_locked(s, true);
             if (atomic_load(&s->stopping)) break;
             pthread_cond_wait(&s->sched_cv, &s->mu);
             continue;
         }
-        for (int i = 0; i < s->n_slots; i++) {
-            slot *sl = &s->slots[i];
-            if (!sl->j) continue;
-            if (atomic_load(&sl->j->cancel)) { finish_locked(s, sl, "cancelled", 0, NULL); continue; }
-            pthread_mutex_unlock(&s->mu);
-            slot_step(s, sl);
-            pthread_mutex_lock(&s->mu);
-        }
+        pthread_mutex_unlock(&s->mu);
+        sched_step(s);
+        pthread_mutex_lock(&s->mu);
     }
     /* cancel whatever is still queued */
     while (s->q_head) {
@@ -1346,7 +1449,7 @@ static enum MHD_Result ep_slots(df_server *s, struct MHD_Connection *c) {
 }
 
 static enum MHD_Result ep_metrics(df_server *s, struct MHD_Connection *c) {
-    size_t cap = 8192, n = 0;
+    size_t cap = 16384, n = 0;
     char *b = malloc(cap);
     if (!b) return MHD_NO;
     uint64_t ph = 0, pm = 0, br = 0, pns = 0, gns = 0, pt = 0, gt = 0;
@@ -1382,6 +1485,23 @@ static enum MHD_Result ep_metrics(df_server *s, struct MHD_Connection *c) {
     M("counter", "expert_cache_hits_total", "routed-expert cache hits", "%llu", (unsigned long long)ph);
     M("counter", "expert_cache_misses_total", "routed-expert cache misses", "%llu", (unsigned long long)pm);
     M("counter", "bytes_read_total", "bytes read from disk for routed experts", "%llu", (unsigned long long)br);
+    M("counter", "batch_steps_total", "scheduler steps (one multi-slot batch each)", "%llu", (unsigned long long)s->m_steps);
+    M("counter", "batch_slots_total", "slots decoded, summed over the steps (/ steps = mean batch size)", "%llu",
+      (unsigned long long)s->m_step_seqs);
+    M("counter", "batch_tokens_total", "tokens decoded by the steps", "%llu", (unsigned long long)s->m_step_tokens);
+    M("gauge", "batch_slots_max", "most slots in one step", "%llu", (unsigned long long)s->m_step_max);
+    M("counter", "batch_passes_total", "forward passes (each reads every dense layer once)", "%llu",
+      (unsigned long long)s->m_passes);
+    M("counter", "batch_slot_passes_total", "forward passes separate per-slot decodes would have run", "%llu",
+      (unsigned long long)s->m_seq_passes);
+    M("counter", "batch_experts_acquired_total", "routed experts acquired by the steps (the union per layer)", "%llu",
+      (unsigned long long)s->m_exp_union);
+    M("counter", "batch_experts_alone_total", "routed experts separate per-slot decodes would have acquired", "%llu",
+      (unsigned long long)s->m_exp_alone);
+    M("counter", "batch_experts_saved_total", "expert acquires saved by sharing (alone - acquired)", "%llu",
+      (unsigned long long)(s->m_exp_alone - s->m_exp_union));
+    M("gauge", "batch_tokens_per_second", "tokens of all slots together per second of decode steps", "%.3f",
+      s->m_step_ns ? s->m_step_tokens / (s->m_step_ns / 1e9) : 0.0);
     pthread_mutex_unlock(&s->mu);
     M("gauge", "memory_rss_bytes", "resident set size", "%llu", (unsigned long long)deltafin_cur_rss());
     M("gauge", "memory_peak_rss_bytes", "peak resident set size", "%llu", (unsigned long long)deltafin_peak_rss());
@@ -1765,6 +1885,7 @@ int df_server_start(const df_server_params *pp, df_server **out) {
     df_server_params p = pp ? *pp : df_server_default_params();
     if (p.n_parallel < 1 || p.n_parallel > 256) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--parallel %d out of range 1..256", p.n_parallel);
     if (p.n_queue < 0) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--queue %d must be >= 0", p.n_queue);
+    if (p.step_tokens < 0) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--step-tokens %d must be >= 0", p.step_tokens);
     if (p.port < 0 || p.port > 65535) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--port %d out of range", p.port);
     if (p.max_body < 16) return deltafin_set_error(DELTAFIN_ERR_INVALID, "--max-body too small");
     if (p.timeout_s < 1) p.timeout_s = 1;
@@ -1845,6 +1966,17 @@ int df_server_set_model(df_server *s, deltafin_model *m) {
     s->n_ctx = deltafin_ctx_n_ctx(s->slots[0].ctx);
     s->n_vocab = deltafin_model_n_vocab(m);
     if (s->p.n_batch > s->n_ctx) s->p.n_batch = s->n_ctx;
+    s->step_seqs = calloc((size_t)s->n_slots, sizeof *s->step_seqs);
+    s->step_slot = calloc((size_t)s->n_slots, sizeof *s->step_slot);
+    if (!s->step_seqs || !s->step_slot) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
+    /* a step is one pass of at most a slot's n_batch tokens: a prompt chunk leaves room for
+     * the other slots' tokens */
+    const int cap = deltafin_ctx_n_batch(s->slots[0].ctx);
+    s->step_prompt = s->p.step_tokens > 0 && s->p.step_tokens < cap ? s->p.step_tokens : cap;
+    s->chunk = cap - (s->n_slots - 1);
+    if (s->chunk > s->step_prompt) s->chunk = s->step_prompt;
+    if (s->chunk < 1) s->chunk = 1;
+    s->v_t0 = deltafin_time_ns();
     s->m = m;
     if (pthread_create(&s->sched, NULL, sched_main, s)) return deltafin_set_error(DELTAFIN_ERR_INTERNAL, "cannot start the scheduler thread");
     s->sched_running = true;
@@ -1890,6 +2022,8 @@ void df_server_free(df_server *s) {
         deltafin_detok_free(s->slots[i].dt);
     }
     free(s->slots);
+    free(s->step_seqs);
+    free(s->step_slot);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->sched_cv);
     pthread_cond_destroy(&s->idle_cv);

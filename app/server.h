@@ -98,6 +98,8 @@ typedef struct {
     int timeout_s;                /* idle connection timeout (60) */
     int n_ctx;                    /* per slot (0: model default) */
     int n_batch;                  /* 512 */
+    int step_tokens;              /* prompt tokens per scheduler step, all slots together
+                                   * (0: a slot's n_batch); generating slots add one each */
     int n_threads;                /* 0: all cores */
     int default_max_tokens;       /* when a request gives none (-1: until EOG / ctx full) */
     const char *model_id;         /* id in /v1/models (required) */

@@ -2,7 +2,8 @@
  * Opaque handles, negative status codes (see src/util.h df_status), *_default_params(),
  * create/free pairs. The detail of the last error on the calling thread is in
  * deltafin_errmsg(). A model is shared read-only by any number of contexts; each context
- * (one sequence: KV cache / recurrent state, scratch, logits) is used by one thread at a time. */
+ * (one sequence: KV cache / recurrent state, scratch, logits) is used by one thread at a time;
+ * several contexts can be decoded in shared passes (deltafin_decode_batch). */
 #ifndef DELTAFIN_H
 #define DELTAFIN_H
 
@@ -383,6 +384,48 @@ int deltafin_ctx_truncate(deltafin_ctx *c, int pos);
  * logits for every token are kept (perplexity); otherwise only for the last one.
  * Returns DF_OK or < 0 (context full, cancelled, I/O error ...). */
 int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits);
+/* ---- multi-sequence batches -------------------------------------------------------------
+ * Several sequences (contexts of one model) decoded together, as llama.cpp's llama_batch with
+ * sequence ids: each forward pass carries tokens of several sequences, so every layer's dense
+ * weights are read once per pass and each routed expert is acquired once for the union of
+ * all sequences' routing (under --mem-limit: one disk read where separate decodes would read
+ * it once per sequence). Attention, the KV cache and recurrent state stay per sequence.
+ *
+ * The result is bit for bit that of calling deltafin_decode(ctx, ids, n, all_logits) for each
+ * sequence on its own: a sequence's tokens run in the same chunks of its ctx's n_batch, and
+ * every choice a kernel makes by the number of tokens it sees (tinyBLAS for F32, ggml's gemm
+ * order for repacked rows, llama.cpp's tiled attention from 64 queries) is made per sequence.
+ * Prompt chunks and single generated tokens of different sequences may share a pass
+ * (continuous batching): give each sequence the tokens it has now.
+ *
+ * A pass holds at most n_batch tokens of the context with the largest n_batch (the lead: the
+ * pass runs on its scratch and threads); the call runs as many passes as its tokens need, each
+ * taking the next chunk of every unfinished sequence that still fits, in order. A caller that
+ * wants a bound on each call's latency (a server's step) gives it at most one pass's worth.
+ * Each context may appear once per call and is used by this call only (one thread). When one
+ * sequence fails or is cancelled (deltafin_ctx_cancel), the call fails and every sequence is
+ * as it was before the call (recurrent state rebuilt as after a failed deltafin_decode); the
+ * caller may retry without it. A lead of several sequences allocates, once, room for their
+ * logits rows (n_vocab floats each). */
+typedef struct {
+    deltafin_ctx *ctx;      /* the sequence; tokens go at deltafin_ctx_pos(ctx) */
+    const int32_t *ids;
+    int n;                  /* >= 1 */
+    bool all_logits;        /* as deltafin_decode: logits for every token, else for the last */
+} deltafin_batch_seq;
+/* What a call did (for statistics; all counts summed over its passes). */
+typedef struct {
+    int n_passes;                   /* forward passes run (dense weights read once each) */
+    int n_seq_passes;               /* Σ sequences per pass: the passes separate decodes of the
+                                     * same chunks would have run */
+    int n_tokens;
+    uint64_t expert_acquires;       /* routed experts acquired: per MoE layer, the union */
+    uint64_t expert_acquires_alone; /* what separate decodes would have acquired: Σ per sequence */
+} deltafin_batch_info;
+/* DELTAFIN_OK or < 0 (nothing given, a context twice or of another model, a context full, a
+ * token out of range: checked before anything runs; cancelled, I/O error ...). info may be
+ * NULL. Logits: deltafin_logits(seqs[i].ctx, ...) as after deltafin_decode. */
+int deltafin_decode_batch(const deltafin_batch_seq *seqs, int n_seqs, deltafin_batch_info *info);
 /* Logits of the i-th token of the last decode call (i = -1: the last). n_vocab floats. */
 const float *deltafin_logits(const deltafin_ctx *c, int i);
 /* Embedding of n tokens decoded at the ctx's current position (deltafin_ctx_truncate(c, 0)

@@ -60,7 +60,7 @@ typedef struct df_settings {
     int stats_every, log_level;   /* log_level -1: not given */
     /* serve */
     const char *host, *api_key, *alias;
-    int port, n_parallel, n_queue, timeout_s, drain_s;
+    int port, n_parallel, n_queue, timeout_s, drain_s, step_tokens;
     uint64_t max_body;
     bool no_cache_prompt;
     /* bench, bench kernels */

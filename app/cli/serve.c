@@ -49,6 +49,7 @@ int cmd_serve(int argc, char **argv) {
     p.timeout_s = S.timeout_s;
     p.n_ctx = S.n_ctx;
     p.n_batch = S.n_batch;
+    p.step_tokens = S.step_tokens;
     p.default_max_tokens = S.n_predict;
     p.n_threads = S.n_threads;
     p.cache_prompt = !S.no_cache_prompt;
