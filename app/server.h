@@ -12,24 +12,27 @@
 #define DF_SERVER_H
 
 #include "deltafin.h"
+#include "app/server_agents.h"
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* ---- request parsing ---------------------------------------------------------------------- */
-enum { DF_SRV_CHAT = 1, DF_SRV_COMPLETION = 2, DF_SRV_TOKENIZE = 3, DF_SRV_DETOKENIZE = 4 };
+enum { DF_SRV_CHAT = 1, DF_SRV_COMPLETION = 2, DF_SRV_TOKENIZE = 3, DF_SRV_DETOKENIZE = 4,
+       DF_SRV_EMBED = 5,            /* /v1/embeddings (and llama.cpp's /embedding) */
+       DF_SRV_LLAMA_COMPLETION = 6  /* llama.cpp's /completion */ };
 #define DF_SRV_MAX_STOP 16
 #define DF_SRV_MAX_TOP_LOGPROBS 20
 
-typedef struct {
+typedef struct df_srv_error {
     int status;        /* HTTP status: 400 401 404 405 413 422 429 500 503 */
     char type[32];     /* OpenAI error type: invalid_request_error, authentication_error ... */
     char code[48];     /* machine-readable code, e.g. "context_length_exceeded" */
     char message[320];
 } df_srv_error;
 
-typedef struct {
+typedef struct df_srv_req {
     int kind;                     /* DF_SRV_* */
     cJSON *root;                  /* parsed body; the strings below point into it unless noted */
     const char *model;            /* requested model name or NULL */
@@ -55,6 +58,8 @@ typedef struct {
     bool echo;                    /* completion: not supported, rejected */
     char **owned;                 /* strings allocated by the parser, freed with the request */
     int n_owned;
+    df_srv_ext x;                 /* n, logit_bias, grammar, response_format, tool_choice, embeddings
+                                   * input, llama.cpp's fields (server_agents.h) */
 } df_srv_req;
 
 typedef struct {
@@ -67,8 +72,9 @@ typedef struct {
 int df_srv_parse(int kind, const char *body, size_t len, const df_srv_limits *lim,
                  df_srv_req *out, df_srv_error *err);
 void df_srv_req_free(df_srv_req *r);
-/* true if `requested` (NULL = not given) names the served model: its id, or a generic alias
- * ("default", "deltafin", or any "gpt-*" name so stock clients work unchanged). */
+/* Whether a request naming model `requested` (NULL = not given) is served: with one model
+ * served, any id is (as llama-server: clients set up for it send "llama", a file name, a
+ * Hugging Face repo); the answer names the served id. */
 bool df_srv_model_ok(const char *requested, const char *served_id);
 /* Fill an error; returns status. */
 int df_srv_set_error(df_srv_error *e, int status, const char *type, const char *code,
@@ -92,10 +98,16 @@ typedef struct {
     int timeout_s;                /* idle connection timeout (60) */
     int n_ctx;                    /* per slot (0: model default) */
     int n_batch;                  /* 512 */
+    int step_tokens;              /* prompt tokens per scheduler step, all slots together
+                                   * (0: a slot's n_batch); generating slots add one each */
     int n_threads;                /* 0: all cores */
     int default_max_tokens;       /* when a request gives none (-1: until EOG / ctx full) */
     const char *model_id;         /* id in /v1/models (required) */
     const char *chat_template;    /* builtin template name or NULL (model's own, else chatml) */
+    const char *chat_template_src;/* a template's Jinja text (--chat-template-file), or NULL */
+    const char *model_path;       /* for /props */
+    const char *default_grammar;  /* GBNF for requests without their own constraint (--grammar,
+                                   * --json-schema), or NULL */
     bool cache_prompt;            /* reuse a slot's KV prefix (true) */
     deltafin_routing routing;     /* opt-in lossy routing for every slot (all 0: off) */
     int verbose;                  /* log each request to stderr */

@@ -2,7 +2,8 @@
  * Opaque handles, negative status codes (see src/util.h df_status), *_default_params(),
  * create/free pairs. The detail of the last error on the calling thread is in
  * deltafin_errmsg(). A model is shared read-only by any number of contexts; each context
- * (one sequence: KV cache / recurrent state, scratch, logits) is used by one thread at a time. */
+ * (one sequence: KV cache / recurrent state, scratch, logits) is used by one thread at a time;
+ * several contexts can be decoded in shared passes (deltafin_decode_batch). */
 #ifndef DELTAFIN_H
 #define DELTAFIN_H
 
@@ -71,6 +72,7 @@ void deltafin_log(int level, const char *fmt, ...) __attribute__((format(printf,
 typedef struct deltafin_model deltafin_model;
 typedef struct deltafin_ctx deltafin_ctx;
 typedef struct deltafin_sampler deltafin_sampler;
+typedef struct deltafin_grammar deltafin_grammar;
 
 /* ---- model ------------------------------------------------------------------------- */
 /* Expert prefetch / router look-ahead (docs/streaming.md). */
@@ -316,6 +318,57 @@ int deltafin_chat_render(const deltafin_model *m, const char *template_name,
                          const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
                          bool add_generation_prompt, char **out);
 
+/* The same with the template given as Jinja text (a --chat-template-file), not by name. */
+int deltafin_chat_render_template(const deltafin_model *m, const char *template_src, const deltafin_chat_msg *msgs,
+                                  int n_msgs, const char *tools_json, bool add_generation_prompt, char **out);
+
+/* ---- chat output: tool calls and reasoning (docs/server.md "Tool calls") ------------------
+ * Each template family writes tool calls in its own syntax (Qwen3/Hermes <tool_call> JSON,
+ * Qwen3-Coder/Qwen3.5 XML parameters, Kimi K2 and K3 sections, DeepSeek V3.1, gpt-oss Harmony
+ * channels, GLM-4.5/4.6 <arg_key>/<arg_value>, Llama 3 JSON, Mistral [TOOL_CALLS]); a format
+ * parses generated text into content, reasoning and OpenAI tool calls and builds the grammar
+ * that makes a model write a call. Formats are immutable and thread-safe. */
+typedef struct deltafin_chat_format deltafin_chat_format;
+typedef struct {
+    char *id;               /* the model's own call id where the format has one, else NULL */
+    char *name;
+    char *arguments;        /* a JSON object, as text */
+} deltafin_tool_call;
+typedef struct {
+    char *content;          /* "" when none */
+    char *reasoning;        /* "" when none */
+    deltafin_tool_call *calls;
+    int n_calls;
+} deltafin_chat_output;
+/* The format of the template a request is rendered with: template_name (a built-in name) wins,
+ * else the family of template_src (a template's text), else of the model's own template; no
+ * template at all: ChatML with Hermes calls. Never NULL. */
+const deltafin_chat_format *deltafin_chat_format_for(const deltafin_model *m, const char *template_name,
+                                                     const char *template_src);
+const char *deltafin_chat_format_name(const deltafin_chat_format *f);
+/* Special-token texts the generated text must keep (render these tokens' text while
+ * detokenizing, or the parser cannot see them). NULL-terminated. */
+const char *const *deltafin_chat_format_markers(const deltafin_chat_format *f);
+/* The text a call starts with: the trigger of a lazy grammar (tool_choice "auto"). */
+const char *deltafin_chat_format_trigger(const deltafin_chat_format *f);
+/* The rendered prompt leaves the model inside its reasoning (e.g. it ends with "<think>"). */
+bool deltafin_chat_format_in_reasoning(const deltafin_chat_format *f, const char *prompt);
+/* The format must be parsed even without tools (gpt-oss: analysis and final channels). */
+bool deltafin_chat_format_always_parse(const deltafin_chat_format *f);
+/* Parse text[0..n). partial: for streaming, only what cannot change any more (content without
+ * a tail that may start a marker, calls whose end arrived); every partial result is a prefix of
+ * the final one. tools_json (may be NULL) types the values of key/value formats. A malformed
+ * call stays content. Free *out with deltafin_chat_output_free. */
+int deltafin_chat_output_parse(const deltafin_chat_format *f, const char *text, size_t n, bool partial, bool in_reasoning,
+                               const char *tools_json, deltafin_chat_output *out);
+void deltafin_chat_output_free(deltafin_chat_output *o);
+/* GBNF forcing a call in format f: only_function NULL = any of the tools; parallel: one or
+ * more calls; lazy: the grammar starts at deltafin_chat_format_trigger (for
+ * deltafin_grammar_set_triggers). *gbnf is malloc'ed. DELTAFIN_ERR_INVALID when only_function
+ * is not among the tools. */
+int deltafin_chat_tool_grammar(const deltafin_chat_format *f, const char *tools_json, const char *only_function,
+                               bool parallel, bool lazy, char **gbnf);
+
 /* ---- context (one sequence) ------------------------------------------------------------ */
 typedef struct {
     int n_ctx;              /* <= 0: min(training context, 4096) */
@@ -338,8 +391,57 @@ int deltafin_ctx_truncate(deltafin_ctx *c, int pos);
  * logits for every token are kept (perplexity); otherwise only for the last one.
  * Returns DF_OK or < 0 (context full, cancelled, I/O error ...). */
 int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits);
+/* ---- multi-sequence batches -------------------------------------------------------------
+ * Several sequences (contexts of one model) decoded together, as llama.cpp's llama_batch with
+ * sequence ids: each forward pass carries tokens of several sequences, so every layer's dense
+ * weights are read once per pass and each routed expert is acquired once for the union of
+ * all sequences' routing (under --mem-limit: one disk read where separate decodes would read
+ * it once per sequence). Attention, the KV cache and recurrent state stay per sequence.
+ *
+ * The result is bit for bit that of calling deltafin_decode(ctx, ids, n, all_logits) for each
+ * sequence on its own: a sequence's tokens run in the same chunks of its ctx's n_batch, and
+ * every choice a kernel makes by the number of tokens it sees (tinyBLAS for F32, ggml's gemm
+ * order for repacked rows, llama.cpp's tiled attention from 64 queries) is made per sequence.
+ * Prompt chunks and single generated tokens of different sequences may share a pass
+ * (continuous batching): give each sequence the tokens it has now.
+ *
+ * A pass holds at most n_batch tokens of the context with the largest n_batch (the lead: the
+ * pass runs on its scratch and threads); the call runs as many passes as its tokens need, each
+ * taking the next chunk of every unfinished sequence that still fits, in order. A caller that
+ * wants a bound on each call's latency (a server's step) gives it at most one pass's worth.
+ * Each context may appear once per call and is used by this call only (one thread). When one
+ * sequence fails or is cancelled (deltafin_ctx_cancel), the call fails and every sequence is
+ * as it was before the call (recurrent state rebuilt as after a failed deltafin_decode); the
+ * caller may retry without it. A lead of several sequences allocates, once, room for their
+ * logits rows (n_vocab floats each). */
+typedef struct {
+    deltafin_ctx *ctx;      /* the sequence; tokens go at deltafin_ctx_pos(ctx) */
+    const int32_t *ids;
+    int n;                  /* >= 1 */
+    bool all_logits;        /* as deltafin_decode: logits for every token, else for the last */
+} deltafin_batch_seq;
+/* What a call did (for statistics; all counts summed over its passes). */
+typedef struct {
+    int n_passes;                   /* forward passes run (dense weights read once each) */
+    int n_seq_passes;               /* Σ sequences per pass: the passes separate decodes of the
+                                     * same chunks would have run */
+    int n_tokens;
+    uint64_t expert_acquires;       /* routed experts acquired: per MoE layer, the union */
+    uint64_t expert_acquires_alone; /* what separate decodes would have acquired: Σ per sequence */
+} deltafin_batch_info;
+/* DELTAFIN_OK or < 0 (nothing given, a context twice or of another model, a context full, a
+ * token out of range: checked before anything runs; cancelled, I/O error ...). info may be
+ * NULL. Logits: deltafin_logits(seqs[i].ctx, ...) as after deltafin_decode. */
+int deltafin_decode_batch(const deltafin_batch_seq *seqs, int n_seqs, deltafin_batch_info *info);
 /* Logits of the i-th token of the last decode call (i = -1: the last). n_vocab floats. */
 const float *deltafin_logits(const deltafin_ctx *c, int i);
+/* Embedding of n tokens decoded at the ctx's current position (deltafin_ctx_truncate(c, 0)
+ * first for a text on its own): the mean over the tokens of the final hidden state after the
+ * output norm (llama.cpp's --pooling mean for a causal model), L2-normalized when normalize (as
+ * llama-server's /v1/embeddings). out: deltafin_model_n_embd floats. The tokens stay in the KV
+ * cache; no logits are computed. */
+int deltafin_embed(deltafin_ctx *c, const int32_t *ids, int n, bool normalize, float *out);
+int deltafin_model_n_embd(const deltafin_model *m);
 /* Set from another thread (or a signal handler) to stop a running decode with
  * DF_ERR_CANCELLED. Cleared by the next decode. */
 void deltafin_ctx_cancel(deltafin_ctx *c);
@@ -391,6 +493,11 @@ void deltafin_ctx_routing_stats(const deltafin_ctx *c, uint64_t *slots, uint64_t
 
 /* ---- sampling (llama.cpp's default chain) ------------------------------------------------ */
 typedef struct {
+    int32_t token;
+    float bias;             /* added to the token's logit; -INFINITY bans it */
+} deltafin_logit_bias;
+
+typedef struct {
     float temp;             /* 0.8; <= 0: greedy */
     int top_k;              /* 40; <= 0 disables */
     float top_p;            /* 0.95; 1 disables */
@@ -400,6 +507,9 @@ typedef struct {
     float freq_penalty;     /* 0 */
     float presence_penalty; /* 0 */
     uint64_t seed;          /* UINT64_MAX: random */
+    /* logit bias, applied before every other stage (llama.cpp's order); copied by create */
+    const deltafin_logit_bias *logit_bias;
+    int n_logit_bias;
 } deltafin_sampler_params;
 
 deltafin_sampler_params deltafin_sampler_default_params(void);
@@ -412,6 +522,42 @@ void deltafin_sampler_accept(deltafin_sampler *s, int32_t id);
 /* Probability of the chosen token and top alternatives of the last sample() (for logprobs):
  * fills up to n (id, logprob) pairs sorted by probability, returns the count. */
 int deltafin_sampler_top(const deltafin_sampler *s, int n, int32_t *ids, float *logprobs);
+/* Constrain sampling with a grammar (below); the sampler owns g from now on (freed with it;
+ * NULL detaches and frees the one attached). Every token accepted after this call advances the
+ * grammar, so attach it after accepting the prompt's tokens (they feed the penalties only).
+ * sample() then returns only tokens the grammar allows (the chain's choice when allowed, else
+ * the chain run again over the allowed tokens; -1 with an error when none is); end-of-
+ * generation ids are allowed exactly when the grammar may end. */
+int deltafin_sampler_set_grammar(deltafin_sampler *s, deltafin_grammar *g);
+
+/* ---- grammars (llama.cpp's GBNF; docs/server.md "Constrained output") ---------------------
+ * A grammar is one generation's constraint, compiled for a vocabulary: rules in llama.cpp's
+ * GBNF syntax (its grammars work unchanged: literals, classes, groups, * + ? {m,n}, <token>
+ * and <[id]> elements), matched over the tokens' text as llama.cpp's sampler does (control
+ * tokens by their text). Errors name line:column. The vocabulary must outlive the grammar. */
+/* Compile gbnf (root: the start rule, "root" when NULL) for vocabulary v. */
+int deltafin_grammar_create(const deltafin_vocab *v, const char *gbnf, const char *root, deltafin_grammar **out);
+/* Parse only (no vocabulary: <text> token elements are an error): for validating input early. */
+int deltafin_grammar_check(const char *gbnf, const char *root);
+void deltafin_grammar_free(deltafin_grammar *g);
+/* Lazy grammar: unconstrained until one of the words appears in the accepted tokens' text,
+ * then constrained from the start of that word (e.g. "<tool_call>"). Call before sampling. */
+int deltafin_grammar_set_triggers(deltafin_grammar *g, const char *const *words, int n);
+/* Advance over an accepted token (DELTAFIN_ERR_INVALID if the grammar does not allow it). */
+int deltafin_grammar_accept(deltafin_grammar *g, int32_t id);
+bool deltafin_grammar_allows(deltafin_grammar *g, int32_t id);
+/* Set every disallowed logit to -INFINITY; returns the number allowed (0: none) or < 0. */
+int deltafin_grammar_apply(deltafin_grammar *g, float *logits, int n_vocab);
+/* The grammar is complete: only end-of-generation can follow. */
+bool deltafin_grammar_done(const deltafin_grammar *g);
+/* Constraining now (false while a lazy grammar awaits its trigger, or after it gave up). */
+bool deltafin_grammar_active(const deltafin_grammar *g);
+/* A JSON schema (the common subset: type, properties, required, additionalProperties, enum,
+ * const, items, prefixItems, minItems/maxItems, minLength/maxLength, anyOf/oneOf/allOf, local
+ * $ref, format date/time/date-time/uuid) as a GBNF grammar whose start rule is "root", in
+ * llama.cpp's json-schema-to-grammar style; *out is malloc'ed. Keywords it cannot express
+ * (pattern, numeric bounds) are not enforced. DELTAFIN_ERR_FORMAT naming what is wrong. */
+int deltafin_json_schema_to_grammar(const char *schema_json, char **out);
 
 /* ---- tensor types ------------------------------------------------------------------------ */
 /* GGUF (ggml) type ids: "Q4_K", "q8_0", "F16" ... -> id; DELTAFIN_ERR_INVALID naming it. */

@@ -446,7 +446,7 @@ static void test_helpers(void) {
     };
     char *js = NULL;
     CHECK_EQ_INT(df_chat_msgs_to_json(m, 3, &js), DF_OK);
-    CHECK_STR(js, "[{\"role\":\"system\",\"content\":\"be nice\"},{\"role\":\"assistant\",\"content\":null,"
+    CHECK_STR(js, "[{\"role\":\"system\",\"content\":\"be nice\"},{\"role\":\"assistant\",\"content\":\"\","
                   "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}}]},"
                   "{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"call_1\",\"name\":\"f\"}]");
     char *out = NULL;
@@ -455,6 +455,27 @@ static void test_helpers(void) {
                    "<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n");
     free(out);
     free(js);
+    /* an assistant turn with tool_calls and content null (the OpenAI SDKs send it back) renders
+     * with every built-in template that knows tool calls */
+    {
+        deltafin_chat_msg tm[3] = {
+            {"user", "weather?", NULL, NULL, NULL},
+            {"assistant", NULL, "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                                "\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]", NULL, NULL},
+            {"tool", "sunny", NULL, "c1", "get_weather"},
+        };
+        const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                            "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}},\"description\":\"Weather\"}}]";
+        const char *names[] = {"qwen3", "qwen3-coder", "kimi-k2", "kimi-k3", "deepseek-v3", "gpt-oss", "glm-4.6",
+                               "llama3", "chatml"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            int rc = df_chat_render_msgs(NULL, names[i], tm, 3, tools, true, "<s>", "</s>", NULL, &out);
+            CHECK_MSG(rc == DF_OK && out && strstr(out, "sunny") && !strstr(out, "None"), "%s: %d %s", names[i], rc,
+                      rc ? df_errmsg() : out);
+            CHECK_MSG(!strcmp(names[i], "chatml") || (out && strstr(out, "Paris")), "%s: no tool call rendered", names[i]);
+            free(out);
+        }
+    }
     /* OpenAI-style string arguments become objects */
     deltafin_chat_msg sa = {"assistant", "", "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"x\\\": [1, 2]}\"}}]", NULL, NULL};
     CHECK_EQ_INT(df_chat_msgs_to_json(&sa, 1, &js), DF_OK);

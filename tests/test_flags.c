@@ -127,6 +127,7 @@ static void check_defaults(void) {
     CHECK_EQ_INT(s.max_body, p.max_body);
     CHECK_EQ_INT(s.timeout_s, p.timeout_s);
     CHECK_EQ_INT(s.n_batch, p.n_batch);
+    CHECK_EQ_INT(s.step_tokens, p.step_tokens);
     CHECK_EQ_INT(s.n_predict, p.default_max_tokens);
     CHECK_EQ_INT(!s.no_cache_prompt, p.cache_prompt);
 }

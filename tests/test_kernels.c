@@ -613,6 +613,70 @@ static void test_q4k_x8(df_pool *pool) {
     CHECK(df_repack_rows(pool, DF_TYPE_Q8_0, DF_TYPE_Q4_K_X8, NULL, 256, 8) == DF_ERR_INVALID);
 }
 
+/* Token groups (df_matmul_g & co.): every token's result is bit for bit what a call on its
+ * group's tokens alone gives, for plain, 3-D and per-expert matmuls, including F32 (tinyBLAS
+ * from 2 tokens) and the repacked gemm/gemv split (n_out % 8 == 0, Q4_K_X8). */
+static void test_groups(df_pool *pool, int t, int64_t n_in, int64_t n_out, bool repack) {
+    const df_type_traits *ti = df_type_info(t);
+    const uint64_t wrb = df_type_row_bytes(t, n_in);
+    char *W = malloc(wrb * n_out);
+    float *row = malloc(n_in * 4);
+    for (int64_t o = 0; o < n_out; o++) {
+        gen(row, n_in, DATA_RANDOM, t);
+        if (!make_weights(t, row, W + o * wrb, n_in, DATA_RANDOM)) { free(W); free(row); return; }
+    }
+    int wt = t;
+    if (repack) {
+        if (df_repack_rows(pool, t, DF_TYPE_Q4_K_X8, W, n_in, n_out) != DF_OK) { free(W); free(row); return; }
+        wt = DF_TYPE_Q4_K_X8;
+    }
+    static const int32_t sizes[][9] = {{3, 1, 4, 2, 5, 1, 7, 8, 0}, {1, 1, 1, 1, 1, 0, 0, 0, 0},
+                                       {9, 0, 6, 1, 13, 0, 0, 0, 0}, {4, 4, 2, 2, 0, 0, 0, 0, 0}};
+    for (int si = 0; si < 4; si++) {
+        int32_t end[9];
+        int ng = 0, nt = 0;
+        for (int i = 0; i < 9 && (sizes[si][i] || (i + 1 < 9 && sizes[si][i + 1])); i++) { nt += sizes[si][i]; end[ng++] = nt; }
+        const int64_t ldy = n_out + 3;
+        float *X = malloc(n_in * nt * 4), *Y0 = malloc(ldy * nt * 4), *Y1 = malloc(ldy * nt * 4);
+        for (int64_t i = 0; i < n_in * nt; i++) X[i] = rnd_normal();
+        const df_row_groups g = {ng, end};
+        for (int kind = 0; kind < 3; kind++) {
+            if (kind == 1 && repack) continue; /* no 3-D use of repacked rows */
+            for (int64_t i = 0; i < ldy * nt; i++) Y0[i] = Y1[i] = -7.0f;
+            for (int i = 0; i < ng; i++) {
+                const int64_t a = i ? end[i - 1] : 0, n = end[i] - a;
+                if (!n) continue;
+                if (kind == 0) df_matmul(pool, W, wt, n_in, n_out, X + a * n_in, n_in, n, Y0 + a * ldy, ldy, NULL);
+                else if (kind == 1) df_matmul_3d(pool, W, wt, n_in, n_out, X + a * n_in, n_in, n, Y0 + a * ldy, ldy, NULL);
+                else df_matmul_id(pool, W, wt, n_in, n_out, X + a * n_in, n_in, n, Y0 + a * ldy, ldy, NULL);
+            }
+            if (kind == 0) df_matmul_g(pool, W, wt, n_in, n_out, X, n_in, nt, Y1, ldy, NULL, &g);
+            else if (kind == 1) df_matmul_3d_g(pool, W, wt, n_in, n_out, X, n_in, nt, Y1, ldy, NULL, &g);
+            else df_matmul_id(pool, W, wt, n_in, n_out, X, n_in, nt, Y1, ldy, NULL); /* needs no groups */
+            int bad = 0;
+            for (int64_t i = 0; i < ldy * nt; i++) bad += memcmp(&Y0[i], &Y1[i], 4) != 0;
+            CHECK_MSG(bad == 0, "grouped matmul%s %s%s %lldx%lld groups #%d: %d outputs differ from per-group calls",
+                      kind == 1 ? "_3d" : kind == 2 ? "_id" : "", ti->name, repack ? " (x8)" : "", (long long)n_out,
+                      (long long)n_in, si, bad);
+        }
+        {   /* df_matmul_q_g on one conversion of all rows */
+            char *act = malloc(df_act_bytes(wt, n_in, nt));
+            df_quantize_act(wt, X, n_in, n_in, nt, act);
+            for (int64_t i = 0; i < ldy * nt; i++) Y1[i] = -7.0f;
+            df_matmul_q_g(pool, W, wt, n_in, n_out, act, nt, Y1, ldy, &g);
+            for (int i = 0; i < ng; i++) {
+                const int64_t a = i ? end[i - 1] : 0, n = end[i] - a;
+                if (n) df_matmul(pool, W, wt, n_in, n_out, X + a * n_in, n_in, n, Y0 + a * ldy, ldy, NULL);
+            }
+            CHECK_MSG(memcmp(Y0, Y1, ldy * nt * 4) == 0, "grouped matmul_q %s%s groups #%d differs", ti->name,
+                      repack ? " (x8)" : "", si);
+            free(act);
+        }
+        free(X); free(Y0); free(Y1);
+    }
+    free(W); free(row);
+}
+
 int main(void) {
     df_init();
     test_pool(1);
@@ -682,6 +746,14 @@ int main(void) {
         test_matmul(pool, t, n_in, 40, 11); /* rows % 8 == 0: ggml's repacked gemm + gemv orders */
     }
     test_q4k_x8(pool);
+    for (int t = 0; t < DF_TYPE_COUNT; t++) {
+        const df_type_traits *ti = df_type_info(t);
+        if (!ti || !ti->can_compute || t == DF_TYPE_Q4_K_X8) continue;
+        const int64_t n_in = ti->blck == 1 ? 64 : ti->blck * (ti->blck >= 256 ? 1 : 4);
+        test_groups(pool, t, n_in, 40, false);  /* rows % 8 == 0 (repacked orders), F32 tinyBLAS */
+        test_groups(pool, t, n_in, 37, false);
+    }
+    test_groups(pool, DF_TYPE_Q4_K, 512, 24, true);
     df_pool_free(pool);
     TEST_MAIN_END("test_kernels");
 }

@@ -112,8 +112,8 @@ req "stop wrong type" POST /v1/completions 400 -d '{"prompt":"a","stop":[1]}'
 req "prompt missing" POST /v1/completions 400 -d '{"max_tokens":3}'
 req "token id outside vocab" POST /v1/completions 400 -d '{"prompt":[1,99999999],"max_tokens":2}'
 req "detokenize bad ids" POST /detokenize 400 -d '{"tokens":[-1]}'
-req "unknown model" POST /v1/chat/completions 404 -d '{"model":"llama-9000","messages":[{"role":"user","content":"hi"}]}' &&
-    grep -q model_not_found "$T/body" && ok || bad "unknown model code"
+req "any model id (llama-server)" POST /v1/chat/completions 200 -d '{"model":"llama-9000","messages":[{"role":"user","content":"hi"}],"max_tokens":2}' &&
+    grep -q '"model":"llama-2-tiny-random"' "$T/body" && ok || bad "the answer names the served model: $(head -c 300 "$T/body")"
 req "negative max_tokens" POST /v1/completions 400 -d '{"prompt":"a","max_tokens":-3}'
 req "zero max_tokens" POST /v1/completions 400 -d '{"prompt":"a","max_tokens":0}'
 req "absurd max_tokens" POST /v1/completions 400 -d '{"prompt":"a","max_tokens":1000000000000}'
@@ -134,8 +134,28 @@ code=$(curl -s -o "$T/body" -w '%{http_code}' -H 'Authorization: Bearer nope' "$
 [ "$code" = 401 ] && ok || bad "wrong API key: $code"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")
 [ "$code" = 200 ] && ok || bad "/health needs no key: $code"
-req "unknown endpoint" POST /v1/embeddings 404 -d '{}'
+req "unknown endpoint" POST /v1/nothing-here 404 -d '{}'
 req "wrong method" GET /v1/chat/completions 405
+# agents and llama-server clients (server_agents.c): bad values of the new fields, the llama.cpp endpoints
+req "n = 0" POST /v1/chat/completions 400 -d '{"messages":[{"role":"user","content":"hi"}],"n":0}'
+req "n too large" POST /v1/chat/completions 400 -d '{"messages":[{"role":"user","content":"hi"}],"n":17}'
+req "bad grammar" POST /v1/completions 400 -d '{"prompt":"a","grammar":"root ::= ( \"a\""}' && grep -q grammar "$T/body" && ok || bad "bad grammar message"
+req "bad schema" POST /v1/chat/completions 400 -d '{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}'
+req "logit_bias outside vocab" POST /v1/completions 400 -d '{"prompt":"a","logit_bias":{"99999999":5}}'
+req "logit_bias bad value" POST /v1/completions 400 -d '{"prompt":"a","logit_bias":{"5":"x"}}'
+req "tool_choice without tools" POST /v1/chat/completions 400 -d '{"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"}'
+req "tool_choice unknown function" POST /v1/chat/completions 400 -d '{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"g"}}}'
+req "grammar with tools" POST /v1/chat/completions 400 -d '{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"grammar":"root ::= \"x\""}'
+req "grammar" POST /v1/completions 200 -d '{"prompt":"a","grammar":"root ::= (\"yes\" | \"no\") \".\"","max_tokens":20}' &&
+    grep -Eq '"text":"(yes|no)\."' "$T/body" && grep -q '"finish_reason":"stop"' "$T/body" && ok || bad "grammar output: $(head -c 300 "$T/body")"
+req "llama.cpp /completion" POST /completion 200 -d '{"prompt":"Hello","n_predict":3}' &&
+    grep -q '"tokens_predicted":3' "$T/body" && grep -q '"stop_type":"limit"' "$T/body" && ok || bad "/completion body: $(head -c 300 "$T/body")"
+req "/props" GET /props 200 && grep -q '"total_slots":2' "$T/body" && ok || bad "/props body: $(head -c 300 "$T/body")"
+req "/slots" GET /slots 200 && grep -q '"is_processing"' "$T/body" && ok || bad "/slots body: $(head -c 300 "$T/body")"
+req "embeddings base64" POST /v1/embeddings 200 -d '{"input":"Hello","encoding_format":"base64"}' && grep -q '"embedding":"[A-Za-z0-9+/]*=*"' "$T/body" && ok || bad "base64 embedding"
+req "embeddings empty input" POST /v1/embeddings 400 -d '{"input":[]}'
+code=$(curl -s -o "$T/body" -w '%{http_code}' "$URL/")
+[ "$code" = 200 ] && grep -q '<title>deltafin chat</title>' "$T/body" && ok || bad "web page at /: $code"
 
 # ---- queue: 2 slots + 2 waiting; the rest is refused with 429 ----
 # first wait until the requests of the checks above have left their slots (on a loaded

@@ -70,6 +70,17 @@ static const row g_rows[] = {
     {"--chat-template", "NAME", K_STR, F(chat_template), NULL,
      "builtin chat template (chatml, llama3, qwen3, ...; default: the model's tokenizer.chat_template, else chatml)",
      B(CHAT) | B(SERVE), NOCFG},
+    {"--chat-template-file", "FILE", K_STR, F(chat_template_file), NULL,
+     "chat template from a Jinja file (wins over --chat-template and the model's)", B(SERVE), NOCFG},
+    /* ---- constrained output (docs/server.md "Constrained output") ---- */
+    {"--grammar", "GBNF", K_STR, F(grammar), NULL, "constrain the output with a GBNF grammar (llama.cpp's syntax)",
+     B(RUN) | B(SERVE), NOCFG},
+    {"--grammar-file", "FILE", K_STR, F(grammar_file), NULL, "the grammar from a file", B(RUN) | B(SERVE),
+     NOCFG},
+    {"-j|--json-schema", "SCHEMA", K_STR, F(json_schema), NULL,
+     "constrain the output to JSON matching a schema (e.g. {} for any object)", B(RUN) | B(SERVE), NOCFG},
+    {"--json-schema-file", "FILE", K_STR, F(json_schema_file), NULL, "the JSON schema from a file",
+     B(RUN) | B(SERVE), NOCFG},
     /* ---- bench ---- */
     {"-p|--n-prompt", "N", K_INT, F(n_prompt), "512", "prompt tokens for the pp test (default 512; 0 = skip)",
      B(BENCH), NOCFG},
@@ -203,6 +214,9 @@ static const row g_rows[] = {
      B(SERVE), NOCFG},
     {"--queue", "N", K_INT, F(n_queue), "64", "requests waiting for a slot before 429 (default 64)", B(SERVE),
      NOCFG},
+    {"--step-tokens", "N", K_INT, F(step_tokens), "0",
+     "prompt tokens per scheduler step, all slots together; generating slots add one token each (default 0: -b)",
+     B(SERVE), NOCFG},
     {"--max-body", "SIZE", K_SIZE, F(max_body), "1M", "largest request body; larger: 413 (default 1M)", B(SERVE),
      NOCFG},
     {"-to|--timeout", "S", K_INT, F(timeout_s), "60", "idle connection timeout in seconds (default 60)", B(SERVE),
@@ -688,4 +702,36 @@ void df_cli_log_end(df_settings *s) {
     deltafin_log_set_file(NULL);
     fclose(s->log_f);
     s->log_f = NULL;
+}
+
+int df_cli_grammar(const df_cmd *cmd, const df_settings *s, char **gbnf) {
+    *gbnf = NULL;
+    int given = !!s->grammar + !!s->grammar_file + !!s->json_schema + !!s->json_schema_file;
+    if (!given) return 0;
+    if (given > 1) {
+        df_cli_usage_error(cmd, "use one of --grammar, --grammar-file, --json-schema and --json-schema-file");
+        return 1;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    const char *file = s->grammar_file ? s->grammar_file : s->json_schema_file;
+    if (file && deltafin_read_file(file, &text, &len) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd->name, deltafin_errmsg());
+        return 1;
+    }
+    if (!file) {
+        text = strdup(s->grammar ? s->grammar : s->json_schema);
+        if (!text) return 1;
+    }
+    int rc;
+    if (s->grammar || s->grammar_file) {
+        rc = deltafin_grammar_check(text, NULL);
+        if (rc == DELTAFIN_ERR_FORMAT) { free(text); fprintf(stderr, "%s: grammar: %s\n", cmd->name, deltafin_errmsg()); return 1; }
+        *gbnf = text;
+        return 0;
+    }
+    rc = deltafin_json_schema_to_grammar(text, gbnf);
+    free(text);
+    if (rc < 0) { fprintf(stderr, "%s: --json-schema: %s\n", cmd->name, deltafin_errmsg()); return 1; }
+    return 0;
 }

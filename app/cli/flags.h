@@ -52,13 +52,16 @@ typedef struct df_settings {
     deltafin_sampler_params sp;
     /* inputs */
     const char *prompt, *file, *system, *chat_template;
+    const char *chat_template_file;
+    /* constrained output: a GBNF grammar or a JSON schema, as text or from a file */
+    const char *grammar, *grammar_file, *json_schema, *json_schema_file;
     /* output and logging */
     bool special, json, verbose, stats, log_prompts, quiet;
     const char *stats_file, *log_file;
     int stats_every, log_level;   /* log_level -1: not given */
     /* serve */
     const char *host, *api_key, *alias;
-    int port, n_parallel, n_queue, timeout_s, drain_s;
+    int port, n_parallel, n_queue, timeout_s, drain_s, step_tokens;
     uint64_t max_body;
     bool no_cache_prompt;
     /* bench, bench kernels */
@@ -115,6 +118,9 @@ void df_cli_routing_report(const df_settings *s, deltafin_ctx *c, FILE *f);
 /* --log-file, --log-level, --log-prompts and -v (log level info): DF_CLI_GO or 1 (the log file
  * cannot be opened). df_cli_log_end restores stderr and closes the file. */
 int df_cli_log_begin(const df_cmd *cmd, df_settings *s);
+/* The GBNF of --grammar / --grammar-file / --json-schema / --json-schema-file (a schema
+ * converted), or *gbnf NULL when none is given; prints the error and returns 1 on a bad one. */
+int df_cli_grammar(const df_cmd *cmd, const df_settings *s, char **gbnf);
 void df_cli_log_end(df_settings *s);
 
 /* The table, for tests: number of rows and row i's spellings ("-m|--model"), the commands it

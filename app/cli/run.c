@@ -109,11 +109,13 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
     if (stats_every < 1) return df_cli_usage_error(&k_run, "--stats-every must be >= 1");
-    char *ptext = NULL;
+    char *ptext = NULL, *gbnf = NULL;
     size_t plen = 0;
+    if (df_cli_grammar(&k_run, &S, &gbnf)) return 1;
     if (pfile) {
         if (deltafin_read_file(pfile, &ptext, &plen) < 0) {
             fprintf(stderr, "run: %s\n", deltafin_errmsg());
+            free(gbnf);
             return 1;
         }
     } else {
@@ -169,6 +171,13 @@ int cmd_run(int argc, char **argv) {
     smp = deltafin_sampler_create(&sp);
     if (!smp) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     for (int i = 0; i < np; i++) deltafin_sampler_accept(smp, pids[i]);
+    if (gbnf) { /* after the prompt: its tokens feed the penalties only */
+        deltafin_grammar *g = NULL;
+        if (deltafin_grammar_create(deltafin_model_vocab(m), gbnf, NULL, &g) < 0 || deltafin_sampler_set_grammar(smp, g) < 0) {
+            fprintf(stderr, "run: grammar: %s\n", deltafin_errmsg());
+            goto done;
+        }
+    }
     const int n_vocab = deltafin_model_n_vocab(m);
     const int max_gen = n_predict >= 0 ? n_predict : nctx - np + 1;
     gen = malloc(sizeof(int32_t) * (size_t)(max_gen > 0 ? max_gen : 1));
@@ -189,6 +198,7 @@ int cmd_run(int argc, char **argv) {
     while (n_gen < max_gen && !g_stop) {
         const float *lg = deltafin_logits(c, -1);
         int32_t id = deltafin_sampler_sample(smp, lg, n_vocab);
+        if (id < 0) { fprintf(stderr, "\nrun: %s\n", deltafin_errmsg()); failed = true; break; }
         deltafin_sampler_accept(smp, id);
         if (deltafin_token_is_eog(m, id)) break;
         gen[n_gen++] = id;
@@ -295,5 +305,6 @@ done:
     free(gen);
     free(text);
     free(ptext);
+    free(gbnf);
     return ret;
 }

@@ -44,11 +44,13 @@ int cmd_serve(int argc, char **argv) {
     p.port = S.port;
     p.chat_template = S.chat_template;
     p.routing = S.routing;
+    p.model_path = S.model;
     p.n_parallel = S.n_parallel;
     p.n_queue = S.n_queue;
     p.timeout_s = S.timeout_s;
     p.n_ctx = S.n_ctx;
     p.n_batch = S.n_batch;
+    p.step_tokens = S.step_tokens;
     p.default_max_tokens = S.n_predict;
     p.n_threads = S.n_threads;
     p.cache_prompt = !S.no_cache_prompt;
@@ -65,7 +67,17 @@ int cmd_serve(int argc, char **argv) {
     p.max_body = (size_t)max_body;
     char *id = alias ? strdup(alias) : base_name(model);
     p.model_id = id;
-    if (df_cli_log_begin(&k_serve, &S) != DF_CLI_GO) { free(id); return 1; }
+    char *tmpl_src = NULL, *gbnf = NULL;
+    size_t tmpl_len = 0;
+    if (S.chat_template_file && deltafin_read_file(S.chat_template_file, &tmpl_src, &tmpl_len) < 0) {
+        fprintf(stderr, "serve: --chat-template-file: %s\n", deltafin_errmsg());
+        free(id);
+        return 1;
+    }
+    if (df_cli_grammar(&k_serve, &S, &gbnf)) { free(id); free(tmpl_src); return 1; }
+    p.chat_template_src = tmpl_src;
+    p.default_grammar = gbnf;
+    if (df_cli_log_begin(&k_serve, &S) != DF_CLI_GO) { free(id); free(tmpl_src); free(gbnf); return 1; }
 
     /* every thread inherits the blocked mask; the main thread waits for the signals */
     sigset_t set;
@@ -104,6 +116,8 @@ done:
     df_server_free(s);
     deltafin_model_free(m);
     free(id);
+    free(tmpl_src);
+    free(gbnf);
     if (ret == 0) fprintf(stderr, "serve: stopped\n");
     df_cli_log_end(&S);
     return ret;

@@ -56,18 +56,12 @@ static void carve(struct deltafin_ctx *c, mla_bufs *b) {
 
 static void mmw(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
                 int64_t ldy) {
-    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+    df_fw_mm(c, w, X, ldx, nt, Y, ldy);
 }
 
 /* slice h of a 3-D weight {ne0, ne1, nh}: rows ne1 of ne0 elements */
 static const void *slice(const df_tensor *w, int h) {
     return (const char *)w->data + (uint64_t)h * df_type_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1];
-}
-
-static bool tiled_attn(int nt, int dv) {
-    /* as session.c: llama.cpp's tiled F32 flash-attention path for >= 64 queries */
-    const int epr = df_kernels()->f32_epr; /* GGML_F32_EPR of the build the table stands for */
-    return nt >= 64 && dv % epr == 0;
 }
 
 int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt) {
@@ -112,55 +106,66 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
         df_rmsnorm(b.kv + t * nkv, L->kv_a_norm->data, b.kv + t * nkv, rkv, hp->eps);
     }
     df_attn_args a = {
-        .n_tok = nt, .pos0 = c->n_past, .n_head = nh, .kc = c->k_l[il],
-        .scale = hp->kq_scale, .sinks = NULL, .swa = 0,
+        .n_head = nh, .scale = hp->kq_scale, .sinks = NULL, .swa = 0,
         .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
     };
     if (hp->is_mla) {
         const int64_t nqf = (int64_t)nh * nkv;
         for (int h = 0; h < nh; h++) {
             /* q_nope absorbed: {dn, rkv} slice of attn_k_b times q_nope,h */
-            df_matmul_3d(c->pool, slice(L->wk_b, h), L->wk_b->type, dn, rkv, b.q + (int64_t)h * dq, nq, nt,
-                      b.qf + (int64_t)h * nkv, nqf, c->act);
+            df_matmul_3d_g(c->pool, slice(L->wk_b, h), L->wk_b->type, dn, rkv, b.q + (int64_t)h * dq, nq, nt,
+                           b.qf + (int64_t)h * nkv, nqf, c->act, &c->grp);
         }
-        for (int t = 0; t < nt; t++) {
+        for (int t = 0; t < nt; t++)
             for (int h = 0; h < nh; h++)
                 memcpy(b.qf + t * nqf + (int64_t)h * nkv + rkv, b.q + t * nq + (int64_t)h * dq + dn,
                        sizeof(float) * (size_t)dr);
-            df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
-            const float *kt = b.kv + t * nkv;
-            for (int64_t i = 0; i < nkv; i++) kd[i] = df_f32_to_f16(kt[i]);
-        }
         a.n_head_kv = 1; a.dk = (int)nkv; a.dv = rkv;
-        a.q = b.qf; a.ldq = nqf;
-        a.vc = c->k_l[il]; a.ldk = nkv; a.ldv = nkv;
-        a.out = b.o; a.ldo = (int64_t)nh * rkv;
-        a.f32_acc = tiled_attn(nt, rkv);
-        df_attn_gqa(c->pool, &a);
+        a.ldq = nqf; a.ldk = nkv; a.ldv = nkv; a.ldo = (int64_t)nh * rkv;
+        for (int s = 0; s < c->n_seg; s++) { /* each sequence its own cache */
+            const df_seg *sg = &c->seg[s];
+            for (int i = 0; i < sg->n; i++) {
+                df_f16 *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
+                const float *kt = b.kv + (int64_t)(sg->row0 + i) * nkv;
+                for (int64_t e = 0; e < nkv; e++) kd[e] = df_f32_to_f16(kt[e]);
+            }
+            a.n_tok = sg->n; a.pos0 = sg->pos0;
+            a.kc = a.vc = sg->sc->k_l[il];
+            a.q = b.qf + (int64_t)sg->row0 * nqf;
+            a.out = b.o + (int64_t)sg->row0 * a.ldo;
+            a.f32_acc = df_use_tiled_attn(sg->n, rkv);
+            df_attn_gqa(c->pool, &a);
+        }
         for (int h = 0; h < nh; h++)
-            df_matmul_3d(c->pool, slice(L->wv_b, h), L->wv_b->type, rkv, dv, b.o + (int64_t)h * rkv,
-                      (int64_t)nh * rkv, nt, b.ov + (int64_t)h * dv, (int64_t)nh * dv, c->act);
+            df_matmul_3d_g(c->pool, slice(L->wv_b, h), L->wv_b->type, rkv, dv, b.o + (int64_t)h * rkv,
+                           (int64_t)nh * rkv, nt, b.ov + (int64_t)h * dv, (int64_t)nh * dv, c->act, &c->grp);
     } else {
         const int64_t nkvb = (int64_t)nh * (dn + dv);
         mmw(c, L->wkv_b, b.kv, nkv, nt, b.kvb, nkvb);
-        for (int t = 0; t < nt; t++) {
-            df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
-            df_f16 *vd = df_ctx_v(c, il, c->n_past + t);
-            const float *kvt = b.kvb + t * nkvb, *pe = b.kv + t * nkv + rkv;
-            for (int h = 0; h < nh; h++) {
-                const float *src = kvt + (int64_t)h * (dn + dv);
-                df_f16 *kh = kd + (int64_t)h * dq, *vh = vd + (int64_t)h * dv;
-                for (int i = 0; i < dn; i++) kh[i] = df_f32_to_f16(src[i]);
-                for (int i = 0; i < dr; i++) kh[dn + i] = df_f32_to_f16(pe[i]);
-                for (int i = 0; i < dv; i++) vh[i] = df_f32_to_f16(src[dn + i]);
-            }
-        }
         a.n_head_kv = nh; a.dk = dq; a.dv = dv;
-        a.q = b.q; a.ldq = nq;
-        a.vc = c->v_l[il]; a.ldk = nq; a.ldv = (int64_t)nh * dv;
-        a.out = b.ov; a.ldo = (int64_t)nh * dv;
-        a.f32_acc = tiled_attn(nt, dv);
-        df_attn_gqa(c->pool, &a);
+        a.ldq = nq; a.ldk = nq; a.ldv = (int64_t)nh * dv; a.ldo = (int64_t)nh * dv;
+        for (int s = 0; s < c->n_seg; s++) {
+            const df_seg *sg = &c->seg[s];
+            for (int i = 0; i < sg->n; i++) {
+                const int t = sg->row0 + i;
+                df_f16 *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
+                df_f16 *vd = df_ctx_v(sg->sc, il, sg->pos0 + i);
+                const float *kvt = b.kvb + t * nkvb, *pe = b.kv + t * nkv + rkv;
+                for (int h = 0; h < nh; h++) {
+                    const float *src = kvt + (int64_t)h * (dn + dv);
+                    df_f16 *kh = kd + (int64_t)h * dq, *vh = vd + (int64_t)h * dv;
+                    for (int e = 0; e < dn; e++) kh[e] = df_f32_to_f16(src[e]);
+                    for (int e = 0; e < dr; e++) kh[dn + e] = df_f32_to_f16(pe[e]);
+                    for (int e = 0; e < dv; e++) vh[e] = df_f32_to_f16(src[dn + e]);
+                }
+            }
+            a.n_tok = sg->n; a.pos0 = sg->pos0;
+            a.kc = sg->sc->k_l[il]; a.vc = sg->sc->v_l[il];
+            a.q = b.q + (int64_t)sg->row0 * nq;
+            a.out = b.ov + (int64_t)sg->row0 * a.ldo;
+            a.f32_acc = df_use_tiled_attn(sg->n, dv);
+            df_attn_gqa(c->pool, &a);
+        }
     }
     if (L->attn_gate) {
         /* kimi-k3: O *= sigmoid(W_gate x) before the output projection */

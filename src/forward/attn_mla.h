@@ -9,7 +9,8 @@
 #include "forward/ops.h"
 
 struct deltafin_ctx;
-/* c->h += Attn_MLA(RMSNorm(c->h)) for nt tokens at c->n_past..; stores the layer's KV rows. */
+/* c->h += Attn_MLA(RMSNorm(c->h)) for the nt rows of the pass (c->seg); stores each row's KV
+ * rows in its own sequence's cache. */
 int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt);
 /* The attention alone: out = Attn_MLA(x) for nt tokens (x already normalized, n_embd wide;
  * out n_embd wide), KV rows stored; RoPE unless hp.no_rope; the optional attn_gate

@@ -23,12 +23,13 @@
 
 #define TRYK(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
 
-static float *k3_layer_state(struct deltafin_ctx *c, int il) {
-    const df_hparams *hp = &c->m->hp;
+/* layer il's state in sequence sc */
+static float *k3_layer_state(struct deltafin_ctx *sc, int il) {
+    const df_hparams *hp = &sc->m->hp;
     uint64_t off = 0;
     for (int l = 0; l < il; l++)
         if (hp->layer_recr[l]) off += df_k3_conv_floats(hp) + df_k3_delta_floats(hp);
-    return (float *)c->rs + off;
+    return (float *)sc->rs + off;
 }
 
 /* ---- scratch ---------------------------------------------------------------------------------- */
@@ -84,7 +85,7 @@ static void k3_bufs_get(struct deltafin_ctx *c, k3_bufs *b) {
 }
 
 static void mmw(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y, int64_t ldy) {
-    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+    df_fw_mm(c, w, X, ldx, nt, Y, ldy);
 }
 
 /* ---- block AttnRes ------------------------------------------------------------------------------ */
@@ -174,14 +175,17 @@ static int kda_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
     const int E = hp->n_embd, H = hp->n_head, S = hp->kda_head_dim, C = hp->ssm_conv;
     const int64_t DI = (int64_t)H * S;
     if (S > 4096) return df_err(DF_ERR_UNSUPPORTED, "KDA head_dim %d > 4096", S);
-    float *st = k3_layer_state(c, il);
-    float *conv_st = st, *delta_st = st + df_k3_conv_floats(hp);
-    /* 1. projections; 2. short conv + silu per stream */
+    /* 1. projections; 2. short conv + silu per stream, each sequence from its own state */
     float *qkv[3] = {b->q, b->k, b->v};
     const df_tensor *w3[3] = {L->wq, L->wk, L->wv};
     for (int s = 0; s < 3; s++) {
         mmw(c, w3[s], x, E, nt, qkv[s], DI);
-        kda_conv(qkv[s], nt, DI, C, conv_st + (int64_t)s * (C - 1) * DI, L->ssm_conv[s]->data, b->win);
+        for (int q = 0; q < c->n_seg; q++) {
+            const df_seg *sg = &c->seg[q];
+            float *conv_st = k3_layer_state(sg->sc, il);
+            kda_conv(qkv[s] + (int64_t)sg->row0 * DI, sg->n, DI, C, conv_st + (int64_t)s * (C - 1) * DI,
+                     L->ssm_conv[s]->data, b->win);
+        }
     }
     /* 3. L2 norm of q and k per head */
     l2_heads(b->q, nt, H, S, hp->eps);
@@ -207,10 +211,15 @@ static int kda_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
     /* 5. beta */
     mmw(c, L->ssm_beta, x, E, nt, b->beta, H);
     for (int64_t i = 0; i < (int64_t)nt * H; i++) b->beta[i] = df_sigmoid(b->beta[i]);
-    /* 6. gated delta rule, sequential over tokens, heads in parallel */
-    kda_job j = {.hp = hp, .st = delta_st, .q = b->q, .k = b->k, .v = b->v, .g = b->g, .beta = b->beta,
-                 .o = b->o, .nt = nt};
-    df_pool_run(c->pool, H, kda_head, &j);
+    /* 6. gated delta rule, sequential over a sequence's tokens, heads in parallel */
+    for (int q = 0; q < c->n_seg; q++) {
+        const df_seg *sg = &c->seg[q];
+        const int64_t r0 = (int64_t)sg->row0;
+        kda_job j = {.hp = hp, .st = k3_layer_state(sg->sc, il) + df_k3_conv_floats(hp), .q = b->q + r0 * DI,
+                     .k = b->k + r0 * DI, .v = b->v + r0 * DI, .g = b->g + r0 * DI, .beta = b->beta + r0 * H,
+                     .o = b->o + r0 * DI, .nt = sg->n};
+        df_pool_run(c->pool, H, kda_head, &j);
+    }
     /* 7. per-head RMS norm (shared weight) and sigmoid gate */
     mmw(c, L->ssm_g, x, E, nt, b->g2, DI);
     for (int64_t r = 0; r < (int64_t)nt * H; r++)
@@ -254,8 +263,8 @@ static void k3_situ_ffn(struct deltafin_ctx *c, const df_tensor *wg, const df_te
     const int64_t ff = wg->ne[1];
     if (wg->type == wu->type) {
         df_quantize_act(wg->type, x, E, E, nt, c->act);
-        df_matmul_q(c->pool, wg->data, wg->type, E, ff, c->act, nt, c->fa, ff);
-        df_matmul_q(c->pool, wu->data, wu->type, E, ff, c->act, nt, c->fb, ff);
+        df_fw_mm_q(c, wg, nt, c->fa, ff);
+        df_fw_mm_q(c, wu, nt, c->fb, ff);
     } else {
         mmw(c, wg, x, E, nt, c->fa, ff);
         mmw(c, wu, x, E, nt, c->fb, ff);
@@ -299,13 +308,14 @@ static int k3_layer_ffn(struct deltafin_ctx *c, int il, int nt) {
     return DF_OK;
 }
 
-static void k3_rows_select(struct deltafin_ctx *c, int lo, int n) {
+static void k3_rows_select(struct deltafin_ctx *c, const int32_t *rows, int n) {
     const df_hparams *hp = &c->m->hp;
     const int64_t row = (int64_t)k3_n_ckpt(hp) * hp->n_embd;
-    if (row == 0 || lo == 0) return;
+    if (row == 0) return;
     k3_bufs b;
     k3_bufs_get(c, &b);
-    memmove(b.stack, b.stack + (int64_t)lo * row, sizeof(float) * (size_t)(row * n));
+    for (int i = 0; i < n; i++) /* rows ascending, rows[i] >= i: in place */
+        if (rows[i] != i) memmove(b.stack + i * row, b.stack + (int64_t)rows[i] * row, sizeof(float) * (size_t)row);
 }
 
 static int k3_pre_output(struct deltafin_ctx *c, int n) {

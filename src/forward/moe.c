@@ -10,16 +10,11 @@
 #include "weights/weights.h"
 #include <math.h>
 
-static void mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
-               int64_t ldy) {
-    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
-}
-
 /* router logits (a batch of F32 router rows goes through df_matmul's tinyBLAS-order GEMM in
- * ggml's order, kernels/dispatch.c) */
+ * ggml's order, kernels/dispatch.c; per sequence of the pass, as its own pass would) */
 static void router_logits(struct deltafin_ctx *c, const df_tensor *w, const float *x, int64_t ldx, int nt, float *y,
                           int64_t ldy) {
-    mm(c, w, x, ldx, nt, y, ldy);
+    df_fw_mm(c, w, x, ldx, nt, y, ldy);
 }
 
 /* ggml_soft_max in place: ggml's vector order and exp */
@@ -171,13 +166,34 @@ static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, i
         if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
             for (int j = 0; j < kk; j++) w[j] *= hp->expert_weights_scale;
         if (lossy) kk = lossy_finish(c, idx, w, kk);
-        /* optional routing statistics (deltafin_ctx_count_routes) */
-        if (c->route_counts) {
-            uint32_t *rc = c->route_counts + (int64_t)il * E;
-            for (int j = 0; j < kk; j++) rc[idx[j]]++;
-        }
+    }
+    /* optional routing statistics (deltafin_ctx_count_routes), each sequence its own; slots
+     * dropped by lossy routing (-1) are not counted */
+    for (int s = 0; !select_only && s < c->n_seg; s++) {
+        const df_seg *sg = &c->seg[s];
+        if (!sg->sc->route_counts) continue;
+        uint32_t *rc = sg->sc->route_counts + (int64_t)il * E;
+        for (int64_t i = (int64_t)sg->row0 * K; i < (int64_t)(sg->row0 + sg->n) * K; i++)
+            if (idx_out[i] >= 0) rc[idx_out[i]]++;
     }
     if (c->route_trace && !select_only) c->route_trace(c->route_trace_ud, il, nt, K, idx_out);
+}
+
+/* Sharing statistics of one MoE layer: the union's size against what separate passes of the
+ * segments would acquire (each its own distinct experts). */
+static void count_sharing(struct deltafin_ctx *c, int n_union) {
+    const int K = c->m->hp.n_expert_used;
+    uint64_t alone = 0;
+    for (int s = 0; s < c->n_seg; s++) {
+        const df_seg *sg = &c->seg[s];
+        const int64_t a = (int64_t)sg->row0 * K, b = (int64_t)(sg->row0 + sg->n) * K;
+        for (int64_t i = a; i < b; i++)
+            if (c->sel[i] >= 0 && !c->e_mark[c->sel[i]]) { c->e_mark[c->sel[i]] = 1; alone++; }
+        for (int64_t i = a; i < b; i++)
+            if (c->sel[i] >= 0) c->e_mark[c->sel[i]] = 0;
+    }
+    c->pass_union += (uint64_t)n_union;
+    c->pass_alone += alone;
 }
 
 void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
@@ -271,6 +287,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         int e = c->sel[i];
         if (e >= 0) c->e_list[c->e_off[e] + c->e_cnt[e]++] = i;
     }
+    count_sharing(c, n_union);
     df_weights_expert_prefetch(c->w, il, c->e_union, n_union);
     int64_t D, n_ff, n_out_d; /* expert input width (n_embd, or kimi-k3's latent) */
     df_model_expert_shape(m, il, DF_EXPERT_GATE, &D, &n_ff, NULL);
@@ -297,7 +314,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
     }
 
     for (int u = 0; u < n_union; u++) {
-        if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "cancelled");
+        if (df_pass_cancelled(c)) return df_err(DF_ERR_CANCELLED, "cancelled");
         const int e = c->e_union[u];
         const int n = c->e_off[e + 1] - c->e_off[e];
         const int32_t *lst = c->e_list + c->e_off[e];
@@ -347,18 +364,18 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
         const int64_t fs = L->gate_shexp->ne[1];
         if (L->gate_shexp->type == L->up_shexp->type) {
             df_quantize_act(L->gate_shexp->type, x, D, D, nt, c->act);
-            df_matmul_q(c->pool, L->gate_shexp->data, L->gate_shexp->type, D, fs, c->act, nt, c->fa, fs);
-            df_matmul_q(c->pool, L->up_shexp->data, L->up_shexp->type, D, fs, c->act, nt, c->fb, fs);
+            df_fw_mm_q(c, L->gate_shexp, nt, c->fa, fs);
+            df_fw_mm_q(c, L->up_shexp, nt, c->fb, fs);
         } else {
-            mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
-            mm(c, L->up_shexp, x, D, nt, c->fb, fs);
+            df_fw_mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
+            df_fw_mm(c, L->up_shexp, x, D, nt, c->fb, fs);
         }
         df_ffn_act_rows(hp, c->fa, c->fb, nt, fs);
-        mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
+        df_fw_mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
         if (L->gate_inp_shexp) {
             /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */
             float *z = c->fb;
-            df_matmul(c->pool, L->gate_inp_shexp->data, L->gate_inp_shexp->type, D, 1, x, D, nt, z, 1, c->act);
+            df_matmul_g(c->pool, L->gate_inp_shexp->data, L->gate_inp_shexp->type, D, 1, x, D, nt, z, 1, c->act, &c->grp);
             for (int t = 0; t < nt; t++) {
                 float g = df_silu(z[t]) / z[t];
                 float *ys = c->yg + (int64_t)t * D;

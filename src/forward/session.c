@@ -206,6 +206,12 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
         c->hist = df_malloc(sizeof(int32_t) * (size_t)c->n_ctx);
         if (!c->rs || !c->rs_snap || !c->hist) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the recurrent state (%llu bytes)", (unsigned long long)c->rs_bytes); }
     }
+    /* the pass this ctx may lead: a segment per sequence (each has >= 1 row) */
+    c->seg = df_malloc(sizeof(df_seg) * (size_t)c->n_batch);
+    c->seg_end = df_malloc(sizeof(int32_t) * (size_t)c->n_batch);
+    c->rows_kept = df_malloc(sizeof(int32_t) * (size_t)c->n_batch);
+    c->e_mark = df_calloc((size_t)(hp->n_expert > 0 ? hp->n_expert : 1), 1);
+    if (!c->seg || !c->seg_end || !c->rows_kept || !c->e_mark) { deltafin_ctx_free(c); return DF_ERR_NOMEM; }
     c->attn_stride = df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     c->logits_cap = 1;
     c->n_logits = 0;
@@ -232,6 +238,11 @@ void deltafin_ctx_free(deltafin_ctx *c) {
     if (c->rs_snap) munmap(c->rs_snap, (size_t)(c->rs_bytes ? c->rs_bytes : 1));
     free(c->hist);
     free(c->route_counts);
+    free(c->seg);
+    free(c->seg_end);
+    free(c->rows_kept);
+    free(c->e_mark);
+    free(c->stage);
     free(c);
 }
 
@@ -347,20 +358,22 @@ void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out) {
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
-static void mm(deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y, int64_t ldy) {
-    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
-}
-
 static void add_bias(float *Y, int64_t ldy, int nt, const df_tensor *b) {
     if (!b) return;
     for (int t = 0; t < nt; t++) df_add(Y + (int64_t)t * ldy, b->data, (int)b->ne[0]);
 }
 
-static bool use_tiled_attn(int nt, int dv) {
+bool df_use_tiled_attn(int nq, int dv) {
     /* llama.cpp switches to its tiled F32 kernel for >= 64 queries when DV is a multiple of
      * the SIMD width (16 floats with AVX-512, 8 otherwise). */
     const int epr = df_kernels()->f32_epr; /* GGML_F32_EPR of the build the table stands for */
-    return nt >= 64 && dv % epr == 0;
+    return nq >= 64 && dv % epr == 0;
+}
+
+bool df_pass_cancelled(const deltafin_ctx *c) {
+    for (int s = 0; s < c->n_seg; s++)
+        if (atomic_load(&c->seg[s].sc->cancel)) return true;
+    return false;
 }
 
 int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
@@ -373,7 +386,7 @@ int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
         df_rmsnorm(c->h + (int64_t)t * D, L->attn_norm->data, c->x + (int64_t)t * D, D, hp->eps);
     if (L->wqkv) {
         const int64_t n3 = nq + nk + nv;
-        mm(c, L->wqkv, c->x, D, nt, c->fa, n3);
+        df_fw_mm(c, L->wqkv, c->x, D, nt, c->fa, n3);
         add_bias(c->fa, n3, nt, L->bqkv);
         for (int t = 0; t < nt; t++) {
             const float *r = c->fa + t * n3;
@@ -384,49 +397,54 @@ int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
     } else {
         if (L->wq->type == L->wk->type && L->wq->type == L->wv->type) {
             df_quantize_act(L->wq->type, c->x, D, D, nt, c->act);
-            df_matmul_q(c->pool, L->wq->data, L->wq->type, D, nq, c->act, nt, c->q, nq);
-            df_matmul_q(c->pool, L->wk->data, L->wk->type, D, nk, c->act, nt, c->k, nk);
-            df_matmul_q(c->pool, L->wv->data, L->wv->type, D, nv, c->act, nt, c->v, nv);
+            df_fw_mm_q(c, L->wq, nt, c->q, nq);
+            df_fw_mm_q(c, L->wk, nt, c->k, nk);
+            df_fw_mm_q(c, L->wv, nt, c->v, nv);
         } else {
-            mm(c, L->wq, c->x, D, nt, c->q, nq);
-            mm(c, L->wk, c->x, D, nt, c->k, nk);
-            mm(c, L->wv, c->x, D, nt, c->v, nv);
+            df_fw_mm(c, L->wq, c->x, D, nt, c->q, nq);
+            df_fw_mm(c, L->wk, c->x, D, nt, c->k, nk);
+            df_fw_mm(c, L->wv, c->x, D, nt, c->v, nv);
         }
         add_bias(c->q, nq, nt, L->bq);
         add_bias(c->k, nk, nt, L->bk);
         add_bias(c->v, nv, nt, L->bv);
     }
-    for (int t = 0; t < nt; t++) {
-        float *qt = c->q + t * nq, *kt = c->k + t * nk;
-        if (hp->qk_norm == DF_QK_NORM_HEAD) {
-            for (int h = 0; h < hp->n_head; h++) df_rmsnorm(qt + h * dk, L->q_norm->data, qt + h * dk, dk, hp->eps);
-            for (int h = 0; h < hp->n_head_kv; h++) df_rmsnorm(kt + h * dk, L->k_norm->data, kt + h * dk, dk, hp->eps);
-        } else if (hp->qk_norm == DF_QK_NORM_FULL) {
-            df_rmsnorm(qt, L->q_norm->data, qt, (int)nq, hp->eps);
-            df_rmsnorm(kt, L->k_norm->data, kt, (int)nk, hp->eps);
+    for (int s = 0; s < c->n_seg; s++) {
+        const df_seg *sg = &c->seg[s];
+        for (int i = 0; i < sg->n; i++) {
+            const int t = sg->row0 + i;
+            float *qt = c->q + t * nq, *kt = c->k + t * nk;
+            if (hp->qk_norm == DF_QK_NORM_HEAD) {
+                for (int h = 0; h < hp->n_head; h++) df_rmsnorm(qt + h * dk, L->q_norm->data, qt + h * dk, dk, hp->eps);
+                for (int h = 0; h < hp->n_head_kv; h++) df_rmsnorm(kt + h * dk, L->k_norm->data, kt + h * dk, dk, hp->eps);
+            } else if (hp->qk_norm == DF_QK_NORM_FULL) {
+                df_rmsnorm(qt, L->q_norm->data, qt, (int)nq, hp->eps);
+                df_rmsnorm(kt, L->k_norm->data, kt, (int)nk, hp->eps);
+            }
+            if (hp->n_rot > 0) {
+                const float *rc = c->rc + (int64_t)t * hp->n_rot;
+                df_rope_apply(&m->rope, rc, qt, hp->n_head, dk);
+                df_rope_apply(&m->rope, rc, kt, hp->n_head_kv, dk);
+            }
+            /* K and V are rounded to F16 when stored, as llama.cpp's default cache type */
+            df_f16 *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
+            df_f16 *vd = df_ctx_v(sg->sc, il, sg->pos0 + i);
+            for (int64_t e = 0; e < nk; e++) kd[e] = df_f32_to_f16(kt[e]);
+            const float *vt = c->v + t * nv;
+            for (int64_t e = 0; e < nv; e++) vd[e] = df_f32_to_f16(vt[e]);
         }
-        if (hp->n_rot > 0) {
-            const float *rc = c->rc + (int64_t)t * hp->n_rot;
-            df_rope_apply(&m->rope, rc, qt, hp->n_head, dk);
-            df_rope_apply(&m->rope, rc, kt, hp->n_head_kv, dk);
-        }
-        /* K and V are rounded to F16 when stored, as llama.cpp's default cache type */
-        df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
-        df_f16 *vd = df_ctx_v(c, il, c->n_past + t);
-        for (int64_t i = 0; i < nk; i++) kd[i] = df_f32_to_f16(kt[i]);
-        const float *vt = c->v + t * nv;
-        for (int64_t i = 0; i < nv; i++) vd[i] = df_f32_to_f16(vt[i]);
+        /* each sequence attends its own cache, with the kernel its own pass would choose */
+        df_attn_args a = {
+            .n_tok = sg->n, .pos0 = sg->pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+            .dk = dk, .dv = dv, .scale = hp->kq_scale, .q = c->q + (int64_t)sg->row0 * nq, .ldq = nq,
+            .kc = sg->sc->k_l[il], .vc = sg->sc->v_l[il],
+            .ldk = nk, .ldv = nv, .out = c->o + (int64_t)sg->row0 * hp->n_head * dv, .ldo = (int64_t)hp->n_head * dv,
+            .f32_acc = df_use_tiled_attn(sg->n, dv), .sinks = NULL, .swa = 0,
+            .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
+        };
+        df_attn_gqa(c->pool, &a);
     }
-    df_attn_args a = {
-        .n_tok = nt, .pos0 = c->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-        .dk = dk, .dv = dv, .scale = hp->kq_scale, .q = c->q, .ldq = nq,
-        .kc = c->k_l[il], .vc = c->v_l[il],
-        .ldk = nk, .ldv = nv, .out = c->o, .ldo = (int64_t)hp->n_head * dv,
-        .f32_acc = use_tiled_attn(nt, dv), .sinks = NULL, .swa = 0,
-        .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
-    };
-    df_attn_gqa(c->pool, &a);
-    mm(c, L->wo, c->o, (int64_t)hp->n_head * dv, nt, c->y, D);
+    df_fw_mm(c, L->wo, c->o, (int64_t)hp->n_head * dv, nt, c->y, D);
     add_bias(c->y, D, nt, L->bo);
     for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
     return DF_OK;
@@ -446,67 +464,277 @@ int df_layer_ffn(deltafin_ctx *c, int il, int nt) {
         const int64_t ff = L->ffn_gate->ne[1];
         if (L->ffn_gate->type == L->ffn_up->type) {
             df_quantize_act(L->ffn_gate->type, c->x, D, D, nt, c->act);
-            df_matmul_q(c->pool, L->ffn_gate->data, L->ffn_gate->type, D, ff, c->act, nt, c->fa, ff);
-            df_matmul_q(c->pool, L->ffn_up->data, L->ffn_up->type, D, ff, c->act, nt, c->fb, ff);
+            df_fw_mm_q(c, L->ffn_gate, nt, c->fa, ff);
+            df_fw_mm_q(c, L->ffn_up, nt, c->fb, ff);
         } else {
-            mm(c, L->ffn_gate, c->x, D, nt, c->fa, ff);
-            mm(c, L->ffn_up, c->x, D, nt, c->fb, ff);
+            df_fw_mm(c, L->ffn_gate, c->x, D, nt, c->fa, ff);
+            df_fw_mm(c, L->ffn_up, c->x, D, nt, c->fb, ff);
         }
         add_bias(c->fa, ff, nt, L->ffn_gate_b);
         add_bias(c->fb, ff, nt, L->ffn_up_b);
         df_swiglu_rows(c->fa, c->fb, nt, ff); /* row by row, as ggml_swiglu */
-        mm(c, L->ffn_down, c->fa, ff, nt, c->y, D);
+        df_fw_mm(c, L->ffn_down, c->fa, ff, nt, c->y, D);
         add_bias(c->y, D, nt, L->ffn_down_b);
     }
     for (int64_t i = 0; i < (int64_t)nt * D; i++) c->h[i] += c->y[i];
     return DF_OK;
 }
 
-/* One step over nt <= n_batch tokens at positions n_past.. ; logits for rows [lo, nt) go to
- * dst (n_vocab floats each). */
-static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, float *dst) {
+/* the matmul groups of the pass: one per segment */
+static void set_groups(deltafin_ctx *c) {
+    for (int s = 0; s < c->n_seg; s++) c->seg_end[s] = c->seg[s].row0 + c->seg[s].n;
+    c->grp.n = c->n_seg;
+    c->grp.end = c->seg_end;
+}
+
+/* like llama.cpp's inp_out_ids: the last layer's FFN only for rows whose logits are wanted
+ * (row-wise, so results are unchanged; MoE reads fewer experts). Keeps each segment's rows
+ * out_lo.. and returns the rows left. */
+static int select_out_rows(deltafin_ctx *c) {
+    const int D = c->m->hp.n_embd;
+    int n = 0;
+    for (int s = 0; s < c->n_seg; s++) {
+        df_seg *sg = &c->seg[s];
+        const int keep = sg->n - sg->out_lo;
+        for (int i = 0; i < keep; i++) c->rows_kept[n + i] = sg->row0 + sg->out_lo + i;
+        sg->row0 = n;
+        sg->out_lo = 0;
+        sg->n = keep;
+        n += keep;
+    }
+    for (int i = 0; i < n; i++) /* rows_kept ascending, rows_kept[i] >= i: in place */
+        if (c->rows_kept[i] != i)
+            memmove(c->h + (int64_t)i * D, c->h + (int64_t)c->rows_kept[i] * D, sizeof(float) * (size_t)D);
+    if (c->fwd->rows_select) c->fwd->rows_select(c, c->rows_kept, n);
+    set_groups(c);
+    return n;
+}
+
+/* logits of the n_out rows left after the last layer, to each segment's dst */
+static int output_logits(deltafin_ctx *c, int n_out) {
+    df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const int D = hp->n_embd, V = hp->n_vocab;
+    if (c->fwd->pre_output) {
+        int rc = c->fwd->pre_output(c, n_out);
+        if (rc < 0) return rc;
+    }
+    for (int t = 0; t < n_out; t++)
+        df_rmsnorm(c->h + (int64_t)t * D, m->output_norm->data, c->x + (int64_t)t * D, D, hp->eps);
+    if (c->embd_sum) { /* embeddings (one sequence): the normalized states, no logits */
+        for (int t = 0; t < n_out; t++)
+            for (int d = 0; d < D; d++) c->embd_sum[d] += c->x[(int64_t)t * D + d];
+        return DF_OK;
+    }
+    int with = 0, last = 0;
+    for (int s = 0; s < c->n_seg; s++)
+        if (c->seg[s].n > 0) { with++; last = s; }
+    if (with == 1) { /* one sequence: straight into its logits */
+        df_fw_mm(c, m->output, c->x, D, n_out, c->seg[last].dst, V);
+        return DF_OK;
+    }
+    if (n_out > c->stage_rows) { /* grows once to the most rows a pass has had */
+        float *ns = malloc(sizeof(float) * (size_t)n_out * (size_t)V);
+        if (!ns) return df_err(DF_ERR_NOMEM, "cannot allocate logits for %d sequences", n_out);
+        free(c->stage);
+        c->stage = ns;
+        c->stage_rows = n_out;
+    }
+    df_fw_mm(c, m->output, c->x, D, n_out, c->stage, V);
+    for (int s = 0; s < c->n_seg; s++) {
+        const df_seg *sg = &c->seg[s];
+        if (sg->n > 0)
+            memcpy(sg->dst, c->stage + (int64_t)sg->row0 * V, sizeof(float) * (size_t)sg->n * (size_t)V);
+    }
+    return DF_OK;
+}
+
+/* One forward pass over the segments c->seg[0..n_seg) (rows in order, at most c->n_batch);
+ * logits of each segment's rows out_lo.. go to its dst. */
+static int forward_pass(deltafin_ctx *c) {
     df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const int D = hp->n_embd;
     const df_tensor *te = m->tok_embd;
     const uint64_t rb = df_type_row_bytes(te->type, te->ne[0]);
-    for (int t = 0; t < nt; t++) {
-        if (ids[t] < 0 || ids[t] >= hp->n_vocab)
-            return df_err(DF_ERR_INVALID, "token id %d out of range (n_vocab %d)", ids[t], hp->n_vocab);
-        int rc = df_dequantize_row(te->type, (const char *)te->data + (uint64_t)ids[t] * rb, c->h + (int64_t)t * D, D);
-        if (rc < 0) return rc;
-        if (hp->n_rot > 0) df_rope_cache(&m->rope, (float)(c->n_past + t), c->rc + (int64_t)t * hp->n_rot);
+    int nt = 0, n_out = 0;
+    for (int s = 0; s < c->n_seg; s++) {
+        const df_seg *sg = &c->seg[s];
+        for (int i = 0; i < sg->n; i++) {
+            const int t = nt + i;
+            int rc = df_dequantize_row(te->type, (const char *)te->data + (uint64_t)sg->ids[i] * rb, c->h + (int64_t)t * D, D);
+            if (rc < 0) return rc;
+            if (hp->n_rot > 0) df_rope_cache(&m->rope, (float)(sg->pos0 + i), c->rc + (int64_t)t * hp->n_rot);
+        }
+        nt += sg->n;
+        n_out += sg->n - sg->out_lo;
     }
-    const int n_out = nt - lo;
+    DF_ASSERT(nt <= c->n_batch);
+    set_groups(c);
     for (int il = 0; il < hp->n_layer; il++) {
-        if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
+        if (df_pass_cancelled(c)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
         const df_arch_fwd *ar = c->fwd;
         int rc = df_weights_layer_acquire(c->w, il); /* streamed dense layers: wait for its bytes */
         if (rc < 0) return rc;
         rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
         if (rc < 0) return rc;
-        if (il == hp->n_layer - 1 && lo > 0) {
-            /* like llama.cpp's inp_out_ids: the last layer's FFN only for rows whose logits
-             * are wanted (row-wise, so results are unchanged; MoE reads fewer experts) */
+        if (il == hp->n_layer - 1 && n_out < nt) {
             if (n_out <= 0) return DF_OK;
-            memmove(c->h, c->h + (int64_t)lo * D, sizeof(float) * (size_t)n_out * D);
-            if (ar->rows_select) ar->rows_select(c, lo, n_out);
-            rc = ar->layer_ffn ? ar->layer_ffn(c, il, n_out) : df_layer_ffn(c, il, n_out);
-            lo = 0;
-        } else {
-            rc = ar->layer_ffn ? ar->layer_ffn(c, il, nt) : df_layer_ffn(c, il, nt);
+            nt = select_out_rows(c);
         }
+        rc = ar->layer_ffn ? ar->layer_ffn(c, il, nt) : df_layer_ffn(c, il, nt);
         if (rc < 0) return rc;
         df_weights_layer_release(c->w, il);
     }
     if (n_out <= 0) return DF_OK;
-    if (c->fwd->pre_output) {
-        int rc = c->fwd->pre_output(c, n_out); /* lo is 0 here: the last layer selected the rows */
-        if (rc < 0) return rc;
+    return output_logits(c, n_out);
+}
+
+/* ---- decode: one sequence or several ------------------------------------------------------- */
+static int check_seqs(const deltafin_batch_seq *sq, int ns) {
+    if (ns <= 0 || !sq) return df_err(DF_ERR_INVALID, "decode: no sequences");
+    const df_model *m = sq[0].ctx ? sq[0].ctx->m : NULL;
+    int rc = DF_OK;
+    for (int s = 0; s < ns && rc == DF_OK; s++) {
+        deltafin_ctx *c = sq[s].ctx;
+        if (!c) rc = df_err(DF_ERR_INVALID, "decode: sequence %d has no context", s);
+        else if (c->m != m) rc = df_err(DF_ERR_INVALID, "decode: sequence %d belongs to another model", s);
+        else if (c->b_in) rc = df_err(DF_ERR_INVALID, "decode: a context appears twice (sequence %d)", s);
+        else if (sq[s].n <= 0 || !sq[s].ids) rc = df_err(DF_ERR_INVALID, "decode: no tokens");
+        else if ((int64_t)c->n_past + sq[s].n > c->n_ctx)
+            rc = df_err(DF_ERR_RANGE, "context full: %d tokens in cache + %d new > n_ctx %d", c->n_past, sq[s].n, c->n_ctx);
+        for (int i = 0; rc == DF_OK && i < sq[s].n; i++)
+            if (sq[s].ids[i] < 0 || sq[s].ids[i] >= m->hp.n_vocab)
+                rc = df_err(DF_ERR_INVALID, "token id %d out of range (n_vocab %d)", sq[s].ids[i], m->hp.n_vocab);
+        if (c) c->b_in = rc == DF_OK;
     }
-    for (int t = 0; t < n_out; t++)
-        df_rmsnorm(c->h + (int64_t)(lo + t) * D, m->output_norm->data, c->x + (int64_t)t * D, D, hp->eps);
-    mm(c, m->output, c->x, D, n_out, dst, hp->n_vocab);
+    for (int s = 0; s < ns; s++)
+        if (sq[s].ctx) sq[s].ctx->b_in = false;
+    return rc;
+}
+
+/* the logits rows a sequence keeps: all of them (grown once per call) or its last */
+static int prepare_logits(deltafin_ctx *c, int n, bool all_logits) {
+    if (!all_logits || n <= c->logits_cap || c->embd_sum) return DF_OK;
+    /* grows once per call (perplexity), never per token */
+    float *nl = malloc((size_t)n * (size_t)c->m->hp.n_vocab * sizeof(float));
+    if (!nl) return df_err(DF_ERR_NOMEM, "cannot allocate logits for %d tokens", n);
+    if (c->logits_cap > 1) free(c->logits);
+    else { /* the 1-row buffer inside the scratch block stays unused */ }
+    c->logits = nl;
+    c->logits_cap = n;
+    return DF_OK;
+}
+
+/* The next pass: each unfinished sequence's next chunk of its own n_batch tokens (the chunks a
+ * decode of it alone would run), in order, as many as the lead's scratch holds. */
+static void plan_pass(deltafin_ctx *lead, const deltafin_batch_seq *sq, int ns) {
+    const int V = lead->m->hp.n_vocab;
+    int rows = 0;
+    lead->n_seg = 0;
+    for (int s = 0; s < ns; s++) {
+        deltafin_ctx *sc = sq[s].ctx;
+        const int rem = sq[s].n - sc->b_done;
+        if (rem <= 0) continue;
+        const int chunk = rem < sc->n_batch ? rem : sc->n_batch;
+        if (rows + chunk > lead->n_batch) continue;
+        df_seg *sg = &lead->seg[lead->n_seg++];
+        sg->sc = sc;
+        sg->ids = sq[s].ids + sc->b_done;
+        sg->n_tok = chunk;
+        sc->b_touched = true;
+        sg->row0 = rows;
+        sg->n = chunk;
+        sg->pos0 = sc->n_past;
+        if (sq[s].all_logits) {
+            sg->out_lo = 0;
+            sg->dst = sc->logits + (int64_t)sc->b_done * V;
+        } else {
+            sg->out_lo = sc->b_done + chunk == sq[s].n ? chunk - 1 : chunk;
+            sg->dst = sc->logits;
+        }
+        rows += chunk;
+    }
+}
+
+static int nonfinite_error(const deltafin_ctx *c, int64_t at);
+
+static int decode_seqs(const deltafin_batch_seq *sq, int ns, deltafin_batch_info *info) {
+    if (info) memset(info, 0, sizeof *info);
+    for (int s = 0; sq && s < ns; s++)
+        if (sq[s].ctx) atomic_store(&sq[s].ctx->cancel, 0);
+    int rc = check_seqs(sq, ns);
+    if (rc < 0) return rc;
+    deltafin_ctx *lead = sq[0].ctx; /* the largest scratch: every sequence's chunk fits */
+    for (int s = 0; s < ns; s++)
+        if (sq[s].ctx->n_batch > lead->n_batch) lead = sq[s].ctx;
+    for (int s = 0; s < ns && rc == DF_OK; s++) rc = prepare_logits(sq[s].ctx, sq[s].n, sq[s].all_logits);
+    if (rc < 0) return rc;
+    const uint64_t t0 = df_time_ns();
+    for (int s = 0; s < ns; s++) {
+        deltafin_ctx *c = sq[s].ctx;
+        c->b_start = c->n_past;
+        c->b_done = 0;
+        c->b_touched = false;
+        if (c->hist && sq[s].ids != c->hist + c->b_start)
+            memcpy(c->hist + c->b_start, sq[s].ids, sizeof(int32_t) * (size_t)sq[s].n);
+    }
+    for (;;) {
+        plan_pass(lead, sq, ns);
+        if (lead->n_seg == 0) break;
+        lead->pass_union = lead->pass_alone = 0;
+        df_weights_begin(lead->w); /* serializes passes when dense layers stream */
+        rc = forward_pass(lead);
+        int rc_end = df_weights_end(lead->w); /* a model file changed under the pass: discard it */
+        if (rc >= 0) rc = rc_end;
+        if (rc < 0) break;
+        for (int s = 0; s < lead->n_seg; s++) {
+            const df_seg *sg = &lead->seg[s];
+            sg->sc->n_past += sg->n_tok;
+            sg->sc->b_done += sg->n_tok;
+            if (info) info->n_tokens += sg->n_tok;
+        }
+        if (info) {
+            info->n_passes++;
+            info->n_seq_passes += lead->n_seg;
+            info->expert_acquires += lead->pass_union;
+            info->expert_acquires_alone += lead->pass_alone;
+        }
+    }
+    lead->n_seg = 0;
+    /* NaN/Inf logits are an error naming the weight that holds one, never token 0 forever */
+    for (int s = 0; rc >= 0 && s < ns; s++) {
+        const deltafin_ctx *c = sq[s].ctx;
+        if (c->embd_sum) continue;
+        for (int64_t i = 0, nl = (int64_t)(sq[s].all_logits ? sq[s].n : 1) * c->m->hp.n_vocab; rc >= 0 && i < nl; i++)
+            if (!isfinite(c->logits[i])) rc = nonfinite_error(c, i);
+    }
+    if (rc < 0) {
+        /* every sequence goes back to where it was: a recurrent state may have advanced over
+         * part of the call, so it is rebuilt for its first b_start tokens from the history
+         * (exact; an empty cache if that fails too) */
+        for (int s = 0; s < ns; s++) {
+            deltafin_ctx *c = sq[s].ctx;
+            c->n_logits = 0;
+            if (c->rs && c->b_touched) (void)rs_rebuild(c, c->b_start);
+            else if (!c->rs) c->n_past = c->b_start;
+        }
+        return rc;
+    }
+    const uint64_t dt = df_time_ns() - t0;
+    for (int s = 0; s < ns; s++) {
+        deltafin_ctx *c = sq[s].ctx;
+        const int n = sq[s].n;
+        c->n_logits = c->embd_sum ? 0 : sq[s].all_logits ? n : 1;
+        c->logits_all = sq[s].all_logits;
+        if (c->rs && n > 1) { /* a prompt: keep its state for prefix reuse (rs_rebuild) */
+            memcpy(c->rs_snap, c->rs, (size_t)c->rs_bytes);
+            c->rs_snap_pos = c->n_past;
+        }
+        if (n == 1) { c->st.n_gen_tokens++; c->st.gen_ns += dt; }
+        else { c->st.n_prompt_tokens += (uint64_t)n; c->st.prompt_ns += dt; }
+        c->st.compute_ns += dt;
+    }
     return DF_OK;
 }
 
@@ -549,58 +777,13 @@ static int nonfinite_error(const deltafin_ctx *c, int64_t at) {
 }
 
 int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits) {
-    atomic_store(&c->cancel, 0);
     if (n <= 0) return df_err(DF_ERR_INVALID, "decode: no tokens");
-    if ((int64_t)c->n_past + n > c->n_ctx)
-        return df_err(DF_ERR_RANGE, "context full: %d tokens in cache + %d new > n_ctx %d", c->n_past, n, c->n_ctx);
-    const df_hparams *hp = &c->m->hp;
-    if (all_logits && n > c->logits_cap) {
-        /* grows once per call (perplexity), never per token */
-        float *nl = malloc((size_t)n * (size_t)hp->n_vocab * sizeof(float));
-        if (!nl) return df_err(DF_ERR_NOMEM, "cannot allocate logits for %d tokens", n);
-        if (c->logits_cap > 1) free(c->logits);
-        else { /* the 1-row buffer inside the scratch block stays unused */ }
-        c->logits = nl;
-        c->logits_cap = n;
-    }
-    const uint64_t t0 = df_time_ns();
-    const int start = c->n_past;
-    int rc = DF_OK;
-    if (c->hist && ids != c->hist + start) memcpy(c->hist + start, ids, sizeof(int32_t) * (size_t)n);
-    for (int b = 0; b < n; b += c->n_batch) {
-        int nt = n - b < c->n_batch ? n - b : c->n_batch;
-        int lo;
-        float *dst;
-        if (all_logits) { lo = 0; dst = c->logits + (int64_t)b * hp->n_vocab; }
-        else { lo = b + nt == n ? nt - 1 : nt; dst = c->logits; }
-        df_weights_begin(c->w); /* serializes passes when dense layers stream */
-        rc = forward_batch(c, ids + b, nt, lo, dst);
-        int rc_end = df_weights_end(c->w); /* a model file changed under the pass: discard it */
-        if (rc >= 0) rc = rc_end;
-        if (rc < 0) break;
-        c->n_past += nt;
-    }
-    for (int64_t i = 0, nl = (int64_t)(all_logits ? n : 1) * hp->n_vocab; rc >= 0 && i < nl; i++)
-        if (!isfinite(c->logits[i])) rc = nonfinite_error(c, i);
-    if (rc < 0) {
-        c->n_logits = 0;
-        /* a recurrent state may have advanced over part of the batch: rebuild it for the first
-         * start tokens from the history (exact; an empty cache if that fails too) */
-        if (c->rs) (void)rs_rebuild(c, start);
-        if (!c->rs) c->n_past = start;
-        return rc;
-    }
-    c->n_logits = all_logits ? n : 1;
-    c->logits_all = all_logits;
-    if (c->rs && n > 1) { /* a prompt: keep its state for prefix reuse (rs_rebuild) */
-        memcpy(c->rs_snap, c->rs, (size_t)c->rs_bytes);
-        c->rs_snap_pos = c->n_past;
-    }
-    const uint64_t dt = df_time_ns() - t0;
-    if (n == 1) { c->st.n_gen_tokens++; c->st.gen_ns += dt; }
-    else { c->st.n_prompt_tokens += (uint64_t)n; c->st.prompt_ns += dt; }
-    c->st.compute_ns += dt;
-    return DF_OK;
+    const deltafin_batch_seq s = {.ctx = c, .ids = ids, .n = n, .all_logits = all_logits};
+    return decode_seqs(&s, 1, NULL);
+}
+
+int deltafin_decode_batch(const deltafin_batch_seq *seqs, int n_seqs, deltafin_batch_info *info) {
+    return decode_seqs(seqs, n_seqs, info);
 }
 
 const float *deltafin_logits(const deltafin_ctx *c, int i) {

@@ -1,6 +1,12 @@
 /* session.h — internals of a deltafin_ctx (one sequence): F16 KV cache, scratch buffers
  * sized at create time for n_batch tokens, and the pieces of the forward pass that live in
  * their own files (attn_gqa.c, moe.c).
+ * A forward pass may carry several sequences (deltafin_decode_batch): it runs on the scratch
+ * and pool of one context, the lead, whose c->seg[0..n_seg) says which rows belong to which
+ * sequence (df_seg: its ctx, positions, KV cache, recurrent state). Per-token work runs on all
+ * rows at once (matmuls with c->grp, one group per sequence, so each sequence's rows compute
+ * as its own pass would: kernels.h df_row_groups); attention and recurrent state go sequence
+ * by sequence. A single-sequence decode is the same code with one segment.
  * Invariant: nothing on the decode path allocates; every buffer below is sized by
  * df_session_scratch_bytes()'s plan. Threading: a ctx is used by one thread at a time; the
  * heavy loops fan out over the ctx's own df_pool. */
@@ -16,20 +22,33 @@ struct deltafin_ctx;
  * Hooks that are NULL use the generic code (GQA attention, dense SwiGLU / MoE FFN). */
 typedef struct df_arch_fwd {
     const char *name;
-    /* The attention block of layer il for nt tokens at positions c->n_past..: reads c->h,
-     * adds its output to c->h, stores its KV rows at df_ctx_k(c, il, ...). May use c->arch_scr. */
+    /* The attention block of layer il for the nt rows of the pass (c->seg: segment s holds
+     * rows row0.. at positions pos0.. of sequence sc): reads c->h, adds its output to c->h,
+     * stores each row's KV at df_ctx_k(sc, il, pos) of its own sequence. May use c->arch_scr. */
     int (*layer_attn)(struct deltafin_ctx *c, int il, int nt);
     /* The FFN block of layer il (c->h += FFN). */
     int (*layer_ffn)(struct deltafin_ctx *c, int il, int nt);
     /* Extra scratch bytes the hooks need for n_batch tokens (carved at ctx create). */
     uint64_t (*arch_scratch)(const df_model *m, int n_batch);
-    /* Rows [lo, lo+n) of the batch became rows [0, n) (last-layer row selection). */
-    void (*rows_select)(struct deltafin_ctx *c, int lo, int n);
+    /* Row rows[i] of the pass became row i, i < n (rows ascending; last-layer row selection). */
+    void (*rows_select)(struct deltafin_ctx *c, const int32_t *rows, int n);
     /* Transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
     int (*pre_output)(struct deltafin_ctx *c, int n);
 } df_arch_fwd;
 /* The hooks of architecture `name` (an all-NULL table for the generic ones; never NULL). */
 const df_arch_fwd *df_arch_fwd_find(const char *name);
+
+/* One sequence's rows in a forward pass (see the header comment). */
+typedef struct df_seg {
+    struct deltafin_ctx *sc;     /* the sequence: KV cache, recurrent state, route counts */
+    const int32_t *ids;          /* its tokens in this pass (n_tok of them) */
+    int n_tok;
+    int row0, n;                 /* rows [row0, row0 + n) of the pass (after the last layer's row
+                                  * selection: its kept rows) */
+    int pos0;                    /* position of its first token (sc->n_past during the pass) */
+    int out_lo;                  /* logits are wanted for its rows out_lo .. n-1 (n: none) */
+    float *dst;                  /* where they go: n - out_lo rows of n_vocab */
+} df_seg;
 
 struct deltafin_ctx {
     df_model *m;
@@ -87,6 +106,21 @@ struct deltafin_ctx {
     int n_logits;                        /* rows valid from the last decode */
     bool logits_all;
     atomic_int cancel;
+    /* deltafin_embed (runtime/api_embed.c): while set, a decode adds every row's final
+     * normalized hidden state (the output norm's result, llama.cpp's t_embd) here, [n_embd],
+     * and computes no logits */
+    float *embd_sum;
+    /* the pass this ctx leads (its scratch): segments, their row ends as matmul groups, the
+     * kept rows of the last layer; [n_batch] each (a segment has >= 1 row) */
+    df_seg *seg; int n_seg;
+    int32_t *seg_end; df_row_groups grp;
+    int32_t *rows_kept;
+    uint8_t *e_mark;                     /* [E] experts seen by one segment (sharing statistics) */
+    uint64_t pass_union, pass_alone;     /* expert acquires of the union / per sequence, summed */
+    float *stage; int64_t stage_rows;    /* logits rows of several sequences (grown once) */
+    /* a call's bookkeeping for this ctx as a sequence of a batch */
+    int b_start, b_done;
+    bool b_in, b_touched;
     deltafin_stats st;
     void *mem; uint64_t mem_bytes;       /* the one scratch block */
 };
@@ -95,6 +129,20 @@ uint64_t df_session_scratch_bytes(const df_model *m, int n_batch, int n_threads)
 /* K / V cache row of layer il at position pos (for df_arch attention hooks). */
 static inline df_f16 *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return c->k_l[il] + (int64_t)pos * c->k_row[il]; }
 static inline df_f16 *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (int64_t)pos * c->v_row[il]; }
+/* llama.cpp's choice of its tiled F32 flash-attention kernel for nq queries (per sequence). */
+bool df_use_tiled_attn(int nq, int dv);
+/* Whether any sequence of the pass c leads was cancelled (deltafin_ctx_cancel). */
+bool df_pass_cancelled(const struct deltafin_ctx *c);
+/* Y = W·X over the nt rows of the pass, each sequence's rows as its own pass would compute them
+ * (c->grp); act conversions into c->act. */
+static inline void df_fw_mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
+                            int64_t ldy) {
+    df_matmul_g(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act, &c->grp);
+}
+/* The same with X already in c->act (df_quantize_act). */
+static inline void df_fw_mm_q(struct deltafin_ctx *c, const df_tensor *w, int nt, float *Y, int64_t ldy) {
+    df_matmul_q_g(c->pool, w->data, w->type, w->ne[0], w->ne[1], c->act, nt, Y, ldy, &c->grp);
+}
 /* The generic blocks (also callable from hooks). */
 int df_layer_attn_gqa(struct deltafin_ctx *c, int il, int nt);
 int df_layer_ffn(struct deltafin_ctx *c, int il, int nt);

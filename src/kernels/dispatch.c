@@ -173,9 +173,12 @@ void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, i
 typedef struct {
     df_vec_dot_fn dot;
     df_vec_dot4_fn dot4;
-    df_vec_dot_fn dot_g;   /* tokens < n_g (NULL: dot / dot4 for all) */
+    df_vec_dot_fn dot_g;   /* gemm-order tokens (NULL: dot / dot4 for all) */
     df_vec_dot4_fn dot4_g;
-    int64_t n_g;
+    bool gemm;             /* some tokens take ggml's gemm order (dot_g or dot4_x8g) */
+    const int32_t *gend;   /* token groups: group i is [gend[i-1], gend[i]) (df_row_groups) */
+    int ng;
+    int32_t one_end;       /* the single group when the caller gave none */
     const char *W;
     const char *act;
     uint64_t wrb, arb;
@@ -201,23 +204,38 @@ static int64_t mm_tokens(const mm_job *j, df_vec_dot_fn dot, df_vec_dot4_fn dot4
     return t;
 }
 
-/* repacked weights: rows [r0, r1) are whole 8-row groups */
-static void mm_task_x8(const mm_job *j, int64_t r0, int64_t r1) {
-    if (j->n_tok == 1) {
-        for (int64_t r = r0; r < r1; r += 8) j->dot_x8(j->n_in, &j->Y[r], j->W + r * j->wrb, j->act);
+/* repacked weights, 8 rows at w, tokens [t, t1) in one order: gemm (4 at a time) or gemv */
+static void mm_tokens_x8(const mm_job *j, bool gemm, const char *w, int64_t r, int64_t t, int64_t t1) {
+    if (gemm)
+        for (; t + 4 <= t1; t += 4)
+            j->dot4_x8g(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
+    if (j->dot4_x8) /* its gemv order, 4 tokens sharing the weight decode */
+        for (; t + 4 <= t1; t += 4)
+            j->dot4_x8(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
+    for (; t < t1; t++) j->dot_x8(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+}
+
+/* Row r (8 rows for x8) against the tokens [t0, t1) of a tile, group g0 holding t0: ggml's
+ * gemm order for the first len - len % 4 tokens of each group (a call of that group alone
+ * would take it for them), its gemv order for the rest. */
+static void mm_tile_row(const mm_job *j, const char *w, int64_t r, int64_t t0, int64_t t1, int g0) {
+    if (!j->gemm) {
+        if (j->dot_x8) mm_tokens_x8(j, false, w, r, t0, t1);
+        else mm_tokens(j, j->dot, j->dot4, w, r, t0, t1);
         return;
     }
-    for (int64_t t0 = 0; t0 < j->n_tok; t0 += MM_TOK_TILE) {
-        int64_t t1 = t0 + MM_TOK_TILE < j->n_tok ? t0 + MM_TOK_TILE : j->n_tok;
-        for (int64_t r = r0; r < r1; r += 8) {
-            const char *w = j->W + r * j->wrb;
-            int64_t t = t0;
-            for (; t + 4 <= t1 && t + 4 <= j->n_g; t += 4) /* ggml's gemm order */
-                j->dot4_x8g(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
-            if (j->dot4_x8) /* its gemv order, 4 tokens sharing the weight decode */
-                for (; t + 4 <= t1; t += 4)
-                    j->dot4_x8(j->n_in, &j->Y[t * j->ldy + r], (size_t)j->ldy, w, j->act + t * j->arb, j->arb);
-            for (; t < t1; t++) j->dot_x8(j->n_in, &j->Y[t * j->ldy + r], w, j->act + t * j->arb);
+    for (int g = g0; t0 < t1; g++) {
+        const int64_t gs = g ? j->gend[g - 1] : 0, ge = j->gend[g], len = ge - gs;
+        const int64_t gb = gs + len - len % 4, e = ge < t1 ? ge : t1, m = gb < e ? gb : e;
+        if (t0 < m) {
+            if (j->dot_x8) mm_tokens_x8(j, true, w, r, t0, m);
+            else mm_tokens(j, j->dot_g, j->dot4_g, w, r, t0, m);
+            t0 = m;
+        }
+        if (t0 < e) {
+            if (j->dot_x8) mm_tokens_x8(j, false, w, r, t0, e);
+            else mm_tokens(j, j->dot, j->dot4, w, r, t0, e);
+            t0 = e;
         }
     }
 }
@@ -227,23 +245,26 @@ static void mm_task(void *ctx, int task, int thread) {
     const int64_t r0 = (int64_t)task * j->rows_per_task;
     int64_t r1 = r0 + j->rows_per_task;
     if (r1 > j->n_out) r1 = j->n_out;
-    if (j->dot_x8) {
-        mm_task_x8(j, r0, r1);
-        return;
-    }
     if (j->n_tok == 1) {
-        for (int64_t r = r0; r < r1; r++) j->dot(j->n_in, &j->Y[r], j->W + r * j->wrb, j->act);
+        if (j->dot_x8) for (int64_t r = r0; r < r1; r += 8) j->dot_x8(j->n_in, &j->Y[r], j->W + r * j->wrb, j->act);
+        else for (int64_t r = r0; r < r1; r++) j->dot(j->n_in, &j->Y[r], j->W + r * j->wrb, j->act);
         return;
     }
-    for (int64_t t0 = 0; t0 < j->n_tok; t0 += MM_TOK_TILE) {
+    const int64_t step = j->dot_x8 ? 8 : 1;
+    int g = 0;
+    for (int64_t t0 = 0; t0 < j->n_tok;) {
+        while (j->gend[g] <= t0) g++; /* the group holding t0 */
         int64_t t1 = t0 + MM_TOK_TILE < j->n_tok ? t0 + MM_TOK_TILE : j->n_tok;
-        for (int64_t r = r0; r < r1; r++) {
-            const char *w = j->W + r * j->wrb;
-            int64_t t = t0;
-            /* ggml's gemm order for its first n_tok - n_tok % 4 tokens, then the other one */
-            if (t < j->n_g) t = mm_tokens(j, j->dot_g, j->dot4_g, w, r, t, t1 < j->n_g ? t1 : j->n_g);
-            mm_tokens(j, j->dot, j->dot4, w, r, t, t1);
+        if (j->gemm) {
+            /* a tile never cuts a group's gemm tokens off their 4-token alignment (the x8
+             * gemm kernel takes 4 tokens at a time) */
+            int h = g;
+            while (j->gend[h] < t1) h++;
+            const int64_t gs = h ? j->gend[h - 1] : 0, len = j->gend[h] - gs, gb = gs + len - len % 4;
+            if (t1 > gs && t1 < gb) t1 = gs + (t1 - gs + 3) / 4 * 4;
         }
+        for (int64_t r = r0; r < r1; r += step) mm_tile_row(j, j->W + r * j->wrb, r, t0, t1, g);
+        t0 = t1;
     }
 }
 
@@ -274,19 +295,13 @@ static void f32_gemm_task(void *ctx, int task, int thread) {
 
 enum { MM_PLAIN, MM_3D, MM_ID }; /* ggml's MUL_MAT of a 2-D weight, of a 3-D one, MUL_MAT_ID */
 
-static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
-                     const void *act, int64_t n_tok, float *Y, int64_t ldy, int kind) {
-    if (n_out <= 0 || n_tok <= 0) return;
+/* The weight types whose result for a token depends on the other tokens of the call (which
+ * kernel a call of that many tokens takes): F32 through tinyBLAS from 2 tokens on, repacked
+ * rows in ggml's gemm order for the first n - n % 4 tokens of a plain matmul. */
+static void matmul_rows(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out, const void *act,
+                        int64_t n_tok, float *Y, int64_t ldy, int kind, const int32_t *gend, int ng) {
     const df_type_traits *t = df_type_info(wtype);
-    DF_ASSERT(t && n_in % t->blck == 0);
     const df_kernel_table *k = df_kernels();
-    if (wtype == DF_TYPE_F32 && kind != MM_ID && n_tok >= 2 &&
-        df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok) && n_tok <= 0x7fffffff) {
-        /* ggml's mul_mat of F32 weights runs a batch through llamafile's tinyBLAS */
-        f32_gemm_job g = {W, act, n_in, ldy, (int)n_tok, Y};
-        df_pool_run(pool, (int)(n_out / 4), f32_gemm_task, &g);
-        return;
-    }
     const int x8 = wtype == DF_TYPE_Q4_K_X8;
     if (x8) {
         DF_ASSERT(kind != MM_3D && n_out % 8 == 0);
@@ -299,7 +314,10 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
         .dot4 = r8 ? k->vec_dot4_r8[wtype] : k->vec_dot4[wtype],
         .dot_g = gemm ? k->vec_dot_r8g[wtype] : NULL,
         .dot4_g = gemm ? k->vec_dot4_r8g[wtype] : NULL,
-        .n_g = gemm ? n_tok - n_tok % 4 : 0,
+        .gemm = gemm,
+        .gend = gend,
+        .ng = ng,
+        .one_end = (int32_t)n_tok,
         .W = W,
         .act = act,
         .wrb = df_type_row_bytes(wtype, n_in),
@@ -310,11 +328,12 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
         .ldy = ldy,
         .Y = Y,
     };
+    if (!gend) { j.gend = &j.one_end; j.ng = 1; }
     if (x8) {
         j.dot_x8 = k->vec_dot_x8[wtype];
         j.dot4_x8 = k->vec_dot4_x8[wtype];
         j.dot4_x8g = k->vec_dot4_x8g[wtype];
-        j.n_g = kind == MM_PLAIN ? n_tok - n_tok % 4 : 0;
+        j.gemm = kind == MM_PLAIN && j.dot4_x8g;
     }
     DF_ASSERT(j.dot || j.dot_x8);
     const int nth = df_pool_size(pool);
@@ -334,19 +353,72 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     df_pool_run(pool, (int)n_tasks, mm_task, &j);
 }
 
+static void f32_gemm(df_pool *pool, const void *W, int64_t n_in, int64_t n_out, const void *act, int64_t n_tok,
+                     float *Y, int64_t ldy) {
+    DF_ASSERT(n_tok <= 0x7fffffff);
+    f32_gemm_job g = {W, act, n_in, ldy, (int)n_tok, Y};
+    df_pool_run(pool, (int)(n_out / 4), f32_gemm_task, &g);
+}
+
+static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                     const void *act, int64_t n_tok, float *Y, int64_t ldy, int kind, const df_row_groups *grp) {
+    if (n_out <= 0 || n_tok <= 0) return;
+    const df_type_traits *t = df_type_info(wtype);
+    DF_ASSERT(t && n_in % t->blck == 0);
+    const int32_t *gend = grp && grp->n > 0 ? grp->end : NULL;
+    const int ng = gend ? grp->n : 0;
+    DF_ASSERT(!gend || gend[ng - 1] == n_tok);
+    if (wtype == DF_TYPE_F32 && kind != MM_ID && df_gemm_f32_ggml_applies(n_in, n_out, 2)) {
+        /* ggml's mul_mat of F32 weights runs a batch (2+ tokens) through llamafile's tinyBLAS,
+         * a single token through vec_dot: each group as a call of its own would */
+        if (!gend) {
+            if (n_tok >= 2) f32_gemm(pool, W, n_in, n_out, act, n_tok, Y, ldy);
+            else matmul_rows(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, kind, NULL, 0);
+            return;
+        }
+        const uint64_t arb = df_type_row_bytes(t->vec_dot_type, n_in);
+        /* runs of consecutive groups of one kind: 2+ tokens each (tinyBLAS) or single tokens */
+        int64_t a = 0;
+        int run = -1;
+        for (int g = 0; g <= ng; g++) {
+            const int64_t gs = g ? gend[g - 1] : 0;
+            int cls = -1;
+            if (g < ng) {
+                if (gend[g] == gs) continue; /* empty group */
+                cls = gend[g] - gs >= 2;
+            }
+            if (cls == run) continue;
+            if (run >= 0 && gs > a) {
+                const char *ax = (const char *)act + (uint64_t)a * arb;
+                if (run) f32_gemm(pool, W, n_in, n_out, ax, gs - a, Y + a * ldy, ldy);
+                else matmul_rows(pool, W, wtype, n_in, n_out, ax, gs - a, Y + a * ldy, ldy, kind, NULL, 0);
+            }
+            a = gs;
+            run = cls;
+        }
+        return;
+    }
+    matmul_rows(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, kind, gend, ng);
+}
+
 void df_matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                  const void *act, int64_t n_tok, float *Y, int64_t ldy) {
-    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, MM_PLAIN);
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, MM_PLAIN, NULL);
+}
+
+void df_matmul_q_g(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                   const void *act, int64_t n_tok, float *Y, int64_t ldy, const df_row_groups *g) {
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, MM_PLAIN, g);
 }
 
 void df_matmul_q_id(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                     const void *act, int64_t n_tok, float *Y, int64_t ldy) {
-    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, MM_ID);
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, MM_ID, NULL);
 }
 
 static void matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                    const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act,
-                   int kind) {
+                   int kind, const df_row_groups *g) {
     void *own = NULL;
     if (!act) {
         uint64_t nb = df_act_bytes(wtype, n_in, n_tok);
@@ -355,21 +427,33 @@ static void matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_
         act = own;
     }
     df_quantize_act_mt(pool, wtype, X, ldx, n_in, n_tok, act);
-    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, kind);
+    matmul_q(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, kind, g);
     free(own);
 }
 
 void df_matmul(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
-    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_PLAIN);
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_PLAIN, NULL);
 }
 
 void df_matmul_id(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                   const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
-    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_ID);
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_ID, NULL);
 }
 
 void df_matmul_3d(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                   const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act) {
-    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_3D);
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_3D, NULL);
+}
+
+void df_matmul_g(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                 const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act,
+                 const df_row_groups *g) {
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_PLAIN, g);
+}
+
+void df_matmul_3d_g(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                    const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act,
+                    const df_row_groups *g) {
+    matmul(pool, W, wtype, n_in, n_out, X, ldx, n_tok, Y, ldy, act, MM_3D, g);
 }

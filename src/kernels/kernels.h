@@ -209,4 +209,22 @@ void df_matmul_q_id(df_pool *pool, const void *W, int wtype, int64_t n_in, int64
                     const void *act, int64_t n_tok, float *Y, int64_t ldy);
 void df_matmul_3d(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
                   const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act);
+
+/* Token groups of one call: group i is tokens [end[i-1], end[i]) (end[-1] = 0, end[n-1] =
+ * n_tok; empty groups allowed). With groups, every token's result is bit for bit what the same
+ * function gives when called on its group's tokens alone: the choices ggml makes by the number
+ * of tokens in a call (tinyBLAS for F32 from 2 tokens on, the gemm order of repacked rows for
+ * the first n - n % 4 tokens of a plain matmul) are made per group, while the weights are still
+ * read once for all of them. A multi-sequence batch (forward/session.c) passes one group per
+ * sequence so its tokens compute as that sequence's own pass would. Expert matmuls (_id) make
+ * no such choice and need none. */
+typedef struct df_row_groups { int n; const int32_t *end; } df_row_groups;
+void df_matmul_g(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                 const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act,
+                 const df_row_groups *g);
+void df_matmul_q_g(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                   const void *act, int64_t n_tok, float *Y, int64_t ldy, const df_row_groups *g);
+void df_matmul_3d_g(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
+                    const float *X, int64_t ldx, int64_t n_tok, float *Y, int64_t ldy, void *act,
+                    const df_row_groups *g);
 #endif

@@ -10,6 +10,7 @@
  * allocate. Threading: one sampler per thread (or external locking). */
 #include "deltafin.h"
 #include "base/util.h"
+#include "runtime/grammar.h"
 
 #include <float.h>
 #include <math.h>
@@ -41,6 +42,10 @@ struct deltafin_sampler {
     float *raw;     /* [n_alloc] copy of the last logits (for deltafin_sampler_top) */
     int n_raw;      /* vocab size of the last sample (0 = none yet) */
     int32_t last_id;
+
+    deltafin_logit_bias *bias; /* [n_bias] (params.logit_bias, copied) */
+    int n_bias;
+    deltafin_grammar *grammar; /* owned; sample() goes through api_grammar.c when set */
 };
 
 /* ---- RNG: xoshiro256** seeded through splitmix64 --------------------------------------- */
@@ -95,9 +100,20 @@ deltafin_sampler *deltafin_sampler_create(const deltafin_sampler_params *p) {
         df_err(DF_ERR_INVALID, "sampler: NaN parameter");
         return NULL;
     }
+    if (par.n_logit_bias < 0 || (par.n_logit_bias > 0 && !par.logit_bias)) {
+        df_err(DF_ERR_INVALID, "sampler: %d logit biases without an array", par.n_logit_bias);
+        return NULL;
+    }
     deltafin_sampler *s = df_calloc(1, sizeof *s);
     if (!s) return NULL;
     s->par = par;
+    s->par.logit_bias = NULL; /* borrowed: not kept */
+    if (par.n_logit_bias > 0) {
+        s->bias = df_malloc((size_t)par.n_logit_bias * sizeof *s->bias);
+        if (!s->bias) { free(s); return NULL; }
+        memcpy(s->bias, par.logit_bias, (size_t)par.n_logit_bias * sizeof *s->bias);
+        s->n_bias = par.n_logit_bias;
+    }
     s->penalties_on = par.repeat_last_n > 0 &&
                       !(par.repeat_penalty == 1.0f && par.freq_penalty == 0.0f &&
                         par.presence_penalty == 0.0f);
@@ -107,7 +123,7 @@ deltafin_sampler *deltafin_sampler_create(const deltafin_sampler_params *p) {
         s->pen_id = df_malloc((size_t)s->ring_cap * sizeof *s->pen_id);
         s->pen_orig = df_malloc((size_t)s->ring_cap * sizeof *s->pen_orig);
         if (!s->ring || !s->pen_id || !s->pen_orig) {
-            free(s->ring); free(s->pen_id); free(s->pen_orig); free(s);
+            free(s->ring); free(s->pen_id); free(s->pen_orig); free(s->bias); free(s);
             return NULL;
         }
     }
@@ -124,10 +140,20 @@ void deltafin_sampler_free(deltafin_sampler *s) {
     free(s->counts);
     free(s->cand);
     free(s->raw);
+    free(s->bias);
+    deltafin_grammar_free(s->grammar);
     free(s);
 }
 
+int deltafin_sampler_set_grammar(deltafin_sampler *s, deltafin_grammar *g) {
+    if (!s) return df_err(DF_ERR_INVALID, "sampler: NULL");
+    deltafin_grammar_free(s->grammar);
+    s->grammar = g;
+    return DF_OK;
+}
+
 void deltafin_sampler_accept(deltafin_sampler *s, int32_t id) {
+    if (s && s->grammar && id >= 0) (void)deltafin_grammar_accept(s->grammar, id);
     if (!s || !s->penalties_on || id < 0) return;
     if (s->ring_len == s->ring_cap) { /* drop the oldest */
         int32_t old = s->ring[s->ring_head];
@@ -251,6 +277,16 @@ static int top_p_cut(df_cand *c, int n, float top_p, bool sorted) {
 }
 
 int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_vocab) {
+    if (s && s->grammar && logits && n_vocab > 0) {
+        int32_t id = df_grammar_sample(s->grammar, s, logits, n_vocab);
+        /* _top() reports the model's distribution, not the grammar-masked one */
+        if (s->n_raw == n_vocab) memcpy(s->raw, logits, (size_t)n_vocab * sizeof *logits);
+        return id;
+    }
+    return df_sampler_sample_chain(s, logits, n_vocab);
+}
+
+int32_t df_sampler_sample_chain(deltafin_sampler *s, const float *logits, int n_vocab) {
     if (!s || !logits || n_vocab <= 0) {
         df_err(DF_ERR_INVALID, "sampler: bad arguments (n_vocab %d)", n_vocab);
         return -1;
@@ -261,6 +297,9 @@ int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_
     float *raw = s->raw;
     memcpy(raw, logits, (size_t)n_vocab * sizeof *logits);
     s->n_raw = n_vocab;
+    /* logit bias first (llama.cpp's chain); undone at the end from logits */
+    for (int i = 0; i < s->n_bias; i++)
+        if (s->bias[i].token >= 0 && s->bias[i].token < n_vocab) raw[s->bias[i].token] += s->bias[i].bias;
 
     /* penalties (llama_sampler_penalties_apply), written into raw for the distinct ids of the
      * history and undone before returning, so raw stays the model's logits for _top() */
@@ -348,6 +387,8 @@ int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_
     chosen = c[sel].id;
 out:
     for (int i = 0; i < n_pen; i++) raw[s->pen_id[i]] = s->pen_orig[i];
+    for (int i = 0; i < s->n_bias; i++)
+        if (s->bias[i].token >= 0 && s->bias[i].token < n_vocab) raw[s->bias[i].token] = logits[s->bias[i].token];
     s->last_id = chosen;
     return chosen;
 }

@@ -152,7 +152,11 @@ int df_chat_msgs_to_json(const deltafin_chat_msg *msgs, int n, char **out) {
             return df_err(DF_ERR_INVALID, "chat message %d has no role", i);
         }
         if (!cJSON_AddStringToObject(o, "role", m->role)) goto nomem;
-        if (m->content ? !cJSON_AddStringToObject(o, "content", m->content) : !cJSON_AddNullToObject(o, "content"))
+        /* content null with tool_calls (what the OpenAI SDKs send back) becomes "": Qwen3's and
+         * gpt-oss's templates test `'x' in content` and GLM's prints None (llama.cpp's
+         * requires_non_null_content does the same) */
+        const char *content = m->content ? m->content : m->tool_calls_json ? "" : NULL;
+        if (content ? !cJSON_AddStringToObject(o, "content", content) : !cJSON_AddNullToObject(o, "content"))
             goto nomem;
         if (m->tool_calls_json) {
             cJSON *tc = cJSON_Parse(m->tool_calls_json);

@@ -76,7 +76,8 @@ const char *const *df_chat_builtin_names(void);
  * for reporting. NULL if nothing matches (callers then fall back to "chatml"). */
 const char *df_chat_detect(const char *template_src);
 
-/* Build the messages JSON array from deltafin_chat_msg[]: role, content (null when NULL),
+/* Build the messages JSON array from deltafin_chat_msg[]: role, content (null when NULL, ""
+ * when NULL in a message with tool_calls: the templates expect a string there),
  * tool_calls (parsed from tool_calls_json; DF_ERR_FORMAT if it is not valid JSON; a
  * function.arguments string holding a JSON object is replaced by that object, the HF
  * convention the templates expect), tool_call_id and name when non-NULL. *out is malloc'ed. */

@@ -87,6 +87,11 @@ bool df_tokenizer_add_space_prefix(const df_tokenizer *t);
 /* The end-of-generation ids (sorted ascending). */
 int df_tokenizer_eog_ids(const df_tokenizer *t, const int32_t **ids);
 
+/* The grammar index of this vocabulary (gbnf.h: pieces sorted by bytes), built on first use
+ * (thread-safe) and owned by the tokenizer. */
+struct df_gtok_index;
+int df_tokenizer_gtok_index(const df_tokenizer *t, const struct df_gtok_index **out);
+
 /* Pre-tokenizer split only (BPE): calls cb for each piece of text (raw bytes, after the
  * invalid-UTF-8 → U+FFFD sanitation llama.cpp applies), in order. Returns number of pieces or
  * < 0. For tests and debugging. */

@@ -14,6 +14,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <pthread.h>
 
 #include "base/utf8.h"
 #include "text/tokenizer.h"
@@ -132,6 +133,9 @@ struct df_tokenizer {
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
     bool add_bos, add_eos, add_space_prefix, ignore_merges, clean_spaces;
     bool spm_split_ws; /* no token has U+2581 right after a non-U+2581 char: see spm.c */
+    /* grammar index (gbnf_vocab.c): built on first use under gtok_mu, then immutable */
+    struct df_gtok_index *gtok;
+    pthread_mutex_t gtok_mu;
 };
 
 static inline int32_t text_to_token(const df_tokenizer *t, const char *s, size_t n) {

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <limits.h>
 
+#include "text/gbnf.h"
 #include "text/tokenizer_impl.h"
 
 /* ---- string intern table ------------------------------------------------------------------ */
@@ -512,6 +513,7 @@ int df_tokenizer_load_ex(const df_gguf *g, const df_tokenizer_opts *opts, df_tok
     *out = NULL;
     df_tokenizer *t = df_calloc(1, sizeof *t);
     if (!t) return DF_ERR_NOMEM;
+    pthread_mutex_init(&t->gtok_mu, NULL);
     int rc;
     if ((rc = load_type(g, opts, t))) goto fail;
     if ((rc = load_tokens(g, t))) goto fail;
@@ -547,5 +549,7 @@ void df_tokenizer_free(df_tokenizer *t) {
     for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
     free(t->special);
     free(t->eog);
+    df_gtok_index_free(t->gtok);
+    pthread_mutex_destroy(&t->gtok_mu);
     free(t);
 }

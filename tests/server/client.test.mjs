@@ -75,7 +75,126 @@ const content = lp.choices[0].logprobs?.content ?? [];
 check(content.length === lp.usage.completion_tokens && content.every(c => c.logprob <= 0 && c.top_logprobs.length === 3),
       'chat logprobs/top_logprobs', JSON.stringify(lp.choices[0].logprobs).slice(0, 300));
 
-await expectStatus(client.chat.completions.create({ ...params, model: 'no-such-model' }), 404, 'unknown model -> 404');
+// llama-server compatibility: one model served, so any model id names it; the answer names the served id
+const llamaId = await client.chat.completions.create({ ...params, model: 'llama', max_tokens: 2 });
+check(llamaId.model === model && llamaId.choices.length === 1, "a llama-server-style model id ('llama') is served", JSON.stringify(llamaId).slice(0, 200));
+
+// ---- tool calls: tool_choice required / a named function force a call in the template's syntax ----
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city', parameters: {
+    type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Rome', 'Tokyo'] }, days: { type: 'integer' } },
+    required: ['city'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'get_time', description: 'The time', parameters: { type: 'object', properties: {} } } },
+];
+const tmsgs = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const tparams = { model, messages: tmsgs, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 120, seed: 7, temperature: 0.8 };
+function argsOk(call) {
+  try {
+    const a = JSON.parse(call.function.arguments);
+    if (call.function.name === 'get_time') return typeof a === 'object' && a !== null && Object.keys(a).length === 0;
+    return call.function.name === 'get_weather' && ['Paris', 'Rome', 'Tokyo'].includes(a.city) &&
+      (a.days === undefined || Number.isInteger(a.days)) && Object.keys(a).every(k => k === 'city' || k === 'days');
+  } catch (e) { return false; }
+}
+const tc = await client.chat.completions.create(tparams);
+const tmsg = tc.choices[0].message, calls = tmsg.tool_calls ?? [];
+check(calls.length === 1 && calls[0].type === 'function' && typeof calls[0].id === 'string' && calls[0].id.length > 0 && argsOk(calls[0]),
+      'tool_choice required: one tool call with valid arguments', JSON.stringify(tmsg));
+check(tmsg.content === null && tc.choices[0].finish_reason === 'tool_calls', 'tool call answer: content null, finish_reason tool_calls',
+      JSON.stringify(tc.choices[0]));
+const named = await client.chat.completions.create({ ...tparams, tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+const ncalls = named.choices[0].message.tool_calls ?? [];
+check(ncalls.length === 1 && ncalls[0].function.name === 'get_weather' && argsOk(ncalls[0]), 'tool_choice names a function: that one is called',
+      JSON.stringify(named.choices[0].message));
+const none = await client.chat.completions.create({ ...tparams, tool_choice: 'none', max_tokens: 8 });
+check(!none.choices[0].message.tool_calls && typeof none.choices[0].message.content === 'string', 'tool_choice none: no tool call',
+      JSON.stringify(none.choices[0].message));
+
+// streamed: the same call (same seed) arrives as tool_calls deltas
+const tstream = await client.chat.completions.create({ ...tparams, stream: true });
+const scalls = [];
+let tfinish = null, tcontent = '';
+for await (const ch of tstream) {
+  const c = ch.choices[0];
+  if (!c) continue;
+  if (c.delta?.content) tcontent += c.delta.content;
+  for (const d of c.delta?.tool_calls ?? []) {
+    const k = d.index;
+    scalls[k] ??= { id: '', name: '', arguments: '' };
+    if (d.id) scalls[k].id = d.id;
+    if (d.function?.name) scalls[k].name += d.function.name;
+    if (d.function?.arguments) scalls[k].arguments += d.function.arguments;
+  }
+  if (c.finish_reason) tfinish = c.finish_reason;
+}
+check(scalls.length === 1 && scalls[0].name === calls[0]?.function.name && scalls[0].arguments === calls[0]?.function.arguments &&
+      scalls[0].id.length > 0 && tfinish === 'tool_calls' && tcontent === '',
+      'streamed tool call equals the non-streamed one', JSON.stringify({ scalls, tfinish, tcontent }));
+
+// the SDK's own message back (content null + tool_calls) and the tool's result render and answer
+const followup = await client.chat.completions.create({ model, max_tokens: 6, seed: 3, tools, messages: [
+  ...tmsgs, tmsg, { role: 'tool', tool_call_id: calls[0]?.id ?? 'x', content: '{"temperature": 21}' }] });
+check(typeof followup.choices[0].message.content === 'string' || followup.choices[0].message.tool_calls,
+      'assistant content null + tool result is accepted', JSON.stringify(followup.choices[0]));
+
+// ---- response_format json_schema: the output parses and validates ----
+const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer' },
+  color: { type: 'string', enum: ['red', 'green', 'blue'] }, tags: { type: 'array', items: { type: 'boolean' }, maxItems: 3 } },
+  required: ['name', 'age', 'color', 'tags'], additionalProperties: false };
+const js = await client.chat.completions.create({ model, messages, max_tokens: 200, seed: 11, temperature: 0.8,
+  response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } } });
+let parsed = null;
+try { parsed = JSON.parse(js.choices[0].message.content); } catch (e) { /* checked below */ }
+check(parsed && typeof parsed.name === 'string' && parsed.name.length <= 12 && Number.isInteger(parsed.age) &&
+      ['red', 'green', 'blue'].includes(parsed.color) && Array.isArray(parsed.tags) && parsed.tags.length <= 3 &&
+      parsed.tags.every(t => typeof t === 'boolean') && Object.keys(parsed).length === 4 && js.choices[0].finish_reason === 'stop',
+      'json_schema output parses and validates', JSON.stringify(js.choices[0]));
+// json_object with llama.cpp's 'schema' extension (a random model's free keys would never end)
+const jo = await client.chat.completions.create({ model, messages, max_tokens: 200, seed: 12, response_format: { type: 'json_object',
+  schema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false } } });
+let jparsed = null;
+try { jparsed = JSON.parse(jo.choices[0].message.content); } catch (e) { /* checked below */ }
+check(jparsed !== null && typeof jparsed === 'object' && typeof jparsed.ok === 'boolean', 'json_object output is a JSON object',
+      JSON.stringify(jo.choices[0]));
+
+// ---- logit_bias: +100 on one token makes greedy decoding repeat it; -100 bans the greedy choice ----
+async function post(path, body) {
+  return (await fetch(`${base}${path}`, { method: 'POST', headers: { Authorization: `Bearer ${apiKey}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body) })).json();
+}
+const tok = (await post('/tokenize', { content: ' castle' })).tokens;
+const piece = (await post('/detokenize', { tokens: [tok[0]] })).content;
+const biased = await client.completions.create({ model, prompt: 'Hello', max_tokens: 3, temperature: 0, logit_bias: { [tok[0]]: 100 } });
+check(biased.choices[0].text === piece.repeat(3), 'logit_bias +100 forces the token', JSON.stringify({ piece, text: biased.choices[0].text }));
+const greedy = await client.completions.create({ model, prompt: 'Hello', max_tokens: 1, temperature: 0, logprobs: 1 });
+// the greedy token's id: what 'Hello' + its text tokenizes to beyond 'Hello'
+const ptoks = (await post('/tokenize', { content: 'Hello' })).tokens;
+const gtok = (await post('/tokenize', { content: 'Hello' + greedy.choices[0].text })).tokens.slice(ptoks.length);
+const banned = await client.completions.create({ model, prompt: 'Hello', max_tokens: 1, temperature: 0,
+  logit_bias: Object.fromEntries(gtok.map(t => [t, -100])) });
+check(gtok.length >= 1 && banned.choices[0].text !== greedy.choices[0].text, 'logit_bias -100 bans the greedy token',
+      JSON.stringify({ greedy: greedy.choices[0].text, banned: banned.choices[0].text }));
+
+// ---- n = 2: two choices from one prompt ----
+const two = await client.chat.completions.create({ ...params, n: 2, max_tokens: 8 });
+check(two.choices.length === 2 && two.choices.every((c, i) => c.index === i && typeof c.message.content === 'string' && c.message.content.length > 0) &&
+      two.choices[0].message.content !== two.choices[1].message.content && two.usage.completion_tokens >= 2,
+      'n = 2 gives two different choices', JSON.stringify(two.choices));
+const twoStream = await client.chat.completions.create({ ...params, n: 2, max_tokens: 8, stream: true });
+const stexts = ['', ''];
+for await (const ch of twoStream) for (const c of ch.choices) if (c.delta?.content) stexts[c.index] += c.delta.content;
+check(stexts[0] === two.choices[0].message.content && stexts[1] === two.choices[1].message.content, 'n = 2 streamed equals non-streamed',
+      JSON.stringify({ stexts, two: two.choices.map(c => c.message.content) }));
+
+// ---- embeddings ----
+const emb = await client.embeddings.create({ model, input: ['Hello world', 'An SSD'] });
+const norm = v => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+check(emb.data.length === 2 && emb.data[0].embedding.length > 0 && emb.data[0].embedding.length === emb.data[1].embedding.length &&
+      Math.abs(norm(emb.data[0].embedding) - 1) < 1e-4 && emb.usage.prompt_tokens > 0, 'embeddings: normalized vectors',
+      JSON.stringify(emb).slice(0, 200));
+const emb1 = await client.embeddings.create({ model, input: 'Hello world' });
+check(emb1.data[0].embedding.every((x, i) => Math.abs(x - emb.data[0].embedding[i]) < 1e-6), 'embedding of a text is the same alone and in a batch');
+
 const bad = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'wrong-key', maxRetries: 0 });
 await expectStatus(bad.models.list(), 401, 'wrong API key -> 401');
 await expectStatus(client.chat.completions.create({ ...params, max_tokens: -5 }), 400, 'negative max_tokens -> 400');
