@@ -525,6 +525,7 @@ struct df_server {
     deltafin_batch_seq *step_seqs;  /* [n_slots], scheduler thread only */
     int *step_slot;
     int chunk, step_prompt, rr;     /* prompt chunk, prompt tokens per step, next prompt slot */
+    int cap;                        /* tokens one pass holds (a slot's n_batch) */
     uint64_t m_steps, m_step_seqs, m_step_tokens, m_step_max, m_passes, m_seq_passes;
     uint64_t m_exp_union, m_exp_alone, m_step_ns;
     uint64_t v_steps, v_seqs, v_tokens, v_union, v_alone, v_t0; /* since the last -v line */
@@ -848,6 +849,7 @@ static int step_build(df_server *s) {
         s->step_seqs[n] = (deltafin_batch_seq){sl->ctx, &sl->next_id, 1, false};
         s->step_slot[n++] = i;
     }
+    const int n_dec = n;
     int prompt_tok = 0, first = -1;
     for (int k = 0; k < s->n_slots; k++) {
         const int i = (s->rr + k) % s->n_slots;
@@ -855,7 +857,8 @@ static int step_build(df_server *s) {
         if (!sl->j || !sl->started || sl->phase != 0 || sl->j->req.kind == DF_SRV_EMBED) continue; /* n > 1: a choice that ended in this step starts in the next */
         int chunk = sl->j->n_prompt - sl->n_cache;
         if (chunk > s->chunk) chunk = s->chunk;
-        if (first >= 0 && prompt_tok + chunk > s->step_prompt) continue;
+        /* within the budget and one pass (a slot's n_batch) */
+        if (first >= 0 && (prompt_tok + chunk > s->step_prompt || n_dec + prompt_tok + chunk > s->cap)) continue;
         if (first < 0) first = i;
         s->step_seqs[n] = (deltafin_batch_seq){sl->ctx, sl->j->prompt + sl->n_cache, chunk, false};
         s->step_slot[n++] = i;
@@ -1982,7 +1985,7 @@ int df_server_set_model(df_server *s, deltafin_model *m) {
     if (!s->step_seqs || !s->step_slot) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
     /* a step is one pass of at most a slot's n_batch tokens: a prompt chunk leaves room for
      * the other slots' tokens */
-    const int cap = deltafin_ctx_n_batch(s->slots[0].ctx);
+    const int cap = s->cap = deltafin_ctx_n_batch(s->slots[0].ctx);
     s->step_prompt = s->p.step_tokens > 0 && s->p.step_tokens < cap ? s->p.step_tokens : cap;
     s->chunk = cap - (s->n_slots - 1);
     if (s->chunk > s->step_prompt) s->chunk = s->step_prompt;

@@ -409,11 +409,13 @@ int deltafin_decode(deltafin_ctx *c, const int32_t *ids, int n, bool all_logits)
  * pass runs on its scratch and threads); the call runs as many passes as its tokens need, each
  * taking the next chunk of every unfinished sequence that still fits, in order. A caller that
  * wants a bound on each call's latency (a server's step) gives it at most one pass's worth.
- * Each context may appear once per call and is used by this call only (one thread). When one
- * sequence fails or is cancelled (deltafin_ctx_cancel), the call fails and every sequence is
- * as it was before the call (recurrent state rebuilt as after a failed deltafin_decode); the
- * caller may retry without it. A lead of several sequences allocates, once, room for their
- * logits rows (n_vocab floats each). */
+ * Each context may appear once per call and is used by this call only (one thread).
+ * deltafin_ctx_cancel on a sequence of a running call stops it only when every sequence of the
+ * pass under way is cancelled (then DELTAFIN_ERR_CANCELLED); otherwise the cancelled
+ * sequence's tokens are decoded with the others' and the caller drops it afterwards. When the
+ * call fails, every sequence is as it was before the call (recurrent state rebuilt as after a
+ * failed deltafin_decode); the caller may retry, e.g. without the sequence that failed. A lead
+ * of several sequences allocates, once, room for their logits rows (n_vocab floats each). */
 typedef struct {
     deltafin_ctx *ctx;      /* the sequence; tokens go at deltafin_ctx_pos(ctx) */
     const int32_t *ids;

@@ -36,7 +36,7 @@ start_server() { # args...; sets SPID URL
         >"$T/out" 2>"$T/err" &
     SPID=$!
     PORT=""
-    for i in $(seq 100); do
+    for i in $(seq 300); do
         PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/out")
         [ -n "$PORT" ] && break
         kill -0 "$SPID" 2>/dev/null || break
@@ -44,7 +44,7 @@ start_server() { # args...; sets SPID URL
     done
     [ -n "$PORT" ] || { echo "test_server_batch: FAIL: server did not start"; cat "$T/err"; exit 1; }
     URL="http://127.0.0.1:$PORT"
-    for i in $(seq 300); do
+    for i in $(seq 600); do
         [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/health")" = 200 ] && return 0
         sleep 0.1
     done

@@ -371,9 +371,11 @@ bool df_use_tiled_attn(int nq, int dv) {
 }
 
 bool df_pass_cancelled(const deltafin_ctx *c) {
+    /* a pass stops when every sequence in it was cancelled: one sequence's cancel does not
+     * throw away the others' work (its tokens are decoded with theirs) */
     for (int s = 0; s < c->n_seg; s++)
-        if (atomic_load(&c->seg[s].sc->cancel)) return true;
-    return false;
+        if (!atomic_load(&c->seg[s].sc->cancel)) return false;
+    return c->n_seg > 0;
 }
 
 int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {

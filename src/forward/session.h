@@ -131,7 +131,7 @@ static inline df_f16 *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return
 static inline df_f16 *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (int64_t)pos * c->v_row[il]; }
 /* llama.cpp's choice of its tiled F32 flash-attention kernel for nq queries (per sequence). */
 bool df_use_tiled_attn(int nq, int dv);
-/* Whether any sequence of the pass c leads was cancelled (deltafin_ctx_cancel). */
+/* Whether every sequence of the pass c leads was cancelled (deltafin_ctx_cancel). */
 bool df_pass_cancelled(const struct deltafin_ctx *c);
 /* Y = W·X over the nt rows of the pass, each sequence's rows as its own pass would compute them
  * (c->grp); act conversions into c->act. */
