@@ -309,6 +309,20 @@ int deltafin_chat_render(const deltafin_model *m, const char *template_name,
                          const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
                          bool add_generation_prompt, char **out);
 
+/* ---- gpt-oss Harmony output channels ------------------------------------------------------
+ * Splits generated text (detokenized with special tokens rendered) into what llama-server's
+ * reasoning format makes of it: the analysis channel is reasoning, final and commentary
+ * preambles are content, a message with a recipient (" to=functions.NAME") is a tool call;
+ * headers and end markers are dropped. Streaming: pieces may end inside a marker. */
+enum { DELTAFIN_CH_CONTENT = 1, DELTAFIN_CH_REASONING = 2, DELTAFIN_CH_TOOL = 3 };
+typedef void (*deltafin_harmony_sink)(void *ud, int channel, const char *text, size_t n);
+typedef struct deltafin_harmony deltafin_harmony;
+deltafin_harmony *deltafin_harmony_create(void);   /* NULL when out of memory */
+void deltafin_harmony_push(deltafin_harmony *h, const char *text, size_t n, deltafin_harmony_sink sink, void *ud);
+void deltafin_harmony_flush(deltafin_harmony *h, deltafin_harmony_sink sink, void *ud); /* end of a stream */
+void deltafin_harmony_reset(deltafin_harmony *h);
+void deltafin_harmony_free(deltafin_harmony *h);
+
 /* ---- context (one sequence) ------------------------------------------------------------ */
 typedef struct {
     int n_ctx;              /* <= 0: min(training context, 4096) */
