@@ -37,7 +37,10 @@ typedef struct {
  * row that does not fit the type's block is an error, or (type_fallback) falls back to Q8_0
  * when a multiple of 32 (like llama-quantize's fallback for K-quants), else to F16. */
 static int pick_type(const gr_model *g, const gr_tensor *t, int *out) {
-    if (t->n_dims == 1 || t->role == DF_R_ROUTER || t->role == DF_R_CONV) { *out = DF_TYPE_F32; return DF_OK; }
+    if (t->n_dims == 1 || (t->flags & DF_T_NORM) || t->role == DF_R_ROUTER || t->role == DF_R_CONV) {
+        *out = DF_TYPE_F32; /* vectors, 2-D biases (gpt-oss per-expert) */
+        return DF_OK;
+    }
     const int want = (t->flags & DF_T_EXPERT) ? g->exp_type : g->type;
     const df_type_traits *tr = df_type_info(want);
     if (!tr || t->ne[0] % tr->blck == 0) { *out = want; return DF_OK; }

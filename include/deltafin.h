@@ -368,6 +368,19 @@ void deltafin_chat_output_free(deltafin_chat_output *o);
  * is not among the tools. */
 int deltafin_chat_tool_grammar(const deltafin_chat_format *f, const char *tools_json, const char *only_function,
                                bool parallel, bool lazy, char **gbnf);
+/* ---- gpt-oss Harmony output channels ------------------------------------------------------
+ * Splits generated text (detokenized with special tokens rendered) into what llama-server's
+ * reasoning format makes of it: the analysis channel is reasoning, final and commentary
+ * preambles are content, a message with a recipient (" to=functions.NAME") is a tool call;
+ * headers and end markers are dropped. Streaming: pieces may end inside a marker. */
+enum { DELTAFIN_CH_CONTENT = 1, DELTAFIN_CH_REASONING = 2, DELTAFIN_CH_TOOL = 3 };
+typedef void (*deltafin_harmony_sink)(void *ud, int channel, const char *text, size_t n);
+typedef struct deltafin_harmony deltafin_harmony;
+deltafin_harmony *deltafin_harmony_create(void);   /* NULL when out of memory */
+void deltafin_harmony_push(deltafin_harmony *h, const char *text, size_t n, deltafin_harmony_sink sink, void *ud);
+void deltafin_harmony_flush(deltafin_harmony *h, deltafin_harmony_sink sink, void *ud); /* end of a stream */
+void deltafin_harmony_reset(deltafin_harmony *h);
+void deltafin_harmony_free(deltafin_harmony *h);
 
 /* ---- context (one sequence) ------------------------------------------------------------ */
 typedef struct {

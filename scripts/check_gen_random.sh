@@ -3,7 +3,7 @@
 # quantize` where the recorded arguments pipe into it) and compare its sha256 with the one the
 # reference outputs were recorded on. The generators must stay byte-identical: the tensor order,
 # KV order and per-tensor RNG streams are part of the recorded files.
-# Lists: tests/data/expected/{random_models,deepseek2/models,kimi_k3/models}.tsv (the models
+# Lists: tests/data/expected/{random_models,deepseek2/models,kimi_k3/models,gpt_oss/models}.tsv (the models
 # llama.cpp's outputs were recorded on), gen_random_extra.tsv (a regression guard for options
 # those do not use: presets at one layer, sparse headers, raw experts, odd widths; recorded
 # from the generator of 0030ad1, never run through llama.cpp; for a --sparse entry the digest
@@ -18,7 +18,7 @@ BIN=${DELTAFIN_BIN:-build/deltafin}
 FIX=${DELTAFIN_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 export DELTAFIN_FIXTURES="$FIX"
 E=tests/data/expected
-LISTS="$E/random_models.tsv $E/deepseek2/models.tsv $E/kimi_k3/models.tsv $E/gen_random_extra.tsv"
+LISTS="$E/random_models.tsv $E/deepseek2/models.tsv $E/kimi_k3/models.tsv $E/gpt_oss/models.tsv $E/gen_random_extra.tsv"
 if [ "${1:-}" = "--realwidth" ]; then LISTS="$LISTS tests/data/expected/realwidth/models.tsv"; shift; fi
 ONLY=${1:-.}
 for b in "$DEVBIN" "$BIN"; do [ -x "$b" ] || { echo "check_gen_random: $b not built (make)"; exit 2; }; done

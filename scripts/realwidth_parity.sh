@@ -1,9 +1,10 @@
 #!/bin/sh
 # realwidth_parity.sh — greedy parity with llama.cpp at REAL widths (hidden 7168), few layers, on
 # models larger than tests/test_realwidth.sh's: Kimi K3 (kimi-k3, Q8_0 + MXFP4 experts, layers
-# K M, the real dense FFN width 33792, 2 shared experts) and Kimi K2 (deepseek2, Q8_0), 2 layers,
-# 16 experts / 4 used, 2 prompts x N tokens. Not part of `make test`: the files are 2 and 1.4 GB
-# and it needs llama.cpp (the test uses smaller models and recorded outputs). Prints, per model
+# K M, the real dense FFN width 33792, 2 shared experts), gpt-oss-120b (hidden 2880, all 128
+# experts top-4, MXFP4) and Kimi K2 (deepseek2, Q8_0), 2 layers, 16 experts / 4 used (gpt-oss:
+# 128 / 4), 2 prompts x N tokens. Not part of `make test`: the files are 2, 3.3 and 1.4 GB and
+# it needs llama.cpp (the test uses smaller models and recorded outputs). Prints, per model
 # and prompt, how many ids equal llama.cpp's and, where they part, llama.cpp's top-1 minus top-2
 # logit gap (a tiny gap is a near-tie). One model on disk at a time, in a new folder under DIR, removed at the end.
 #   env: DIR (/tmp), N (16), LLAMA_K3 (/work/llama-k3:
@@ -39,6 +40,11 @@ nice -n 10 "$D" gen-random --arch kimi-k3 --preset k3 --n-layer 2 --layers KM --
     --expert-type mxfp4 --raw-experts --vocab "$TOK" --seed 2 "$DIR/k3w.gguf" >/dev/null || exit 1
 compare "kimi-k3 7168 q8_0+mxfp4" "$DIR/k3w.gguf" "$DIR/oracle-$(basename "$LLAMA_K3")"
 rm -f "$DIR/k3w.gguf"
+# gpt-oss-120b widths (hidden 2880, 64 heads / 8 KV, 128 experts top-4, window 128), 2 layers
+nice -n 10 "$D" gen-random --arch gpt-oss --preset gpt-oss-120b --n-layer 2 --type q8_0 --expert-type mxfp4 \
+    --raw-experts --vocab "$TOK" --seed 2 "$DIR/gow.gguf" >/dev/null || exit 1
+compare "gpt-oss-120b 2880 q8_0+mxfp4" "$DIR/gow.gguf" "$DIR/oracle-$(basename "$LLAMA")"
+rm -f "$DIR/gow.gguf"
 nice -n 10 "$D" gen-random --arch deepseek2 --preset kimi-k2 --n-layer 2 --n-expert 16 --n-expert-used 4 --type q8_0 \
     --vocab "$TOK" --seed 2 "$DIR/k2w.gguf" >/dev/null || exit 1
 compare "deepseek2 (K2) 7168 q8_0" "$DIR/k2w.gguf" "$DIR/oracle-$(basename "$LLAMA")"

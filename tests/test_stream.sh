@@ -2,7 +2,7 @@
 # test_stream.sh — end to end: a random qwen3moe model gives the same greedy tokens with routed
 # experts resident and streamed from disk, for every I/O engine, expert-cache sizes from 2 slots
 # to all resident, prefetch on/off (on = with router look-ahead reads) and a pinned hot set;
-# look-ahead starts reads and reports its accuracy (-v, --json), also for deepseek2 and kimi-k3; a too-small --mem-limit is refused with
+# look-ahead starts reads and reports its accuracy (-v, --json), also for deepseek2, kimi-k3 and gpt-oss; a too-small --mem-limit is refused with
 # the bytes needed; an injected read error fails cleanly naming layer, expert, file and offset;
 # `deltafin pack` writes a file whose checksums verify and detects a corrupted record.
 set -u
@@ -103,6 +103,25 @@ if "$DEVBIN" gen-random --arch kimi-k3 --type q8_0 --n-embd 128 --n-layer 5 --n-
 else
     echo "  skip: gen-random --arch kimi-k3 not available"
 fi
+
+# gpt-oss (MXFP4 experts with per-expert biases, router bias, sinks, sliding window): every
+# engine, two cache sizes, prefetch on/off, and a --mem-limit that makes it stream
+"$DEVBIN" gen-random --arch gpt-oss --type q8_0 --expert-type mxfp4 --n-embd 128 --n-layer 4 --n-expert 16 \
+    --n-expert-used 4 --n-ff-exp 128 --vocab bytes --seed 3 "$T/g.gguf" >/dev/null 2>&1 || bad "gen-random gpt-oss failed"
+GREF=$(DELTAFIN_STREAM=0 runm "$T/g.gguf")
+gfail=0
+for io in pread direct uring mmap; do
+    for cache in 100K 400K; do
+        for pf in on off; do
+            OUT=$(DELTAFIN_EXPERT_CACHE=$cache runm "$T/g.gguf" --io $io --prefetch $pf)
+            [ -n "$GREF" ] && [ "$OUT" = "$GREF" ] || { [ $io = uring ] && grep -q "not available" "$T/err"; } ||
+                { gfail=1; bad "gpt-oss io=$io cache=$cache prefetch=$pf: $OUT vs $GREF ($(tail -1 "$T/err"))"; }
+        done
+    done
+done
+OUT=$(runm "$T/g.gguf" --mem-limit 27M -v)
+[ "$OUT" = "$GREF" ] && grep -q "experts: [0-9]* slots" "$T/err" || { gfail=1; bad "gpt-oss --mem-limit 27M: $OUT ($(tail -2 "$T/err"))"; }
+[ $gfail = 0 ] && ok "gpt-oss: same tokens for 4 engines x 2 caches x prefetch on/off and under --mem-limit"
 
 # streaming because the experts do not fit the memory limit (auto engine)
 # (fixed part ~36 MiB incl. the ~20 MiB overhead the plan counts; experts 10 MiB)

@@ -2,7 +2,10 @@
  * the whole conversation with the model's chat template, keeps the KV cache of the longest
  * common token prefix with what is already cached (deltafin_ctx_truncate) and decodes only
  * the rest, then streams the answer. Ctrl-C stops the current answer (the program goes on);
- * /reset clears the conversation, /exit (or end of input) quits. */
+ * /reset clears the conversation, /exit (or end of input) quits. gpt-oss (Harmony: the prompt
+ * ends with "<|start|>assistant"): only the final / commentary text is shown and kept as the
+ * answer; the analysis channel (reasoning) goes to stderr with -v, as llama-server's
+ * reasoning format separates it. */
 #include "app/cli/flags.h"
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
@@ -31,6 +34,34 @@ static int answer_put(char **answer, size_t *alen, size_t *acap, const char *p, 
     *alen += n;
     (*answer)[*alen] = 0;
     return 0;
+}
+
+/* the Harmony splitter's sink: content is the answer, reasoning only with -v (stderr) */
+typedef struct {
+    char **answer;
+    size_t *alen, *acap;
+    bool show_reasoning, in_reasoning;
+    int err;
+} hm_out;
+
+static void hm_sink(void *ud, int channel, const char *text, size_t n) {
+    hm_out *o = ud;
+    if (channel == DELTAFIN_CH_REASONING) {
+        if (!o->show_reasoning) return;
+        if (!o->in_reasoning) fputs("[reasoning] ", stderr);
+        o->in_reasoning = true;
+        fwrite(text, 1, n, stderr);
+        return;
+    }
+    if (o->in_reasoning) { fputc('\n', stderr); o->in_reasoning = false; }
+    if (answer_put(o->answer, o->alen, o->acap, text, n) < 0) { o->err = 1; return; }
+    fwrite(text, 1, n, stdout);
+    fflush(stdout);
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
 }
 
 static volatile sig_atomic_t g_interrupt;
@@ -102,7 +133,8 @@ int cmd_chat(int argc, char **argv) {
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
     deltafin_sampler *smp = NULL;
-    deltafin_detok *dt = NULL;
+    deltafin_detok *dt = NULL, *dts = NULL; /* dts: special tokens rendered (Harmony) */
+    deltafin_harmony *hm = NULL;
     int32_t *cache = NULL, *ids = NULL;
     int n_cache = 0;
     msgs_t msgs = {0};
@@ -126,7 +158,9 @@ int cmd_chat(int argc, char **argv) {
     smp = deltafin_sampler_create(&S.sp);
     if (!smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     dt = deltafin_detok_create(m, false);
-    if (!dt) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
+    dts = deltafin_detok_create(m, true);
+    hm = deltafin_harmony_create();
+    if (!dt || !dts || !hm) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     if (system && msgs_push(&msgs, "system", system) < 0) goto done;
     const int n_keep_msgs = msgs.n;
 
@@ -161,6 +195,7 @@ int cmd_chat(int argc, char **argv) {
         if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
         free(ids);
         ids = NULL;
+        const bool harmony = ends_with(rendered, "<|start|>assistant");
         int n = tokenize_all(m, rendered, &ids);
         free(rendered);
         if (n < 0) { fprintf(stderr, "chat: tokenize: %s\n", deltafin_errmsg()); goto done; }
@@ -193,7 +228,10 @@ int cmd_chat(int argc, char **argv) {
         answer = malloc(acap);
         if (!answer) goto done;
         answer[0] = 0;
-        deltafin_detok_reset(dt);
+        deltafin_detok *td = harmony ? dts : dt;
+        deltafin_detok_reset(td);
+        deltafin_harmony_reset(hm);
+        hm_out ho = {.answer = &answer, .alen = &alen, .acap = &acap, .show_reasoning = stats == 2};
         int n_gen = 0;
         uint64_t t1 = deltafin_time_ns();
         bool stopped = false;
@@ -205,8 +243,11 @@ int cmd_chat(int argc, char **argv) {
             if (deltafin_token_is_eog(m, id)) break;
             n_gen++;
             const char *piece;
-            int pn = deltafin_detok_push(dt, id, &piece); /* whole characters only */
-            if (pn > 0) {
+            int pn = deltafin_detok_push(td, id, &piece); /* whole characters only */
+            if (pn > 0 && harmony) {
+                deltafin_harmony_push(hm, piece, (size_t)pn, hm_sink, &ho);
+                if (ho.err) goto done;
+            } else if (pn > 0) {
                 if (answer_put(&answer, &alen, &acap, piece, (size_t)pn) < 0) goto done;
                 fwrite(piece, 1, (size_t)pn, stdout);
                 fflush(stdout);
@@ -222,8 +263,13 @@ int cmd_chat(int argc, char **argv) {
             cache[n_cache++] = id;
         }
         const char *rest;
-        int rn = deltafin_detok_flush(dt, &rest);
-        if (rn > 0) {
+        int rn = deltafin_detok_flush(td, &rest);
+        if (harmony) {
+            if (rn > 0) deltafin_harmony_push(hm, rest, (size_t)rn, hm_sink, &ho);
+            deltafin_harmony_flush(hm, hm_sink, &ho);
+            if (ho.in_reasoning) fputc('\n', stderr);
+            if (ho.err) goto done;
+        } else if (rn > 0) {
             if (answer_put(&answer, &alen, &acap, rest, (size_t)rn) < 0) goto done;
             fwrite(rest, 1, (size_t)rn, stdout);
         }
@@ -249,6 +295,8 @@ done:
     free(cache);
     deltafin_sampler_free(smp);
     deltafin_detok_free(dt);
+    deltafin_detok_free(dts);
+    deltafin_harmony_free(hm);
     deltafin_ctx_free(c);
     deltafin_model_free(m);
     df_cli_log_end(&S);

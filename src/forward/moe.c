@@ -249,12 +249,24 @@ static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in
 /* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
  * as ggml_swiglu (which matters in ggml's order: vectors restart at each row) */
 void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
-    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, nrows, ncols); return; }
+    if (hp->ffn_act == DF_ACT_SWIGLU) { df_swiglu_rows(g, u, nrows, ncols); return; }
     df_ffn_act(hp, g, u, nrows * ncols);
 }
 
 void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
-    if (hp->ffn_act != DF_ACT_SITU) { df_swiglu_rows(g, u, 1, n); return; }
+    if (hp->ffn_act == DF_ACT_SWIGLU) { df_swiglu_rows(g, u, 1, n); return; }
+    if (hp->ffn_act == DF_ACT_SWIGLU_OAI) {
+        /* gpt-oss (ggml swiglu_oai): x = min(gate, 7), y = clamp(up, -7, 7),
+         * x·sigmoid(1.702·x)·(y + 1), in ggml's op order with libm expf */
+        const float alpha = 1.702f, limit = 7.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const float x = g[i] < limit ? g[i] : limit;
+            const float y = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+            const float glu = x / (1.0f + expf(alpha * (-x)));
+            g[i] = glu * (y + 1.0f);
+        }
+        return;
+    }
     /* kimi-k3 situ in llama.cpp's op order (F32 reciprocal scales, libm tanhf / expf) */
     const float b = hp->situ_beta, lb = hp->situ_lbeta, rb = 1.0f / b, rlb = 1.0f / lb;
     for (int64_t i = 0; i < n; i++) {
@@ -332,9 +344,21 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
             mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
             mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);
         }
+        if (L->exps_b[DF_EXPERT_GATE]) { /* per-expert biases (gpt-oss: ggml_add_id) */
+            const float *bg = (const float *)L->exps_b[DF_EXPERT_GATE]->data + (int64_t)e * n_ff;
+            const float *bu = (const float *)L->exps_b[DF_EXPERT_UP]->data + (int64_t)e * n_ff;
+            for (int i = 0; i < n; i++) {
+                df_add(c->fa + (int64_t)i * n_ff, bg, (int)n_ff);
+                df_add(c->fb + (int64_t)i * n_ff, bu, (int)n_ff);
+            }
+        }
         df_ffn_act_rows(hp, c->fa, c->fb, n, n_ff);
         mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, n_out_d, c->fa, n, c->yg);
         df_weights_expert_release(c->w, il, e);
+        if (L->exps_b[DF_EXPERT_DOWN]) {
+            const float *bd = (const float *)L->exps_b[DF_EXPERT_DOWN]->data + (int64_t)e * n_out_d;
+            for (int i = 0; i < n; i++) df_add(c->yg + (int64_t)i * n_out_d, bd, (int)n_out_d);
+        }
         for (int i = 0; i < n; i++)
             memcpy(c->yslot + (int64_t)lst[i] * n_out_d, c->yg + (int64_t)i * n_out_d, sizeof(float) * (size_t)n_out_d);
     }

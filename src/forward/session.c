@@ -441,7 +441,8 @@ int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
             .dk = dk, .dv = dv, .scale = hp->kq_scale, .q = c->q + (int64_t)sg->row0 * nq, .ldq = nq,
             .kc = sg->sc->k_l[il], .vc = sg->sc->v_l[il],
             .ldk = nk, .ldv = nv, .out = c->o + (int64_t)sg->row0 * hp->n_head * dv, .ldo = (int64_t)hp->n_head * dv,
-            .f32_acc = df_use_tiled_attn(sg->n, dv), .sinks = NULL, .swa = 0,
+            .f32_acc = df_use_tiled_attn(sg->n, dv), .sinks = L->attn_sinks ? L->attn_sinks->data : NULL,
+            .swa = hp->layer_swa[il] ? hp->n_swa : 0, /* the cache keeps every position; the mask limits */
             .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
         };
         df_attn_gqa(c->pool, &a);

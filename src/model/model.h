@@ -66,15 +66,17 @@ typedef struct df_hparams {
     /* for the architectures to come (set by their hparams hook; schema.h DF_W_SWA / _NEXTN) */
     uint8_t layer_swa[DF_MAX_LAYERS];  /* 1: layer il uses sliding-window attention */
     int n_layer_nextn;           /* last layers that are NextN / MTP heads: loaded, not run */
+    int n_swa;                   /* sliding window (tokens) of the hp.layer_swa layers */
 } df_hparams;
 
-enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
+enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2 }; /* OAI: gpt-oss clamped SwiGLU */
 
 typedef struct df_layer {
     df_tensor *attn_norm;
     df_tensor *wq, *wk, *wv, *wqkv, *wo;  /* wqkv: fused alternative to wq/wk/wv */
     df_tensor *bq, *bk, *bv, *bqkv, *bo;
     df_tensor *q_norm, *k_norm;
+    df_tensor *attn_sinks;                /* {n_head} per-head sink logits (gpt-oss) */
     df_tensor *ffn_norm;
     /* dense FFN */
     df_tensor *ffn_gate, *ffn_up, *ffn_down;
@@ -82,6 +84,7 @@ typedef struct df_layer {
     /* MoE */
     df_tensor *gate_inp, *gate_inp_b, *exp_probs_b;
     df_tensor *exps[DF_EXPERT_NPARTS];    /* ffn_{gate,up,down}_exps {in, out, E} */
+    df_tensor *exps_b[DF_EXPERT_NPARTS];  /* per-expert biases {out, E} F32, resident (gpt-oss) */
     df_tensor *gate_inp_shexp;            /* {n_embd} (qwen2moe) */
     df_tensor *gate_shexp, *up_shexp, *down_shexp;
     /* deepseek2 MLA */

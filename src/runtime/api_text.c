@@ -1,5 +1,6 @@
 /* api_text.c — the public text API (deltafin.h): tokenize, pieces, special ids, chat
- * rendering with the model's template, the streaming detokenizer, UTF-8 validity. Thin
+ * rendering with the model's template, the streaming detokenizer, UTF-8 validity, the Harmony
+ * (gpt-oss) channel splitter. Thin
  * wrappers: the work is in src/text (tokenizer, detok.c, chat) and src/base/utf8; what is
  * added here is only the model (its tokenizer, chat template and BOS/EOS text).
  * Threading: as the functions wrapped (a model's tokenizer is immutable; a detokenizer is one
@@ -8,6 +9,7 @@
 #include "base/utf8.h"
 #include "model/model.h"
 #include "text/chat.h"
+#include "text/harmony.h"
 #include "text/tokenizer.h"
 
 /* ---- vocabulary / chat wrappers ------------------------------------------------------------ */
@@ -106,3 +108,20 @@ void deltafin_detok_free(deltafin_detok *d) { free(d); }
 size_t deltafin_utf8_valid_prefix(const char *s, size_t n) { return df_utf8_valid_prefix(s, n, NULL); }
 
 size_t deltafin_utf8_sanitize(const char *s, size_t n, char *out) { return df_utf8_sanitize(s, n, out); }
+
+/* ---- Harmony channels (text/harmony.h) ---------------------------------------------------- */
+struct deltafin_harmony { df_harmony st; };
+_Static_assert((int)DELTAFIN_CH_CONTENT == (int)DF_HM_CONTENT && (int)DELTAFIN_CH_REASONING == (int)DF_HM_REASONING &&
+               (int)DELTAFIN_CH_TOOL == (int)DF_HM_TOOL, "channel numbers");
+
+deltafin_harmony *deltafin_harmony_create(void) {
+    deltafin_harmony *h = df_malloc(sizeof *h);
+    if (h) df_harmony_init(&h->st);
+    return h;
+}
+void deltafin_harmony_push(deltafin_harmony *h, const char *text, size_t n, deltafin_harmony_sink sink, void *ud) {
+    df_harmony_push(&h->st, text, n, sink, ud);
+}
+void deltafin_harmony_flush(deltafin_harmony *h, deltafin_harmony_sink sink, void *ud) { df_harmony_flush(&h->st, sink, ud); }
+void deltafin_harmony_reset(deltafin_harmony *h) { df_harmony_init(&h->st); }
+void deltafin_harmony_free(deltafin_harmony *h) { free(h); }

@@ -1,0 +1,225 @@
+/* gen_random_gpt_oss.c — `deltafin-dev gen-random --arch gpt-oss ...`: a random gpt-oss model
+ * (llama.cpp's "gpt-oss": sinks, q/k/v/o biases, alternating sliding-window layers, router and
+ * per-expert biases, YaRN keys) with the exact names, shapes and keys llama.cpp expects; the
+ * tensors come from the schema (src/model/arch_gpt_oss.c). Deterministic like gen_random.c.
+ * Called from cmd_gen_random when --arch gpt-oss is given. */
+#include "base/util.h"
+#include "format/gguf.h"
+#include "kernels/quant.h"
+#include "dev/gen_random.h"
+
+#include <errno.h>
+#include <math.h>
+#include <strings.h>
+
+typedef struct {
+    int type, exp_type;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_expert, n_used, n_ff_exp, n_ctx, swa, swa_period;
+    float rope_base, yarn_factor, eps, out_scale, router_scale;
+    bool sparse, raw_experts;
+    uint64_t seed;
+    const char *vocab, *out, *name;
+} go_opts;
+
+static void go_usage(FILE *f) {
+    fprintf(f,
+        "usage: deltafin-dev gen-random --arch gpt-oss [options] OUT.gguf\n\n"
+        "Random gpt-oss model (attention sinks, q/k/v/o biases, sliding-window layers, router and\n"
+        "per-expert biases, clamped SwiGLU, YaRN). Deterministic.\n"
+        "  --type T           f32 | f16 | q8_0 | q4_k | mxfp4 for weight matrices (default f32;\n"
+        "                     rows off the type's block fall back to Q8_0, else F16)\n"
+        "  --expert-type T    type of the routed experts (*_exps) (default: --type)\n"
+        "  --n-embd N (64)  --n-layer N (4)  --n-head N (4)  --n-head-kv N (2)  --head-dim N (32)\n"
+        "  --n-expert N (8)  --n-expert-used N (2)  --n-ff-exp N (32)\n"
+        "  --swa N (8)        attention.sliding_window\n"
+        "  --swa-period N (0) attention.sliding_window_pattern (0: key absent, llama.cpp's 2)\n"
+        "  --rope-base F (150000)  --yarn-factor F (32; 0: no YaRN keys)  --eps F (1e-5)\n"
+        "  --preset P         gpt-oss-120b (hidden 2880, 64 heads / 8 KV of 64, 128 experts top-4,\n"
+        "                     width 2880, window 128, 36 layers) | gpt-oss-20b (24 layers, 32\n"
+        "                     experts); options given explicitly win (e.g. --n-layer 2)\n"
+        "  --sparse           header only, data section a hole (for `info` / memory plans)\n"
+        "  --raw-experts      q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n"
+        "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n"
+        "  --name NAME\n");
+}
+
+static int go_type(const char *v) {
+    if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
+    if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
+    if (!strcasecmp(v, "q8_0")) return DF_TYPE_Q8_0;
+    if (!strcasecmp(v, "q4_k")) return DF_TYPE_Q4_K;
+    if (!strcasecmp(v, "mxfp4")) return DF_TYPE_MXFP4;
+    return -1;
+}
+
+/* Optional tensors: the q/k/v biases (gpt-oss files have them). */
+static bool go_want(void *ud, const df_tensor_spec *s, int il) {
+    (void)ud; (void)il;
+    return s->field == DF_LF(bq) || s->field == DF_LF(bk) || s->field == DF_LF(bv);
+}
+
+static int go_write(go_opts o) {
+    char vbuf[4096];
+    gr_default_vocab(&o.vocab, vbuf, sizeof vbuf);
+    int rc = DF_OK;
+    df_gguf_writer *w = df_gguf_writer_new(GR_ALIGN);
+    if (!w) return 1;
+    const char *A = "gpt-oss";
+    char key[128];
+#define KU32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_u32(w, key, (uint32_t)(v)))
+#define KF32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_f32(w, key, (v)))
+    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : o.type == DF_TYPE_Q8_0 ? 7 : 15;
+    if (o.exp_type == DF_TYPE_MXFP4) ftype = 38;
+    if ((rc = df_gguf_w_str(w, "general.architecture", A)) ||
+        (rc = df_gguf_w_str(w, "general.name", o.name ? o.name : "deltafin-random-gpt-oss")) ||
+        (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
+        (o.type != DF_TYPE_F32 && o.type != DF_TYPE_F16 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
+        (rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", o.n_embd)) ||
+        (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", o.n_ff_exp)) ||
+        (rc = KU32("attention.head_count", o.n_head)) || (rc = KU32("attention.head_count_kv", o.n_head_kv)) ||
+        (rc = KU32("attention.key_length", o.head_dim)) || (rc = KU32("attention.value_length", o.head_dim)) ||
+        (rc = KU32("rope.dimension_count", o.head_dim)) || (rc = KF32("rope.freq_base", o.rope_base)) ||
+        (rc = KF32("attention.layer_norm_rms_epsilon", o.eps)) ||
+        (rc = KU32("attention.sliding_window", o.swa)) ||
+        (o.swa_period > 0 && (rc = KU32("attention.sliding_window_pattern", o.swa_period))) ||
+        (rc = KU32("expert_count", o.n_expert)) || (rc = KU32("expert_used_count", o.n_used)) ||
+        (rc = KU32("expert_feed_forward_length", o.n_ff_exp)))
+        goto done;
+    if (o.yarn_factor > 0.0f &&
+        ((rc = (snprintf(key, sizeof key, "%s.rope.scaling.type", A), df_gguf_w_str(w, key, "yarn"))) ||
+         (rc = KF32("rope.scaling.factor", o.yarn_factor)) ||
+         (rc = KU32("rope.scaling.original_context_length", 4096))))
+        goto done;
+    int64_t n_vocab = 0;
+    if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
+#undef KU32
+#undef KF32
+    gr_model g = {.arch = A, .type = o.type, .exp_type = o.exp_type, .type_fallback = true,
+                  .out_scale = o.out_scale, .router_scale = o.router_scale, .mat_scale = 1.0f, .res_scale = 1.0f,
+                  .seed = o.seed, .sparse = o.sparse, .pad_end = !o.sparse, .raw_experts = o.raw_experts,
+                  .want = go_want, .ud = &o, .out = o.out};
+    df_hparams *hp = &g.hp;
+    hp->n_vocab = (int)n_vocab;
+    hp->n_embd = (int)o.n_embd;
+    hp->n_layer = (int)o.n_layer;
+    hp->n_head = (int)o.n_head;
+    hp->n_head_kv = (int)o.n_head_kv;
+    hp->n_embd_head_k = hp->n_embd_head_v = hp->n_rot = (int)o.head_dim;
+    hp->n_expert = (int)o.n_expert;
+    hp->n_ff_exp = (int)o.n_ff_exp;
+    hp->n_swa = (int)o.swa;
+    const int64_t per = o.swa_period > 0 ? o.swa_period : 2;
+    for (int64_t il = 0; il < o.n_layer; il++) hp->layer_swa[il] = il % per < per - 1;
+    gr_stats st;
+    rc = gr_write_model(w, &g, &st);
+    if (!rc)
+        fprintf(stderr, "gen-random: wrote %s (gpt-oss, %s / experts %s, %lld layers, n_embd %lld, %lld experts "
+                "top-%lld, window %lld, %.3f M params, vocab %lld from %s%s)\n", o.out,
+                df_gguf_tensor_type_name(o.type), df_gguf_tensor_type_name(o.exp_type), (long long)o.n_layer,
+                (long long)o.n_embd, (long long)o.n_expert, (long long)o.n_used, (long long)o.swa,
+                (double)st.n_params / 1e6, (long long)n_vocab, o.vocab, o.sparse ? ", sparse" : "");
+done:
+    if (rc) fprintf(stderr, "gen-random: %s\n", deltafin_errmsg());
+    df_gguf_writer_free(w);
+    return rc ? 1 : 0;
+}
+
+/* Presets apply where the option was not given (-1). */
+static void go_preset(go_opts *o, bool big) {
+    const int64_t v[] = {2880, big ? 36 : 24, 64, 8, 64, big ? 128 : 32, 4, 2880, 128};
+    int64_t *f[] = {&o->n_embd, &o->n_layer, &o->n_head, &o->n_head_kv, &o->head_dim, &o->n_expert,
+                    &o->n_used, &o->n_ff_exp, &o->swa};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (*f[i] < 0) *f[i] = v[i];
+    if (o->n_ctx < 0) o->n_ctx = 131072;
+}
+
+int df_gen_random_gpt_oss(int argc, char **argv) {
+    go_opts o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = -1, .n_layer = -1, .n_head = -1, .n_head_kv = -1,
+                 .head_dim = -1, .n_expert = -1, .n_used = -1, .n_ff_exp = -1, .n_ctx = -1, .swa = -1,
+                 .swa_period = 0, .rope_base = 150000.0f, .yarn_factor = 32.0f, .eps = 1e-5f,
+                 .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1};
+    const char *preset = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { go_usage(stdout); return 0; }
+        if (a[0] != '-' || !a[1]) {
+            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
+            o.out = a;
+            continue;
+        }
+        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
+        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
+        const char *v = argv[++i];
+        struct { const char *opt; int64_t *dst; } ints[] = {
+            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
+            {"--n-head-kv", &o.n_head_kv}, {"--head-dim", &o.head_dim}, {"--n-expert", &o.n_expert},
+            {"--n-expert-used", &o.n_used}, {"--n-ff-exp", &o.n_ff_exp}, {"--ctx", &o.n_ctx},
+            {"--swa", &o.swa}, {"--swa-period", &o.swa_period},
+        };
+        bool done = false;
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
+            if (strcmp(a, ints[k].opt)) continue;
+            if (!gr_parse_i64(v, 1 << 24, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
+            done = true;
+        }
+        if (done) continue;
+        struct { const char *opt; float *dst; } flts[] = {
+            {"--rope-base", &o.rope_base}, {"--yarn-factor", &o.yarn_factor}, {"--eps", &o.eps},
+            {"--out-scale", &o.out_scale}, {"--router-scale", &o.router_scale},
+        };
+        for (size_t k = 0; k < sizeof flts / sizeof flts[0] && !done; k++) {
+            if (strcmp(a, flts[k].opt)) continue;
+            char *e;
+            float f = strtof(v, &e);
+            if (e == v || *e || !isfinite(f) || f < 0) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
+            *flts[k].dst = f;
+            done = true;
+        }
+        if (done) continue;
+        if (!strcmp(a, "--arch")) {
+            if (strcmp(v, "gpt-oss")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+        } else if (!strcmp(a, "--preset")) {
+            if (strcmp(v, "gpt-oss-120b") && strcmp(v, "gpt-oss-20b")) {
+                fprintf(stderr, "gen-random: gpt-oss --preset: gpt-oss-120b | gpt-oss-20b\n");
+                return 2;
+            }
+            preset = v;
+        } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
+            int t = go_type(v);
+            if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
+            if (a[2] == 't') o.type = t; else o.exp_type = t;
+        } else if (!strcmp(a, "--vocab")) {
+            o.vocab = v;
+        } else if (!strcmp(a, "--name")) {
+            o.name = v;
+        } else if (!strcmp(a, "--seed")) {
+            char *e;
+            errno = 0;
+            o.seed = strtoull(v, &e, 0);
+            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
+        } else {
+            fprintf(stderr, "gen-random: unknown option %s for gpt-oss\n", a);
+            go_usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.out) { go_usage(stderr); return 2; }
+    if (preset) go_preset(&o, !strcmp(preset, "gpt-oss-120b"));
+    const int64_t def[] = {64, 4, 4, 2, 32, 8, 2, 32, 8, 4096};
+    int64_t *f[] = {&o.n_embd, &o.n_layer, &o.n_head, &o.n_head_kv, &o.head_dim, &o.n_expert, &o.n_used,
+                    &o.n_ff_exp, &o.swa, &o.n_ctx};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (*f[i] < 0) *f[i] = def[i];
+    if (o.exp_type < 0) o.exp_type = o.type;
+    const char *why = NULL;
+    if (o.n_embd < 1 || o.n_layer < 1 || o.n_layer > 512 || o.n_head < 1 || o.n_head_kv < 1 || o.head_dim < 2 ||
+        (o.head_dim & 1) || o.n_ff_exp < 1 || o.swa < 1 || o.n_ctx < 1)
+        why = "dims must be positive, head-dim even, n-layer <= 512";
+    else if (o.n_head % o.n_head_kv) why = "n-head must be a multiple of n-head-kv";
+    else if (o.n_used < 1 || o.n_used > o.n_expert || o.n_expert > 1024)
+        why = "need 1 <= n-expert-used <= n-expert <= 1024";
+    if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
+    return go_write(o);
+}
