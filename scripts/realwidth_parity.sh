@@ -1,5 +1,5 @@
 #!/bin/sh
-# realwidth_parity.sh — greedy parity with llama.cpp at REAL widths (hidden 7168), few layers, on
+# realwidth_parity.sh — greedy parity with llama.cpp at REAL widths (hidden 7168; Qwen3.5: 4096), few layers, on
 # models larger than tests/test_realwidth.sh's: Kimi K3 (kimi-k3, Q8_0 + MXFP4 experts, layers
 # K M, the real dense FFN width 33792, 2 shared experts), gpt-oss-120b (hidden 2880, all 128
 # experts top-4, MXFP4) and Kimi K2 (deepseek2, Q8_0), 2 layers, 16 experts / 4 used (gpt-oss:
@@ -49,3 +49,10 @@ nice -n 10 "$D" gen-random --arch deepseek2 --preset kimi-k2 --n-layer 2 --n-exp
     --vocab "$TOK" --seed 2 "$DIR/k2w.gguf" >/dev/null || exit 1
 compare "deepseek2 (K2) 7168 q8_0" "$DIR/k2w.gguf" "$DIR/oracle-$(basename "$LLAMA")"
 rm -f "$DIR/k2w.gguf"
+# Qwen3.5-397B-A17B widths (qwen35moe: hidden 4096, DeltaNet 16 k / 64 v heads of 128, attention 32
+# heads of 256 with 64 M-RoPE dims), one DeltaNet and one attention layer, 16 of its 512 experts
+# (top-4: the 512-expert top-10 router is covered at small width by tests/test_qwen3next.sh)
+nice -n 10 "$D" gen-random --arch qwen35moe --preset qwen3.5-397b --n-layer 2 --interval 2 --n-expert 16 \
+    --n-expert-used 4 --type q8_0 --vocab "$TOK" --seed 2 "$DIR/q35w.gguf" >/dev/null || exit 1
+compare "qwen35moe (Qwen3.5-397B) 4096 q8_0" "$DIR/q35w.gguf" "$DIR/oracle-$(basename "$LLAMA")"
+rm -f "$DIR/q35w.gguf"

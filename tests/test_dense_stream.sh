@@ -26,6 +26,7 @@ gen --arch qwen3moe --type q8_0 --n-embd 256 --n-layer 4 --n-head 4 --n-head-kv 
 gen --arch deepseek2 --type q8_0 --n-embd 128 --n-layer 4 --n-expert 8 --n-expert-used 2 --vocab bytes --seed 9 "$T/d.gguf"
 K3=0
 "$DEVBIN" gen-random --arch kimi-k3 --type q8_0 --n-embd 128 --n-layer 4 --vocab bytes --seed 2 "$T/k.gguf" >/dev/null 2>&1 && K3=1
+gen --arch qwen3next --type q8_0 --n-embd 128 --n-layer 4 --vocab bytes --seed 2 "$T/n.gguf"
 
 # $1 = model; rest = extra args; prints the token list (stderr in $T/err)
 run() {
@@ -36,7 +37,7 @@ run() {
 plan_line() { grep -o "dense: [0-9]* of [0-9]* layers resident" "$T/err" | head -n 1; }
 
 # ---- same tokens: all resident / k of n / none, several engines -----------------------------
-SPECS="l:6:llama q:4:qwen3moe d:4:deepseek2"
+SPECS="l:6:llama q:4:qwen3moe d:4:deepseek2 n:4:qwen3next"
 [ $K3 = 1 ] && SPECS="$SPECS k:4:kimi-k3"
 for spec in $SPECS; do
     f=${spec%%:*}; rest=${spec#*:}; n=${rest%%:*}; arch=${rest#*:}

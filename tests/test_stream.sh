@@ -122,6 +122,24 @@ done
 OUT=$(runm "$T/g.gguf" --mem-limit 27M -v)
 [ "$OUT" = "$GREF" ] && grep -q "experts: [0-9]* slots" "$T/err" || { gfail=1; bad "gpt-oss --mem-limit 27M: $OUT ($(tail -2 "$T/err"))"; }
 [ $gfail = 0 ] && ok "gpt-oss: same tokens for 4 engines x 2 caches x prefetch on/off and under --mem-limit"
+# qwen3next (Gated DeltaNet state + gated attention, sigmoid-gated shared expert): every engine,
+# prefetch on/off, a --mem-limit that streams the experts
+if "$DEVBIN" gen-random --arch qwen3next --type q8_0 --n-embd 128 --n-layer 4 --n-expert 16 --n-expert-used 4 \
+    --n-ff-exp 64 --vocab bytes --seed 3 "$T/n.gguf" >/dev/null 2>&1; then
+    NREF=$(DELTAFIN_STREAM=0 runm "$T/n.gguf")
+    nfail=0
+    for cfg in "pread on" "pread off" "direct on" "uring off" "mmap off"; do
+        io=${cfg% *}; pf=${cfg#* }
+        OUT=$(DELTAFIN_EXPERT_CACHE=200K runm "$T/n.gguf" --io $io --prefetch $pf)
+        [ $io = uring ] && grep -q "not available" "$T/err" && continue
+        [ -n "$NREF" ] && [ "$OUT" = "$NREF" ] || { nfail=1; bad "qwen3next io=$io prefetch=$pf: $OUT vs $NREF ($(tail -1 "$T/err"))"; }
+    done
+    OUT=$(runm "$T/n.gguf" --mem-limit 29M -v)
+    grep -q "experts: [0-9]* slots" "$T/err" && [ "$OUT" = "$NREF" ] || { nfail=1; bad "qwen3next --mem-limit 29M: $OUT vs $NREF ($(tail -1 "$T/err"))"; }
+    [ $nfail = 0 ] && ok "qwen3next: same tokens for 4 engines, prefetch on/off and --mem-limit 29M (streamed experts)"
+else
+    bad "gen-random --arch qwen3next failed"
+fi
 
 # streaming because the experts do not fit the memory limit (auto engine)
 # (fixed part ~36 MiB incl. the ~20 MiB overhead the plan counts; experts 10 MiB)

@@ -401,7 +401,7 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
             float *z = c->fb;
             df_matmul_g(c->pool, L->gate_inp_shexp->data, L->gate_inp_shexp->type, D, 1, x, D, nt, z, 1, c->act, &c->grp);
             for (int t = 0; t < nt; t++) {
-                float g = df_silu(z[t]) / z[t];
+                float g = hp->shexp_sigmoid ? df_sigmoid(z[t]) : df_silu(z[t]) / z[t]; /* qwen3next: sigmoid */
                 float *ys = c->yg + (int64_t)t * D;
                 for (int d = 0; d < D; d++) ys[d] *= g;
             }

@@ -23,11 +23,13 @@ extern const df_arch df_arch_olmoe;
 extern const df_arch df_arch_deepseek2;
 extern const df_arch df_arch_kimi_k3;
 extern const df_arch df_arch_gpt_oss;
+extern const df_arch df_arch_qwen3next;
+extern const df_arch df_arch_qwen35moe;
 
 const df_arch *df_arch_find(const char *name) {
     const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe,
                              &df_arch_deepseek2, &df_arch_kimi_k3,
-                             &df_arch_gpt_oss};
+                             &df_arch_gpt_oss, &df_arch_qwen3next, &df_arch_qwen35moe};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(all[i]->name, name)) return all[i];
     return NULL;

@@ -67,6 +67,7 @@ typedef struct df_hparams {
     uint8_t layer_swa[DF_MAX_LAYERS];  /* 1: layer il uses sliding-window attention */
     int n_layer_nextn;           /* last layers that are NextN / MTP heads: loaded, not run */
     int n_swa;                   /* sliding window (tokens) of the hp.layer_swa layers */
+    int ssm_d_inner, ssm_d_state, ssm_dt_rank, ssm_n_group; bool shexp_sigmoid; /* qwen3next Gated DeltaNet */
 } df_hparams;
 
 enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2 }; /* OAI: gpt-oss clamped SwiGLU */
@@ -96,6 +97,7 @@ typedef struct df_layer {
     /* kimi-k3 block AttnRes scores and latent MoE */
     df_tensor *attn_res_score, *ffn_res_score;
     df_tensor *routed_down, *routed_up, *routed_norm;
+    df_tensor *ssm_in, *ssm_ba, *ssm_alpha; /* qwen3next / qwen35moe Gated DeltaNet */
     bool is_moe;
 } df_layer;
 

@@ -113,7 +113,7 @@ const char *df_chat_builtin_template(const char *name) {
 
 const char *const *df_chat_builtin_names(void) {
     static const char *const names[] = {"kimi-k3", "kimi-k2", "kimi-k2-base", "deepseek-v3", "qwen3",
-                                        "qwen3-coder", "gpt-oss", "llama3", "mistral", "glm-4.6",
+                                        "qwen3-coder", "qwen3.5", "gpt-oss", "llama3", "mistral", "glm-4.6",
                                         "chatml", NULL};
     return names;
 }
@@ -130,7 +130,7 @@ const char *df_chat_detect(const char *t) {
     if (strstr(t, "[gMASK]")) return "glm-4.6";
     if (strstr(t, "[INST]")) return "mistral";
     if (strstr(t, "<|im_start|>")) {
-        if (strstr(t, "<function=")) return "qwen3-coder";
+        if (strstr(t, "<function=")) return strstr(t, "<think>") ? "qwen3.5" : "qwen3-coder";
         if (strstr(t, "<think>") || strstr(t, "enable_thinking")) return "qwen3";
         return "chatml";
     }
