@@ -75,4 +75,5 @@ static inline bool gr_parse_i64(const char *s, int64_t max, int64_t *out) {
 
 int df_gen_random_deepseek2(int argc, char **argv);
 int df_gen_random_kimi_k3(int argc, char **argv);
+int df_gen_random_gqa_moe(int argc, char **argv); /* glm4moe, minimax-m2 */
 #endif

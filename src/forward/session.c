@@ -442,14 +442,15 @@ static int forward_batch(deltafin_ctx *c, const int32_t *ids, int nt, int lo, fl
         if (hp->n_rot > 0) df_rope_cache(&m->rope, (float)(c->n_past + t), c->rc + (int64_t)t * hp->n_rot);
     }
     const int n_out = nt - lo;
-    for (int il = 0; il < hp->n_layer; il++) {
+    const int n_run = df_hp_n_run_layers(hp); /* NextN / MTP layers are loaded, not run */
+    for (int il = 0; il < n_run; il++) {
         if (atomic_load(&c->cancel)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
         const df_arch_fwd *ar = c->fwd;
         int rc = df_weights_layer_acquire(c->w, il); /* streamed dense layers: wait for its bytes */
         if (rc < 0) return rc;
         rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
         if (rc < 0) return rc;
-        if (il == hp->n_layer - 1 && lo > 0) {
+        if (il == n_run - 1 && lo > 0) {
             /* like llama.cpp's inp_out_ids: the last layer's FFN only for rows whose logits
              * are wanted (row-wise, so results are unchanged; MoE reads fewer experts) */
             if (n_out <= 0) return DF_OK;
