@@ -64,6 +64,7 @@ static void usage(FILE *f) {
         "                      kimi-k3 (own options: --arch kimi-k3 --help)\n"
         "                      gpt-oss (own options: --arch gpt-oss --help)\n"
         "                      qwen3next, qwen35moe (own options: --arch qwen3next --help)\n"
+        "                      glm4moe, minimax-m2 (own options: --arch glm4moe --help)\n"
         "  --preset P          real widths, few layers (options given explicitly win):\n"
         "                      qwen3-30b-a3b (4 layers), qwen3-235b-a22b (2), mixtral-8x7b (2),\n"
         "                      olmoe-1b-7b (4), qwen1.5-moe-a2.7b (4)\n"
@@ -246,6 +247,10 @@ int cmd_gen_random(int argc, char **argv) {
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "gpt-oss")) return df_gen_random_gpt_oss(argc, argv);
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "qwen3next") || !strcmp(argv[i + 1], "qwen35moe"))) return df_gen_random_qwen3next(argc, argv);
+    for (int i = 1; i + 1 < argc; i++)
+        if ((!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "glm4moe") || !strcmp(argv[i + 1], "minimax-m2"))) ||
+            (!strcmp(argv[i], "--preset") && (!strcmp(argv[i + 1], "glm-4.6") || !strcmp(argv[i + 1], "minimax-m2"))))
+            return df_gen_random_gqa_moe(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }

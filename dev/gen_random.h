@@ -81,4 +81,5 @@ int df_gen_random_deepseek2(int argc, char **argv);
 int df_gen_random_kimi_k3(int argc, char **argv);
 int df_gen_random_gpt_oss(int argc, char **argv);
 int df_gen_random_qwen3next(int argc, char **argv);
+int df_gen_random_gqa_moe(int argc, char **argv); /* glm4moe, minimax-m2 */
 #endif

@@ -18,7 +18,7 @@ BIN=${DELTAFIN_BIN:-build/deltafin}
 FIX=${DELTAFIN_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 export DELTAFIN_FIXTURES="$FIX"
 E=tests/data/expected
-LISTS="$E/random_models.tsv $E/deepseek2/models.tsv $E/kimi_k3/models.tsv $E/gpt_oss/models.tsv $E/qwen3next/models.tsv $E/qwen35moe/models.tsv $E/gen_random_extra.tsv"
+LISTS="$E/random_models.tsv $E/deepseek2/models.tsv $E/kimi_k3/models.tsv $E/gpt_oss/models.tsv $E/qwen3next/models.tsv $E/qwen35moe/models.tsv $E/gen_random_extra.tsv $E/glm_minimax/models.tsv"
 if [ "${1:-}" = "--realwidth" ]; then LISTS="$LISTS tests/data/expected/realwidth/models.tsv"; shift; fi
 ONLY=${1:-.}
 for b in "$DEVBIN" "$BIN"; do [ -x "$b" ] || { echo "check_gen_random: $b not built (make)"; exit 2; }; done

@@ -6,7 +6,8 @@
 # 128 / 4), 2 prompts x N tokens. Not part of `make test`: the files are 2, 3.3 and 1.4 GB and
 # it needs llama.cpp (the test uses smaller models and recorded outputs). Prints, per model
 # and prompt, how many ids equal llama.cpp's and, where they part, llama.cpp's top-1 minus top-2
-# logit gap (a tiny gap is a near-tie). One model on disk at a time, in a new folder under DIR, removed at the end.
+# logit gap (a tiny gap is a near-tie). Also GLM-4.6 (glm4moe) and MiniMax-M2 widths (at the end).
+# One model on disk at a time, in a new folder under DIR, removed at the end.
 #   env: DIR (/tmp), N (16), LLAMA_K3 (/work/llama-k3:
 #        llama.cpp with kimi-k3), LLAMA (/work/llama.cpp), TOK (../shared/fixtures/models/tok512.bin)
 set -u
@@ -56,3 +57,15 @@ nice -n 10 "$D" gen-random --arch qwen35moe --preset qwen3.5-397b --n-layer 2 --
     --n-expert-used 4 --type q8_0 --vocab "$TOK" --seed 2 "$DIR/q35w.gguf" >/dev/null || exit 1
 compare "qwen35moe (Qwen3.5-397B) 4096 q8_0" "$DIR/q35w.gguf" "$DIR/oracle-$(basename "$LLAMA")"
 rm -f "$DIR/q35w.gguf"
+# GLM-4.6 widths (hidden 5120, 96 x 128 heads, 8 KV, rope 64 of 128, dense 12288, experts 1536
+# top-8): a dense layer, a MoE layer and the NextN layer; MiniMax-M2 widths (3072, 48 x 128, 8 KV,
+# experts 1536 top-8), 2 layers. E_GLM / E_MM experts (16 / 32 by default; the real 160 / 256 make
+# 4 / 4.8 GB per MoE layer at Q8_0).
+nice -n 10 "$D" gen-random --preset glm-4.6 --n-layer 3 --n-dense 1 --n-nextn 1 --n-expert "${E_GLM:-16}" --type q8_0 \
+    --vocab "$TOK" --seed 1 "$DIR/glmw.gguf" >/dev/null 2>&1 || exit 1
+compare "glm4moe (GLM-4.6) 5120 q8_0" "$DIR/glmw.gguf" "$DIR/oracle-$(basename "$LLAMA")"
+rm -f "$DIR/glmw.gguf"
+nice -n 10 "$D" gen-random --preset minimax-m2 --n-layer 2 --n-expert "${E_MM:-32}" --type q8_0 \
+    --vocab "$TOK" --seed 1 "$DIR/mmw.gguf" >/dev/null 2>&1 || exit 1
+compare "minimax-m2 3072 q8_0" "$DIR/mmw.gguf" "$DIR/oracle-$(basename "$LLAMA")"
+rm -f "$DIR/mmw.gguf"

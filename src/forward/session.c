@@ -576,14 +576,15 @@ static int forward_pass(deltafin_ctx *c) {
     }
     DF_ASSERT(nt <= c->n_batch);
     set_groups(c);
-    for (int il = 0; il < hp->n_layer; il++) {
+    const int n_run = df_hp_n_run_layers(hp); /* NextN / MTP layers are loaded, not run */
+    for (int il = 0; il < n_run; il++) {
         if (df_pass_cancelled(c)) return df_err(DF_ERR_CANCELLED, "decode cancelled");
         const df_arch_fwd *ar = c->fwd;
         int rc = df_weights_layer_acquire(c->w, il); /* streamed dense layers: wait for its bytes */
         if (rc < 0) return rc;
         rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
         if (rc < 0) return rc;
-        if (il == hp->n_layer - 1 && n_out < nt) {
+        if (il == n_run - 1 && n_out < nt) {
             if (n_out <= 0) return DF_OK;
             nt = select_out_rows(c);
         }

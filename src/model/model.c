@@ -25,11 +25,13 @@ extern const df_arch df_arch_kimi_k3;
 extern const df_arch df_arch_gpt_oss;
 extern const df_arch df_arch_qwen3next;
 extern const df_arch df_arch_qwen35moe;
+extern const df_arch df_arch_glm4moe, df_arch_minimax_m2;
 
 const df_arch *df_arch_find(const char *name) {
     const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe,
                              &df_arch_deepseek2, &df_arch_kimi_k3,
-                             &df_arch_gpt_oss, &df_arch_qwen3next, &df_arch_qwen35moe};
+                             &df_arch_gpt_oss, &df_arch_qwen3next, &df_arch_qwen35moe,
+                             &df_arch_glm4moe, &df_arch_minimax_m2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(all[i]->name, name)) return all[i];
     return NULL;
@@ -310,7 +312,7 @@ int df_model_bind_schema(df_model *m) {
     int rc = df_schema_walk(m->arch, hp, &ops);
     if (rc < 0) return rc;
     for (int il = 0; il < hp->n_layer; il++)
-        m->layers[il].is_moe = (df_schema_props(m->arch, hp, il) & DF_W_MOE) != 0;
+        m->layers[il].is_moe = (df_schema_props(m->arch, hp, il) & (DF_W_MOE | DF_W_NEXTN)) == DF_W_MOE;
     if (!m->output) m->output = m->tok_embd; /* tied (output.weight optional in the schema) */
     if (m->arch->post_bind) rc = m->arch->post_bind(m);
     return rc < 0 ? rc : m->bind_status;
@@ -446,6 +448,7 @@ int df_model_describe(df_model *m) {
 }
 
 void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) {
+    if (il >= df_hp_n_run_layers(&m->hp)) { *k_row = *v_row = 0; return; } /* NextN: never run */
     if (m->arch->kv_row) { m->arch->kv_row(m, il, k_row, v_row); return; }
     *k_row = (int64_t)m->hp.n_head_kv * m->hp.n_embd_head_k;
     *v_row = (int64_t)m->hp.n_head_kv * m->hp.n_embd_head_v;
@@ -458,6 +461,7 @@ void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out) {
     out->n_ctx = n_ctx;
     for (int i = 0; i < m->n_bound; i++) {
         const df_tensor *t = &m->tensors[i];
+        if (t->flags & DF_T_UNUSED) continue; /* never read (NextN layers) */
         if (df_model_is_expert(m, t)) out->expert_bytes += t->info->nbytes;
         else out->dense_bytes += t->info->nbytes;
     }

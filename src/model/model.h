@@ -146,7 +146,11 @@ static inline bool df_layer_fused_gate_up(const df_layer *L) {
     return L->exps[DF_EXPERT_GATE] && L->exps[DF_EXPERT_GATE] == L->exps[DF_EXPERT_UP];
 }
 
-/* KV row sizes of layer il (the arch hook or n_head_kv * head dims). */
+/* Layers the forward pass runs: the file's blocks less the trailing NextN / MTP layers (bound,
+ * flagged DF_T_UNUSED, never read). */
+static inline int df_hp_n_run_layers(const df_hparams *hp) { return hp->n_layer - hp->n_layer_nextn; }
+
+/* KV row sizes of layer il (the arch hook or n_head_kv * head dims; 0 for NextN layers). */
 void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
 
 struct deltafin_model {

@@ -128,6 +128,7 @@ const char *df_chat_detect(const char *t) {
     if (strstr(t, "<|start|>") && strstr(t, "<|channel|>")) return "gpt-oss";
     if (strstr(t, "<|start_header_id|>")) return "llama3";
     if (strstr(t, "[gMASK]")) return "glm-4.6";
+    if (strstr(t, "<minimax:tool_call>") || strstr(t, "]~b]")) return "minimax-m2";
     if (strstr(t, "[INST]")) return "mistral";
     if (strstr(t, "<|im_start|>")) {
         if (strstr(t, "<function=")) return strstr(t, "<think>") ? "qwen3.5" : "qwen3-coder";

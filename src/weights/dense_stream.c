@@ -83,7 +83,7 @@ static int layer_of_name(const char *n, int n_layer) {
 }
 
 static bool streamable(const df_model *m, const df_tensor *t, int l) {
-    if (l < 0 || !t->info) return false;
+    if (l < 0 || !t->info || (t->flags & DF_T_UNUSED)) return false; /* NextN layers are never read */
     const df_layer *L = &m->layers[l];
     for (int p = 0; p < DF_EXPERT_NPARTS; p++)
         if (L->exps[p] == t) return false;
@@ -150,7 +150,7 @@ static uint64_t layer_layout(df_tensor *const *list, int n, ds_run *runs, int *n
 int df_dense_footprint_compute(const df_model *m, df_dense_footprint *fp) {
     memset(fp, 0, sizeof *fp);
     const int L = m->hp.n_layer;
-    fp->n_layer = L;
+    fp->n_layer = df_hp_n_run_layers(&m->hp); /* NextN layers: nothing streamed */
     int *lay = df_malloc(sizeof(int) * (size_t)(m->n_bound ? m->n_bound : 1));
     df_tensor **list = df_malloc(sizeof(df_tensor *) * (size_t)(m->n_bound ? m->n_bound : 1));
     fp->stream_bytes = df_calloc((size_t)L, sizeof(uint64_t));
@@ -166,7 +166,7 @@ int df_dense_footprint_compute(const df_model *m, df_dense_footprint *fp) {
     for (int i = 0; i < m->n_bound; i++) {
         const df_tensor *t = &m->tensors[i];
         lay[i] = layer_of_name(t->info->name, L);
-        if (df_model_is_expert(m, t)) { lay[i] = -2; continue; }
+        if (df_model_is_expert(m, t) || (t->flags & DF_T_UNUSED)) { lay[i] = -2; continue; }
         dense += t->info->nbytes;
         if (streamable(m, t, lay[i])) { fp->stream_bytes[lay[i]] += t->info->nbytes; stream_all += t->info->nbytes; }
     }
@@ -257,7 +257,7 @@ int df_dense_stream_create(df_model *m, int n_resident, int n_buf, uint64_t buf_
     pthread_cond_init(&ds->cv, NULL);
     pthread_mutex_init(&ds->pass, NULL);
     ds->m = m;
-    ds->n_layer = m->hp.n_layer;
+    ds->n_layer = df_hp_n_run_layers(&m->hp); /* the NextN layers are never acquired */
     ds->n_resident = n_resident;
     ds->n_buf = n_buf;
     ds->buf_bytes = buf_bytes;

@@ -76,6 +76,7 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
     m->expert_file_bytes = 0;
     for (int i = 0; i < m->n_bound; i++) {
         df_tensor *t = &m->tensors[i];
+        if (t->flags & DF_T_UNUSED) continue; /* NextN / MTP layers: bound, never read */
         bool ex = df_model_is_expert(m, t);
         if (ex) m->expert_file_bytes += t->info->nbytes;
         uint64_t *o = ex ? &off_e : &off_d;
@@ -104,10 +105,12 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
     }
     uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
     for (int i = 0; i < m->n_bound; i++)
-        if (!(skip && df_model_is_expert(m, &m->tensors[i])) && !df_dense_stream_has(ro->ds, &m->tensors[i]))
+        if (!(m->tensors[i].flags & DF_T_UNUSED) && !(skip && df_model_is_expert(m, &m->tensors[i])) &&
+            !df_dense_stream_has(ro->ds, &m->tensors[i]))
             to_read += m->tensors[i].info->nbytes;
     for (int i = 0; i < m->n_bound; i++) {
         df_tensor *t = &m->tensors[i];
+        if (t->flags & DF_T_UNUSED) continue;
         bool ex = df_model_is_expert(m, t);
         if (ex && skip) continue;
         if (df_dense_stream_has(ro->ds, t)) continue;
