@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "forward/session.h"
 #include "base/util.h"
+#include "app/cli/dist.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -206,6 +207,7 @@ int cmd_bench(int argc, char **argv) {
             if (sto) cJSON_AddItemToObject(so, "stream", sto);
             free(sj);
         }
+        df_cli_dist_report(m, NULL, so); /* several ranks: communication and each rank's cache */
         char *s = cJSON_PrintUnformatted(o);
         if (s) { puts(s); free(s); }
         cJSON_Delete(o);
@@ -228,6 +230,7 @@ int cmd_bench(int argc, char **argv) {
             char sb[640];
             printf("%s\n", deltafin_stream_stats_str(&ss, sb, sizeof sb));
         }
+        df_cli_dist_report(m, stdout, NULL);
         printf("peak memory: %s\n", df_fmt_bytes(df_peak_rss(), mb, sizeof mb));
     }
     ret = 0;

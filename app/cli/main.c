@@ -4,6 +4,7 @@
  * are strong: a missing subcommand is a link error, not a runtime surprise. */
 #include "base/util.h"
 #include "deltafin.h"
+#include "app/cli/dist.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -57,12 +58,19 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "--version")) { printf("deltafin %s\n", DELTAFIN_VERSION); return 0; }
+    if (!strcmp(argv[1], "--version")) {
+        printf("deltafin %s\n", DELTAFIN_VERSION);
+        if (deltafin_dist_built()) printf("built with MPI: experts across processes (docs/distributed.md)\n");
+        return 0;
+    }
     char name[64];
     cmd_name(argv[1], name, sizeof name);
     for (size_t i = 0; i < sizeof g_cmds / sizeof g_cmds[0]; i++) {
         if (strcmp(g_cmds[i].name, name)) continue;
-        return g_cmds[i].fn(argc - 1, argv + 1);
+        int ac = argc - 1;
+        int w = df_cli_dist_start(&ac, argv + 1); /* under mpirun: ranks > 0 serve experts */
+        if (w >= 0) return w;
+        return df_cli_dist_end(g_cmds[i].fn(ac, argv + 1));
     }
     fprintf(stderr, "deltafin: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

@@ -13,6 +13,7 @@
 #include "weights/expert_store.h"
 #include "base/util.h"
 #include "app/config.h"
+#include "app/cli/dist.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -396,6 +397,7 @@ int cmd_run(int argc, char **argv) {
                     (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
         }
     }
+    if (!json) df_cli_dist_report(m, verbose ? stderr : NULL, NULL); /* several ranks: communication */
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON *pa = cJSON_AddArrayToObject(o, "prompt_tokens");
@@ -419,6 +421,7 @@ int cmd_run(int argc, char **argv) {
             if (sto) cJSON_AddItemToObject(so, "stream", sto);
             free(sj);
         }
+        df_cli_dist_report(m, verbose ? stderr : NULL, so);
         char *s = cJSON_PrintUnformatted(o);
         if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }
         cJSON_Delete(o);
