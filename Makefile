@@ -1,4 +1,5 @@
-# deltafin — one Makefile.  Targets: all test demo bench asan ubsan fuzz clean deps
+# deltafin — one Makefile.  Targets: all (= lib cli dev tests) lib cli dev tests test install uninstall
+#                            demo bench asan ubsan fuzz clean deps
 # Build variants go to separate folders: build/ (release), build-asan/ (ASan+UBSan).
 CC      ?= gcc
 # MPI=1: expert parallelism across processes (src/dist/, docs/distributed.md), built with mpicc
@@ -22,16 +23,21 @@ ifeq ($(SAN),1)
   LDSAN := -fsanitize=address,undefined
 endif
 ARCH := $(shell uname -m)
-LIBS := -lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread
+# The engine's own libraries (what a program embedding libdeltafin.a links: tests/test_embed.sh)
+# and the application's (HTTP server, downloads, config file), linked only into the CLI.
+ENGINE_LIBS := -lpcre2-8 -lcjson -lm -lpthread
+APP_LIBS    := -lmicrohttpd -lyaml -lcurl -lcrypto
 HAVE_URING := $(shell test -f /usr/include/liburing.h && echo 1)
 ifeq ($(HAVE_URING),1)
   CFLAGS_COMMON += -DDF_HAVE_URING=1
-  LIBS += -luring
+  ENGINE_LIBS += -luring
 endif
+LIBS := $(APP_LIBS) $(ENGINE_LIBS)
 
 # The engine (src/*/: base format kernels model weights forward runtime text) is
-# libdeltafin.a; the application layer (app/: CLI, server, config, download) and the dev tools
-# (dev/: gen-random, llama2.c import) are libdeltafin-app.a, linked only into the binary.
+# libdeltafin.a; the application layer (app/: CLI, server, config, download) is
+# libdeltafin-app.a, linked into the `deltafin` binary (and the tests); the dev tools (dev/:
+# gen-random, llama2.c import) are their own binary, `deltafin-dev`, on the engine alone.
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 ifneq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out src/kernels/x86_%.c,$(LIB_SRC))
@@ -47,23 +53,31 @@ ifeq ($(MPI),1)
 else
   LIB_SRC := $(filter-out $(DIST_MPI_SRC),$(LIB_SRC))
 endif
-TOOL_SRC := $(sort $(wildcard app/*.c app/cli/*.c dev/*.c))
+TOOL_SRC := $(sort $(wildcard app/*.c app/cli/*.c))
+DEV_SRC  := $(sort $(wildcard dev/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+DEV_OBJ  := $(DEV_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIBA     := $(BUILD)/libdeltafin.a
 APPA     := $(BUILD)/libdeltafin-app.a
 BIN      := $(BUILD)/deltafin
+DEVBIN   := $(BUILD)/deltafin-dev
 
 # Per-file ISA flags: SIMD kernels are compiled for their ISA and chosen at run time.
-$(BUILD)/src/kernels/x86_avx2.o:   ISAFLAGS := -mavx2 -mfma -mf16c
-$(BUILD)/src/kernels/x86_avx512.o: ISAFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq \
-                                              -mavx512vnni -mavx512bf16 -mfma -mf16c -mavx2
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mfma -mf16c -mavx2
+$(BUILD)/src/kernels/x86_avx2.o $(BUILD)/src/kernels/x86_avx2_f32.o:     ISAFLAGS := $(AVX2_FLAGS)
+$(BUILD)/src/kernels/x86_avx512.o $(BUILD)/src/kernels/x86_avx512_kq.o $(BUILD)/src/kernels/x86_avx512_f32.o: ISAFLAGS := $(AVX512_FLAGS)
 $(BUILD)/src/kernels/arm_neon.o:   ISAFLAGS := -march=armv8.2-a+dotprod+fp16
 
-.PHONY: all test test-unit demo bench asan ubsan fuzz clean deps check-deps
-all: check-deps $(BIN) $(TEST_BIN)
+.PHONY: all lib cli dev tests test test-unit demo bench asan ubsan fuzz clean deps check-deps install uninstall
+all: check-deps lib cli dev tests
+lib: $(LIBA) $(BUILD)/deltafin.pc
+cli: $(BIN)
+dev: $(DEVBIN)
+tests: $(TEST_BIN)
 
 DEPS_ARGS := $(if $(filter 1,$(MPI)),--mpi)
 check-deps:
@@ -80,12 +94,31 @@ $(LIBA): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# deltafin_commit() is compiled into api.o: rebuild it when HEAD moves (the stamp changes only then)
+COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(COMMIT)' | cmp -s - $@ || echo '$(COMMIT)' > $@
+$(BUILD)/src/runtime/api.o: $(BUILD)/commit.stamp
+FORCE:
+
+# pkg-config description of the installed library (PREFIX is substituted at install)
+$(BUILD)/deltafin.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf 'prefix=@PREFIX@\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: deltafin\nDescription: %s\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -ldeltafin\nLibs.private: %s\n' \
+	  'Mixture-of-Experts inference larger than RAM' \
+	  "$$(sed -n 's/^#define DELTAFIN_VERSION "\(.*\)"/\1/p' include/deltafin.h)" '$(ENGINE_LIBS)' > $@
+
 $(APPA): $(filter-out $(BUILD)/app/cli/main.o,$(TOOL_OBJ))
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BIN): $(BUILD)/app/cli/main.o $(APPA) $(LIBA)
 	$(CC) $(LDSAN) -o $@ $(BUILD)/app/cli/main.o $(APPA) $(LIBA) $(LIBS) $(LDFLAGS)
+
+# the dev tools: the engine and its libraries only (like an embedding program)
+$(DEVBIN): $(DEV_OBJ) $(LIBA)
+	$(CC) $(LDSAN) -o $@ $(DEV_OBJ) $(LIBA) $(ENGINE_LIBS) $(LDFLAGS)
 
 $(BUILD)/tests/%: tests/%.c $(LIBA) $(APPA) tests/testlib.h
 	@mkdir -p $(dir $@)
@@ -119,7 +152,22 @@ build-fuzz/%: fuzz/%.c $(LIB_SRC) $(FUZZ_APP)
 	  -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 \
 	  -o $@ $< $(LIB_SRC) $(FUZZ_APP) $(LIBS)
 
+# make install PREFIX=/usr/local (DESTDIR for staged installs): the CLI, the library, its headers
+# and a pkg-config file. An embedding program: cc app.c $$(pkg-config --cflags --libs --static deltafin)
+PREFIX ?= /usr/local
+install: $(BIN) $(LIBA) $(BUILD)/deltafin.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/deltafin
+	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libdeltafin.a
+	install -m 644 include/deltafin.h include/deltafin_debug.h $(DESTDIR)$(PREFIX)/include/
+	sed 's|@PREFIX@|$(PREFIX)|' $(BUILD)/deltafin.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/deltafin.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/deltafin $(DESTDIR)$(PREFIX)/lib/libdeltafin.a \
+	  $(DESTDIR)$(PREFIX)/include/deltafin.h $(DESTDIR)$(PREFIX)/include/deltafin_debug.h \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/deltafin.pc
+
 clean:
 	rm -rf build build-asan build-fuzz build-mpi
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(DEV_OBJ:.o=.d)

@@ -3,12 +3,14 @@
  * anything else is an error naming the file and line, never ignored, because a silently
  * ignored typo ("cach_size") would make a run behave unlike what its owner wrote down. */
 #include "app/config.h"
-#include "weights/expert_store.h"
-#include "weights/io.h"
+#include "deltafin.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <yaml.h>
 
 typedef enum { T_STR, T_INT, T_FLOAT, T_SIZE, T_SEED, T_ENGINE, T_PREFETCH, T_PRELOAD, T_PRECISION } vtype;
@@ -51,7 +53,7 @@ static const char *g_sections[] = {"model", "inference", "hardware", "cache"};
 
 void df_config_init(df_config *c) {
     memset(c, 0, sizeof *c);
-    c->prefetch = DF_PREFETCH_AUTO;
+    c->prefetch = DELTAFIN_PREFETCH_AUTO;
     snprintf(c->precision, sizeof c->precision, "auto");
     snprintf(c->io_engine, sizeof c->io_engine, "auto");
 }
@@ -69,12 +71,12 @@ static int line_of(const yaml_event_t *e) { return (int)e->start_mark.line + 1; 
 static int next(rd *r) {
     if (r->have) { yaml_event_delete(&r->ev); r->have = false; }
     if (!yaml_parser_parse(&r->p, &r->ev))
-        return df_err(DF_ERR_FORMAT, "%s:%d: YAML syntax error: %s", r->name,
+        return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: YAML syntax error: %s", r->name,
                       (int)r->p.problem_mark.line + 1, r->p.problem ? r->p.problem : "?");
     r->have = true;
     if (r->ev.type == YAML_ALIAS_EVENT)
-        return df_err(DF_ERR_FORMAT, "%s:%d: YAML aliases are not supported", r->name, line_of(&r->ev));
-    return DF_OK;
+        return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: YAML aliases are not supported", r->name, line_of(&r->ev));
+    return DELTAFIN_OK;
 }
 
 static const char *ev_kind(const yaml_event_t *e) {
@@ -102,35 +104,35 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
             if (rc) return rc;
             if (r->ev.type == YAML_SEQUENCE_END_EVENT) break;
             if (r->ev.type != YAML_SCALAR_EVENT)
-                return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: list items must be \"layer:expert\" strings, got %s",
+                return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: list items must be \"layer:expert\" strings, got %s",
                               r->name, line_of(&r->ev), sec, k->key, ev_kind(&r->ev));
             const char *v = (const char *)r->ev.data.scalar.value;
             size_t n = strlen(v);
             if (used + n + 2 > k->cap)
-                return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: list too long", r->name, line_of(&r->ev), sec, k->key);
+                return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: list too long", r->name, line_of(&r->ev), sec, k->key);
             if (used) dst[used++] = ',';
             memcpy(dst + used, v, n + 1);
             used += n;
         }
         if (used) c->set |= k->bit; /* [] = none */
-        return DF_OK;
+        return DELTAFIN_OK;
     }
     if (r->ev.type != YAML_SCALAR_EVENT)
-        return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: expected a value, got %s", r->name, ln, sec, k->key, kind);
+        return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected a value, got %s", r->name, ln, sec, k->key, kind);
     const char *v = (const char *)r->ev.data.scalar.value;
     char *end = NULL;
     switch (k->type) {
     case T_STR: case T_PRELOAD: {
         if (strlen(v) >= k->cap)
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: value too long", r->name, ln, sec, k->key);
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: value too long", r->name, ln, sec, k->key);
         if (!*v || (plain(&r->ev) && (!strcmp(v, "~") || !strcmp(v, "null"))))
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: empty value", r->name, ln, sec, k->key);
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: empty value", r->name, ln, sec, k->key);
         snprintf(base + k->off, k->cap, "%s", v);
         break;
     }
     case T_PRECISION:
         if (strcmp(v, "auto"))
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: '%s' is not supported (only 'auto': compute in the "
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: '%s' is not supported (only 'auto': compute in the "
                           "model's own tensor types)", r->name, ln, sec, k->key, v);
         snprintf(base + k->off, k->cap, "%s", v);
         break;
@@ -138,9 +140,9 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
         errno = 0;
         long x = plain(&r->ev) ? strtol(v, &end, 10) : 0;
         if (!plain(&r->ev) || !*v || *end || errno)
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: expected an integer, got '%s'", r->name, ln, sec, k->key, v);
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected an integer, got '%s'", r->name, ln, sec, k->key, v);
         if (x < k->lo || x > k->hi)
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: %ld is out of range [%.0f, %.0f]", r->name, ln, sec,
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: %ld is out of range [%.0f, %.0f]", r->name, ln, sec,
                           k->key, x, k->lo, k->hi);
         *(int *)(base + k->off) = (int)x;
         break;
@@ -149,9 +151,9 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
         errno = 0;
         double x = plain(&r->ev) ? strtod(v, &end) : 0;
         if (!plain(&r->ev) || !*v || *end || errno || !isfinite(x))
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: expected a number, got '%s'", r->name, ln, sec, k->key, v);
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected a number, got '%s'", r->name, ln, sec, k->key, v);
         if (x < k->lo || x > k->hi)
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: %g is out of range [%g, %g]", r->name, ln, sec, k->key,
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: %g is out of range [%g, %g]", r->name, ln, sec, k->key,
                           x, k->lo, k->hi);
         *(float *)(base + k->off) = (float)x;
         break;
@@ -163,7 +165,7 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
             errno = 0;
             unsigned long long x = strtoull(v, &end, 10);
             if (!*v || *v == '-' || *end || errno)
-                return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: expected a non-negative integer or 'random', got '%s'",
+                return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected a non-negative integer or 'random', got '%s'",
                               r->name, ln, sec, k->key, v);
             s = x;
         }
@@ -172,19 +174,17 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
     }
     case T_SIZE: {
         uint64_t x;
-        if (df_parse_size(v, &x) != DF_OK) {
-            df_err_clear();
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: expected a size such as 16G, 512M or 4096, got '%s'",
+        if (deltafin_parse_size(v, &x) != DELTAFIN_OK) {
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected a size such as 16G, 512M or 4096, got '%s'",
                           r->name, ln, sec, k->key, v);
         }
         *(uint64_t *)(base + k->off) = x;
         break;
     }
     case T_ENGINE: {
-        int e;
-        if (df_io_engine_parse(v, &e) != DF_OK) {
-            df_err_clear();
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: unknown I/O engine '%s' (auto, pread, direct, uring, mmap)",
+        /* the name only: an engine this build lacks is the loader's to report */
+        if (deltafin_io_engine_check(v) == DELTAFIN_ERR_INVALID) {
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: unknown I/O engine '%s' (auto, pread, direct, uring, mmap)",
                           r->name, ln, sec, k->key, v);
         }
         snprintf(base + k->off, k->cap, "%s", v);
@@ -192,11 +192,10 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
     }
     case T_PREFETCH: {
         int m;
-        if (!strcmp(v, "true") || !strcmp(v, "yes")) m = DF_PREFETCH_ON;
-        else if (!strcmp(v, "false") || !strcmp(v, "no")) m = DF_PREFETCH_OFF;
-        else if (df_prefetch_parse(v, &m) != DF_OK) {
-            df_err_clear();
-            return df_err(DF_ERR_FORMAT, "%s:%d: %s.%s: expected auto, on or off, got '%s'", r->name, ln, sec,
+        if (!strcmp(v, "true") || !strcmp(v, "yes")) m = DELTAFIN_PREFETCH_ON;
+        else if (!strcmp(v, "false") || !strcmp(v, "no")) m = DELTAFIN_PREFETCH_OFF;
+        else if (deltafin_prefetch_parse(v, &m) != DELTAFIN_OK) {
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected auto, on or off, got '%s'", r->name, ln, sec,
                           k->key, v);
         }
         *(int *)(base + k->off) = m;
@@ -204,7 +203,7 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
     }
     }
     c->set |= k->bit;
-    return DF_OK;
+    return DELTAFIN_OK;
 }
 
 /* Reads the mapping of `sec` (the MAPPING_START event is current). */
@@ -212,9 +211,9 @@ static int read_section(rd *r, const char *sec) {
     for (;;) {
         int rc = next(r);
         if (rc) return rc;
-        if (r->ev.type == YAML_MAPPING_END_EVENT) return DF_OK;
+        if (r->ev.type == YAML_MAPPING_END_EVENT) return DELTAFIN_OK;
         if (r->ev.type != YAML_SCALAR_EVENT)
-            return df_err(DF_ERR_FORMAT, "%s:%d: section '%s': expected a key, got %s", r->name, line_of(&r->ev),
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: section '%s': expected a key, got %s", r->name, line_of(&r->ev),
                           sec, ev_kind(&r->ev));
         char key[128];
         snprintf(key, sizeof key, "%s", (const char *)r->ev.data.scalar.value);
@@ -223,7 +222,7 @@ static int read_section(rd *r, const char *sec) {
             rc = next(r);
             if (rc) return rc;
             if (r->ev.type != YAML_MAPPING_START_EVENT)
-                return df_err(DF_ERR_FORMAT, "%s:%d: inference.sampling: expected a mapping, got %s", r->name,
+                return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: inference.sampling: expected a mapping, got %s", r->name,
                               line_of(&r->ev), ev_kind(&r->ev));
             rc = read_section(r, "sampling");
             if (rc) return rc;
@@ -235,9 +234,9 @@ static int read_section(rd *r, const char *sec) {
                 (!strcmp(g_keys[i].key, key) || (g_keys[i].alias && !strcmp(g_keys[i].alias, key))))
                 k = &g_keys[i];
         const char *shown = strcmp(sec, "sampling") ? sec : "inference.sampling";
-        if (!k) return df_err(DF_ERR_FORMAT, "%s:%d: unknown key '%s' in section '%s'", r->name, kline, key, shown);
+        if (!k) return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: unknown key '%s' in section '%s'", r->name, kline, key, shown);
         if (r->c->set & k->bit)
-            return df_err(DF_ERR_FORMAT, "%s:%d: duplicate key '%s' in section '%s'", r->name, kline, key, shown);
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: duplicate key '%s' in section '%s'", r->name, kline, key, shown);
         rc = next(r);
         if (rc) return rc;
         rc = set_value(r, k, shown);
@@ -247,7 +246,7 @@ static int read_section(rd *r, const char *sec) {
 
 int df_config_parse(const char *text, size_t len, const char *name, df_config *c) {
     rd r = {.name = name ? name : "config", .c = c};
-    if (!yaml_parser_initialize(&r.p)) return df_err(DF_ERR_NOMEM, "yaml parser init");
+    if (!yaml_parser_initialize(&r.p)) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "yaml parser init");
     yaml_parser_set_input_string(&r.p, (const unsigned char *)text, len);
     int rc;
     unsigned seen = 0;
@@ -257,7 +256,7 @@ int df_config_parse(const char *text, size_t len, const char *name, df_config *c
     if ((rc = next(&r))) goto out;           /* after DOCUMENT_START */
     if (r.ev.type == YAML_SCALAR_EVENT && plain(&r.ev) && !r.ev.data.scalar.length) goto out; /* only comments */
     if (r.ev.type != YAML_MAPPING_START_EVENT) {
-        rc = df_err(DF_ERR_FORMAT, "%s:%d: expected a mapping of sections (model, inference, hardware, cache), got %s",
+        rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: expected a mapping of sections (model, inference, hardware, cache), got %s",
                     r.name, line_of(&r.ev), ev_kind(&r.ev));
         goto out;
     }
@@ -265,7 +264,7 @@ int df_config_parse(const char *text, size_t len, const char *name, df_config *c
         if ((rc = next(&r))) goto out;
         if (r.ev.type == YAML_MAPPING_END_EVENT) break;
         if (r.ev.type != YAML_SCALAR_EVENT) {
-            rc = df_err(DF_ERR_FORMAT, "%s:%d: expected a section name, got %s", r.name, line_of(&r.ev), ev_kind(&r.ev));
+            rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: expected a section name, got %s", r.name, line_of(&r.ev), ev_kind(&r.ev));
             goto out;
         }
         char sec[64];
@@ -274,19 +273,19 @@ int df_config_parse(const char *text, size_t len, const char *name, df_config *c
         for (int i = 0; i < 4; i++)
             if (!strcmp(g_sections[i], sec)) si = i;
         if (si < 0) {
-            rc = df_err(DF_ERR_FORMAT, "%s:%d: unknown section '%s' (expected model, inference, hardware or cache)",
+            rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: unknown section '%s' (expected model, inference, hardware or cache)",
                         r.name, line_of(&r.ev), sec);
             goto out;
         }
         if (seen & (1u << si)) {
-            rc = df_err(DF_ERR_FORMAT, "%s:%d: duplicate section '%s'", r.name, line_of(&r.ev), sec);
+            rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: duplicate section '%s'", r.name, line_of(&r.ev), sec);
             goto out;
         }
         seen |= 1u << si;
         if ((rc = next(&r))) goto out;
         if (r.ev.type == YAML_SCALAR_EVENT && plain(&r.ev) && !r.ev.data.scalar.length) continue; /* "cache:" */
         if (r.ev.type != YAML_MAPPING_START_EVENT) {
-            rc = df_err(DF_ERR_FORMAT, "%s:%d: section '%s': expected a mapping, got %s", r.name, line_of(&r.ev), sec,
+            rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: section '%s': expected a mapping, got %s", r.name, line_of(&r.ev), sec,
                         ev_kind(&r.ev));
             goto out;
         }
@@ -295,7 +294,7 @@ int df_config_parse(const char *text, size_t len, const char *name, df_config *c
     if ((rc = next(&r))) goto out;           /* DOCUMENT_END */
     if ((rc = next(&r))) goto out;
     if (r.ev.type != YAML_STREAM_END_EVENT)
-        rc = df_err(DF_ERR_FORMAT, "%s:%d: only one YAML document is allowed", r.name, line_of(&r.ev));
+        rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: only one YAML document is allowed", r.name, line_of(&r.ev));
 out:
     if (r.have) yaml_event_delete(&r.ev);
     yaml_parser_delete(&r.p);
@@ -305,8 +304,8 @@ out:
 int df_config_load(const char *path, df_config *c) {
     char *data = NULL;
     size_t len = 0;
-    int rc = df_read_file(path, &data, &len);
-    if (rc) return df_err_prefix(rc, "config");
+    int rc = deltafin_read_file(path, &data, &len);
+    if (rc) return deltafin_set_error(rc, "config: %s", deltafin_errmsg());
     rc = df_config_parse(data, len, path, c);
     free(data);
     return rc;

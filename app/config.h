@@ -2,11 +2,12 @@
  * Sections: model, inference (+ inference.sampling), hardware, cache. Every key is optional;
  * a key that is present sets its bit in df_config.set so callers apply only what the file
  * names and command-line flags (parsed afterwards) override it. Unknown keys, wrong types and
- * out-of-range values are DF_ERR_FORMAT with "FILE:LINE: ..." in the message.
+ * out-of-range values are DELTAFIN_ERR_FORMAT with "FILE:LINE: ..." in the message.
  * Threading: pure functions over caller-owned structs. */
 #ifndef DF_CONFIG_H
 #define DF_CONFIG_H
-#include "base/util.h"
+#include <stddef.h>
+#include <stdint.h>
 
 enum {
     DF_CFG_MODEL_PATH = 1u << 0, DF_CFG_MODEL_NAME = 1u << 1,
@@ -39,7 +40,7 @@ typedef struct {
     uint64_t cache_size;          /* expert cache bytes */
     char preload_experts[4096];   /* "L:E,L:E" (a YAML list or a string in the file) */
     char hot_set[1024];           /* hot-set file ("layer expert count" lines) */
-    int prefetch;                 /* DF_PREFETCH_* (expert_store.h) */
+    int prefetch;                 /* DELTAFIN_PREFETCH_* (deltafin.h) */
 } df_config;
 
 void df_config_init(df_config *c);

@@ -5,8 +5,11 @@
  * The digest is computed over the finished .part (resumed prefixes included) before rename. */
 #include "app/download.h"
 #include "app/progress.h"
+#include "deltafin.h"
 
 #include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -22,26 +25,26 @@ df_download_opts df_download_default_opts(void) {
 }
 
 int df_download_global_init(void) {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) return df_err(DF_ERR_INTERNAL, "curl_global_init failed");
-    return DF_OK;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) return deltafin_set_error(DELTAFIN_ERR_INTERNAL, "curl_global_init failed");
+    return DELTAFIN_OK;
 }
 
 int df_download_resolve(const char *spec, char *url, size_t cap) {
     if (strstr(spec, "://")) {
-        if (strlen(spec) >= cap) return df_err(DF_ERR_INVALID, "URL too long");
+        if (strlen(spec) >= cap) return deltafin_set_error(DELTAFIN_ERR_INVALID, "URL too long");
         snprintf(url, cap, "%s", spec);
-        return DF_OK;
+        return DELTAFIN_OK;
     }
     /* org/repo/file: two non-empty components then a file path */
     const char *s1 = strchr(spec, '/');
     const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
     if (!s1 || s1 == spec || !s2 || s2 == s1 + 1 || !s2[1] || spec[0] == '.' || spec[0] == '/')
-        return df_err(DF_ERR_INVALID, "'%s' is neither a URL nor org/repo/file (Hugging Face shorthand)", spec);
+        return deltafin_set_error(DELTAFIN_ERR_INVALID, "'%s' is neither a URL nor org/repo/file (Hugging Face shorthand)", spec);
     for (const char *c = spec; *c; c++)
-        if (isspace((unsigned char)*c)) return df_err(DF_ERR_INVALID, "'%s': spaces are not allowed", spec);
+        if (isspace((unsigned char)*c)) return deltafin_set_error(DELTAFIN_ERR_INVALID, "'%s': spaces are not allowed", spec);
     int n = snprintf(url, cap, "https://huggingface.co/%.*s/resolve/main/%s", (int)(s2 - spec), spec, s2 + 1);
-    if (n < 0 || (size_t)n >= cap) return df_err(DF_ERR_INVALID, "URL too long");
-    return DF_OK;
+    if (n < 0 || (size_t)n >= cap) return deltafin_set_error(DELTAFIN_ERR_INVALID, "URL too long");
+    return DELTAFIN_OK;
 }
 
 bool df_split_name(const char *name, int *k, int *n, size_t *at) {
@@ -66,7 +69,7 @@ bool df_split_name(const char *name, int *k, int *n, size_t *at) {
 char *df_split_name_part(const char *name, int k) {
     size_t at;
     if (!df_split_name(name, NULL, NULL, &at) || k < 1 || k > 99999) return NULL;
-    char *s = df_strdup(name);
+    char *s = strdup(name);
     if (!s) return NULL;
     char d[6];
     snprintf(d, sizeof d, "%05d", k);
@@ -81,14 +84,14 @@ static const char *base_name(const char *p) {
 
 int df_sha256_file(const char *path, char hex[65], const df_download_opts *o) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return df_err(DF_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fd < 0) return deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat st;
     fstat(fd, &st);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
         close(fd);
         EVP_MD_CTX_free(ctx);
-        return df_err(DF_ERR_INTERNAL, "EVP sha256 init failed");
+        return deltafin_set_error(DELTAFIN_ERR_INTERNAL, "EVP sha256 init failed");
     }
     df_progress pr;
     char label[80];
@@ -96,14 +99,14 @@ int df_sha256_file(const char *path, char hex[65], const df_download_opts *o) {
     df_progress_init(&pr, o && o->progress_out ? o->progress_out : stderr, o ? o->progress : DF_PROGRESS_QUIET, label,
                      (uint64_t)st.st_size, 0);
     const size_t cap = 4u << 20;
-    unsigned char *buf = df_malloc(cap);
-    int rc = buf ? DF_OK : DF_ERR_NOMEM;
+    unsigned char *buf = malloc(cap);
+    int rc = buf ? DELTAFIN_OK : DELTAFIN_ERR_NOMEM;
     uint64_t done = 0;
-    while (rc == DF_OK) {
+    while (rc == DELTAFIN_OK) {
         ssize_t n = read(fd, buf, cap);
         if (n < 0) {
             if (errno == EINTR) continue;
-            rc = df_err(DF_ERR_IO, "%s: read at %llu: %s", path, (unsigned long long)done, strerror(errno));
+            rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: read at %llu: %s", path, (unsigned long long)done, strerror(errno));
             break;
         }
         if (n == 0) break;
@@ -113,10 +116,10 @@ int df_sha256_file(const char *path, char hex[65], const df_download_opts *o) {
     }
     unsigned char md[32];
     unsigned int mdl = 0;
-    if (rc == DF_OK && EVP_DigestFinal_ex(ctx, md, &mdl) == 1 && mdl == 32) {
+    if (rc == DELTAFIN_OK && EVP_DigestFinal_ex(ctx, md, &mdl) == 1 && mdl == 32) {
         for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
         if (pr.total > (64u << 20)) df_progress_finish(&pr);
-    } else if (rc == DF_OK) rc = df_err(DF_ERR_INTERNAL, "EVP sha256 final failed");
+    } else if (rc == DELTAFIN_OK) rc = deltafin_set_error(DELTAFIN_ERR_INTERNAL, "EVP sha256 final failed");
     free(buf);
     EVP_MD_CTX_free(ctx);
     close(fd);
@@ -133,7 +136,7 @@ static bool is_hex64(const char *s, size_t n) {
 int df_sha256_manifest_each(const char *mpath, df_manifest_fn fn, void *ud) {
     char *data = NULL;
     size_t len = 0;
-    int rc = df_read_file(mpath, &data, &len);
+    int rc = deltafin_read_file(mpath, &data, &len);
     if (rc) return rc;
     int ln = 0;
     for (char *line = data; line && *line && rc == 0;) {
@@ -148,19 +151,19 @@ int df_sha256_manifest_each(const char *mpath, df_manifest_fn fn, void *ud) {
             size_t hl = strcspn(p, " \t");
             char *f = p + hl;
             if (!is_hex64(p, hl) || (*f != ' ' && *f != '\t')) {
-                rc = df_err(DF_ERR_FORMAT, "%s:%d: expected \"SHA256  FILE\"", mpath, ln);
+                rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: expected \"SHA256  FILE\"", mpath, ln);
                 break;
             }
             *f++ = 0;
             while (*f == ' ' || *f == '\t') f++;
             if (*f == '*') f++;
-            if (!*f) { rc = df_err(DF_ERR_FORMAT, "%s:%d: no file name", mpath, ln); break; }
+            if (!*f) { rc = deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: no file name", mpath, ln); break; }
             rc = fn(ud, p, f);
         }
         line = nl ? nl + 1 : NULL;
     }
     free(data);
-    return rc < 0 ? rc : DF_OK;
+    return rc < 0 ? rc : DELTAFIN_OK;
 }
 
 typedef struct { const char *want; char *hex; bool found; } manifest_lookup;
@@ -178,8 +181,8 @@ int df_sha256_manifest_lookup(const char *mpath, const char *name, char hex[65])
     manifest_lookup m = {base_name(name), hex, false};
     int rc = df_sha256_manifest_each(mpath, lookup_entry, &m);
     if (rc < 0) return rc;
-    if (!m.found) return df_err(DF_ERR_NOTFOUND, "%s: no checksum for %s", mpath, m.want);
-    return DF_OK;
+    if (!m.found) return deltafin_set_error(DELTAFIN_ERR_NOTFOUND, "%s: no checksum for %s", mpath, m.want);
+    return DELTAFIN_OK;
 }
 
 /* ---- one transfer ------------------------------------------------------------------- */
@@ -267,11 +270,11 @@ static void sleep_s(double s) {
 int df_download(const char *url, const char *out_path, const df_download_opts *oin) {
     df_download_opts o = oin ? *oin : df_download_default_opts();
     if (o.sha256 && !is_hex64(o.sha256, strlen(o.sha256)))
-        return df_err(DF_ERR_INVALID, "expected SHA-256 '%s' is not 64 hex digits", o.sha256);
+        return deltafin_set_error(DELTAFIN_ERR_INVALID, "expected SHA-256 '%s' is not 64 hex digits", o.sha256);
     char part[4096];
-    if (snprintf(part, sizeof part, "%s.part", out_path) >= (int)sizeof part) return df_err(DF_ERR_INVALID, "path too long");
+    if (snprintf(part, sizeof part, "%s.part", out_path) >= (int)sizeof part) return deltafin_set_error(DELTAFIN_ERR_INVALID, "path too long");
     CURL *curl = curl_easy_init();
-    if (!curl) return df_err(DF_ERR_INTERNAL, "curl_easy_init failed");
+    if (!curl) return deltafin_set_error(DELTAFIN_ERR_INTERNAL, "curl_easy_init failed");
     df_progress pr;
     df_progress_init(&pr, o.progress_out, o.progress, o.label ? o.label : base_name(out_path), 0, file_size(part));
     /* SHA-256 while writing, so a huge model is not read a second time after the download */
@@ -282,12 +285,13 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         if (have && hash_prefix(md, part, have)) hashed = have;
         else if (have) { EVP_MD_CTX_free(md); md = NULL; } /* unreadable prefix: hash at the end */
     }
-    int rc = DF_ERR_IO;
+    int rc = DELTAFIN_ERR_IO;
     int fails = 0;
-    char errbuf[CURL_ERROR_SIZE];
+    char errbuf[CURL_ERROR_SIZE], agent[96];
+    snprintf(agent, sizeof agent, "deltafin-pull/%s", deltafin_commit());
     for (;;) {
         FILE *f = fopen(part, "ab");
-        if (!f) { rc = df_err(DF_ERR_IO, "%s: %s", part, strerror(errno)); break; }
+        if (!f) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno)); break; }
         xfer x = {.f = f, .curl = curl, .start = file_size(part), .pr = &pr, .md = md, .hashed = &hashed};
         uint64_t range_total = 0;
         char range[64];
@@ -298,7 +302,7 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
         curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
-        curl_easy_setopt(curl, CURLOPT_USERAGENT, "deltafin-pull/" DF_GIT_COMMIT);
+        curl_easy_setopt(curl, CURLOPT_USERAGENT, agent);
         curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
         curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
         curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, o.stall_timeout_s);
@@ -322,20 +326,20 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         if (fsync(fileno(f)) != 0 && !ferr) ferr = errno;
         fclose(f);
         if (x.werr || ferr) {
-            rc = df_err(DF_ERR_IO, "%s: write failed: %s", part, strerror(x.werr ? x.werr : ferr));
+            rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: write failed: %s", part, strerror(x.werr ? x.werr : ferr));
             break;
         }
-        if (cc == CURLE_OK) { rc = DF_OK; break; }
-        if (code == 416 && x.start > 0 && range_total == x.start) { rc = DF_OK; break; } /* .part was complete */
+        if (cc == CURLE_OK) { rc = DELTAFIN_OK; break; }
+        if (code == 416 && x.start > 0 && range_total == x.start) { rc = DELTAFIN_OK; break; } /* .part was complete */
         bool transient;
         if (cc == CURLE_HTTP_RETURNED_ERROR) transient = code == 408 || code == 429 || code >= 500 || code == 416;
         else transient = cc != CURLE_UNSUPPORTED_PROTOCOL && cc != CURLE_URL_MALFORMAT &&
                          cc != CURLE_TOO_MANY_REDIRECTS && cc != CURLE_PEER_FAILED_VERIFICATION &&
                          cc != CURLE_SSL_CACERT_BADFILE && cc != CURLE_LOGIN_DENIED;
         if (code == 416) { /* .part larger than the file or the file changed: start over once */
-            if (truncate(part, 0) != 0) { rc = df_err(DF_ERR_IO, "%s: %s", part, strerror(errno)); break; }
+            if (truncate(part, 0) != 0) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno)); break; }
             if (md) { EVP_DigestInit_ex(md, EVP_sha256(), NULL); hashed = 0; }
-            df_log(DF_LOG_WARN, "%s: server refused to resume at %llu; starting over", url,
+            deltafin_log(DELTAFIN_LOG_WARN, "%s: server refused to resume at %llu; starting over", url,
                    (unsigned long long)x.start);
         }
         char why[CURL_ERROR_SIZE + 64];
@@ -345,10 +349,10 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
                                                                   : " (gated or private: set HF_TOKEN or use --token)")
                                                 : "");
         else snprintf(why, sizeof why, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
-        if (!transient) { rc = df_err(DF_ERR_IO, "%s: %s", url, why); break; }
+        if (!transient) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", url, why); break; }
         if (x.written > 0) fails = 0; /* progress: refill the retry budget */
         if (fails >= o.max_retries) {
-            rc = df_err(DF_ERR_IO, "%s: %s (gave up after %d retries; run again to resume from %s)", url, why,
+            rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s (gave up after %d retries; run again to resume from %s)", url, why,
                         o.max_retries, part);
             break;
         }
@@ -357,9 +361,9 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         if (wait > 60) wait = 60;
         fails++;
         if (pr.mode == DF_PROGRESS_BAR && pr.drawn) fputc('\n', pr.out);
-        df_log(DF_LOG_WARN, "%s: %s at byte %llu; retry %d/%d in %.1f s", base_name(out_path), why,
+        deltafin_log(DELTAFIN_LOG_WARN, "%s: %s at byte %llu; retry %d/%d in %.1f s", base_name(out_path), why,
                (unsigned long long)file_size(part), fails, o.max_retries, wait);
-        if (o.progress != DF_PROGRESS_QUIET && df_log_get_level() < DF_LOG_WARN)
+        if (o.progress != DF_PROGRESS_QUIET && deltafin_log_get_level() < DELTAFIN_LOG_WARN)
             fprintf(pr.out, "%s: %s at byte %llu; retry %d/%d in %.1f s\n", base_name(out_path), why,
                     (unsigned long long)file_size(part), fails, o.max_retries, wait);
         sleep_s(wait);
@@ -381,15 +385,15 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
     if (!pr.total) pr.total = pr.done;
     df_progress_finish(&pr);
     if (o.sha256) {
-        df_log(DF_LOG_DEBUG, "%s: SHA-256 %s", out_path, got[0] ? "computed while downloading" : "re-read from disk");
+        deltafin_log(DELTAFIN_LOG_DEBUG, "%s: SHA-256 %s", out_path, got[0] ? "computed while downloading" : "re-read from disk");
         if (!got[0]) { /* the running digest did not cover the file: read it again */
             rc = df_sha256_file(part, got, &o);
             if (rc) return rc;
         }
         if (strcasecmp(got, o.sha256))
-            return df_err(DF_ERR_CHECKSUM, "%s: SHA-256 mismatch: expected %s, got %s; the download is corrupt "
+            return deltafin_set_error(DELTAFIN_ERR_CHECKSUM, "%s: SHA-256 mismatch: expected %s, got %s; the download is corrupt "
                           "(kept as %s; delete it to download again)", out_path, o.sha256, got, part);
     }
-    if (rename(part, out_path) != 0) return df_err(DF_ERR_IO, "rename %s -> %s: %s", part, out_path, strerror(errno));
-    return DF_OK;
+    if (rename(part, out_path) != 0) return deltafin_set_error(DELTAFIN_ERR_IO, "rename %s -> %s: %s", part, out_path, strerror(errno));
+    return DELTAFIN_OK;
 }

@@ -6,7 +6,9 @@
  * Threading: df_download_global_init() once per process; each call is independent. */
 #ifndef DF_DOWNLOAD_H
 #define DF_DOWNLOAD_H
-#include "base/util.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
 typedef struct {
     const char *sha256;       /* expected hex digest (64 chars) or NULL */
@@ -25,13 +27,13 @@ df_download_opts df_download_default_opts(void);
 
 int df_download_global_init(void);
 
-/* Download url to out_path (via out_path.part, resumed if it exists). DF_ERR_CHECKSUM when the
- * digest differs (the .part is kept, PATH is not created), DF_ERR_IO for network/HTTP errors
+/* Download url to out_path (via out_path.part, resumed if it exists). DELTAFIN_ERR_CHECKSUM when the
+ * digest differs (the .part is kept, PATH is not created), DELTAFIN_ERR_IO for network/HTTP errors
  * after the retries (message has the URL and the HTTP status or curl error). */
 int df_download(const char *url, const char *out_path, const df_download_opts *o);
 
 /* "org/repo/path/file.gguf" -> "https://huggingface.co/org/repo/resolve/main/path/file.gguf";
- * anything with "://" is returned unchanged. DF_ERR_INVALID for other shapes. */
+ * anything with "://" is returned unchanged. DELTAFIN_ERR_INVALID for other shapes. */
 int df_download_resolve(const char *spec, char *url, size_t cap);
 
 /* If name (URL or path) ends in "-0000K-of-0000N.gguf", fills *k and *n (1-based) and the
@@ -45,13 +47,13 @@ int df_sha256_file(const char *path, char hex[65], const df_download_opts *o);
 
 /* Call fn(ud, hex, file) for every entry of a sha256sum-format manifest ("HEX  NAME" or
  * "HEX *NAME" per line, '#' comments, blank lines; hex = 64 hex digits as written). fn returns
- * 0 to go on, > 0 to stop, < 0 to fail with that status. Malformed lines: DF_ERR_FORMAT naming
+ * 0 to go on, > 0 to stop, < 0 to fail with that status. Malformed lines: DELTAFIN_ERR_FORMAT naming
  * path:line. */
 typedef int (*df_manifest_fn)(void *ud, const char *hex, const char *file);
 int df_sha256_manifest_each(const char *manifest_path, df_manifest_fn fn, void *ud);
 
 /* Parse a sha256sum-format manifest ("HEX  NAME" or "HEX *NAME" per line, '#' comments).
- * Returns the digest for `name` (compared by base name) in hex, DF_ERR_NOTFOUND if absent,
- * DF_ERR_FORMAT naming the line for malformed lines. */
+ * Returns the digest for `name` (compared by base name) in hex, DELTAFIN_ERR_NOTFOUND if absent,
+ * DELTAFIN_ERR_FORMAT naming the line for malformed lines. */
 int df_sha256_manifest_lookup(const char *manifest_path, const char *name, char hex[65]);
 #endif

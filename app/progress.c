@@ -1,6 +1,9 @@
 /* progress.c — see progress.h. Rates are measured over the bytes moved in this run only, so
  * a resumed download shows its real speed and a fair ETA. */
 #include "app/progress.h"
+#include "deltafin.h"
+
+#include <string.h>
 
 #include <unistd.h>
 
@@ -12,7 +15,7 @@ void df_progress_init(df_progress *p, FILE *out, int mode, const char *label, ui
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total = total;
     p->base = p->done = base;
-    p->t_start = p->t_last = df_time_ns();
+    p->t_start = p->t_last = deltafin_time_ns();
     p->line_interval_s = 5.0;
 }
 
@@ -27,12 +30,12 @@ const char *df_progress_fmt_eta(double s, char *buf, size_t cap) {
 }
 
 static void draw(df_progress *p, bool final) {
-    const double el = (double)(df_time_ns() - p->t_start) / 1e9;
+    const double el = (double)(deltafin_time_ns() - p->t_start) / 1e9;
     const double rate = el > 0 ? (double)(p->done - p->base) / el : 0;
     char db[32], tb[32], rb[32], eb[32];
-    df_fmt_bytes(p->done, db, sizeof db);
-    df_fmt_bytes(p->total, tb, sizeof tb);
-    df_fmt_bytes((uint64_t)rate, rb, sizeof rb);
+    deltafin_fmt_bytes(p->done, db, sizeof db);
+    deltafin_fmt_bytes(p->total, tb, sizeof tb);
+    deltafin_fmt_bytes((uint64_t)rate, rb, sizeof rb);
     double eta = -1;
     if (p->total && rate > 0 && p->done <= p->total) eta = (double)(p->total - p->done) / rate;
     if (final) eta = el;
@@ -64,7 +67,7 @@ static void draw(df_progress *p, bool final) {
 void df_progress_update(df_progress *p, uint64_t done) {
     p->done = done;
     if (p->mode == DF_PROGRESS_QUIET) return;
-    const uint64_t now = df_time_ns();
+    const uint64_t now = deltafin_time_ns();
     const double since = (double)(now - p->t_last) / 1e9;
     if (since < (p->mode == DF_PROGRESS_BAR ? 0.1 : p->line_interval_s)) return;
     p->t_last = now;

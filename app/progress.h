@@ -5,7 +5,10 @@
  * Threading: one df_progress per thread (no locking). */
 #ifndef DF_PROGRESS_H
 #define DF_PROGRESS_H
-#include "base/util.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 enum { DF_PROGRESS_AUTO = 0, DF_PROGRESS_BAR = 1, DF_PROGRESS_LINES = 2, DF_PROGRESS_QUIET = 3 };
 

@@ -75,9 +75,8 @@ int df_srv_set_error(df_srv_error *e, int status, const char *type, const char *
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* {"error":{"message":...,"type":...,"code":...}} (malloc'ed). */
 char *df_srv_error_json(const df_srv_error *e);
-/* Valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF)? */
-bool df_srv_utf8_ok(const char *s, size_t n);
-/* Copy s[0..n) replacing invalid UTF-8 bytes by U+FFFD (for token pieces in JSON). */
+/* Copy s[0..n), NUL-terminated and malloc'ed, with invalid UTF-8 replaced by U+FFFD as
+ * deltafin_utf8_sanitize does (for token pieces in JSON). */
 char *df_srv_utf8_sanitize(const char *s, size_t n);
 
 /* ---- server ----------------------------------------------------------------------------- */

@@ -1,4 +1,4 @@
-/* convert_llama2c.c — `deltafin convert-llama2c MODEL.bin TOKENIZER.bin OUT.gguf`: import a
+/* convert_llama2c.c — `deltafin-dev convert-llama2c MODEL.bin TOKENIZER.bin OUT.gguf`: import a
  * llama2.c checkpoint (legacy "version 0" format read by run.c) and its tokenizer.bin as a
  * GGUF of arch `llama` with F32 weights and the SPM tokenizer.
  *
@@ -151,7 +151,7 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: deltafin convert-llama2c MODEL.bin TOKENIZER.bin OUT.gguf [--name NAME]\n\n"
+            "usage: deltafin-dev convert-llama2c MODEL.bin TOKENIZER.bin OUT.gguf [--name NAME]\n\n"
             "Import a llama2.c checkpoint (the legacy format run.c reads) and its tokenizer.bin\n"
             "as a GGUF of architecture 'llama' with F32 weights and the SPM tokenizer\n"
             "(bos 1, eos 2, unk 0, add_bos true). RMS-norm eps 1e-5, RoPE base 10000.\n\n"

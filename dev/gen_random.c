@@ -1,4 +1,4 @@
-/* gen_random.c — `deltafin gen-random`: write a random model with the exact tensor names,
+/* gen_random.c — `deltafin-dev gen-random`: write a random model with the exact tensor names,
  * shapes and keys llama.cpp expects for an architecture (formats.md §3), for tests against
  * llama.cpp and for benchmarks at real widths.
  *
@@ -54,21 +54,9 @@ static const gr_preset g_presets[] = {
     {"qwen1.5-moe-a2.7b", A_QWEN2MOE, 2048, 4, 16, 16, 128, 5632, 60, 4, 1408, 5632},
 };
 
-/* kinds of value distributions */
-enum { K_NORM, K_BIAS, K_EMBD, K_MAT, K_ROUTER, K_OUT };
-
-typedef struct {
-    char name[64];
-    int n_dims;
-    int64_t ne[3];
-    int kind;
-    int type;       /* ggml type written */
-    int64_t n_in;   /* fan-in for the scale of K_MAT/K_ROUTER/K_OUT */
-} gr_tensor;
-
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: deltafin gen-random (--arch ARCH | --preset P) [options] OUT.gguf\n\n"
+        "usage: deltafin-dev gen-random (--arch ARCH | --preset P) [options] OUT.gguf\n\n"
         "Write a model with random weights and the exact tensor names, shapes and keys llama.cpp\n"
         "expects. Deterministic: the same options give the same bytes on every machine.\n\n"
         "  --arch A            llama | llama-moe (Mixtral-style) | qwen2moe | qwen3moe | olmoe |\n"
@@ -101,110 +89,7 @@ static void usage(FILE *f) {
         "  --name NAME         general.name (default deltafin-random-ARCH)\n"
         "  -h, --help          this help\n\n"
         "Example (Qwen3-30B-A3B widths, 8 layers, ~5 GB):\n"
-        "  deltafin gen-random --preset qwen3-30b-a3b --n-layer 8 --type q8_0 q3.gguf\n");
-}
-
-/* ---- deterministic values (gr_splitmix / gr_urand: gen_random.h) ------------------------- */
-static void gen_values(const gr_tensor *t, const gr_opts *o, uint64_t *st, float *dst, int64_t n) {
-    float scale = 1.0f, offset = 0.0f;
-    switch (t->kind) {
-    case K_NORM: scale = 0.2f; offset = 1.0f; break;
-    case K_BIAS: scale = 0.2f; break;
-    case K_EMBD: scale = 1.0f; break;
-    case K_MAT: scale = sqrtf(3.0f / (float)t->n_in); break;
-    case K_ROUTER: scale = sqrtf(3.0f / (float)t->n_in) * o->router_scale; break;
-    case K_OUT: scale = sqrtf(3.0f / (float)t->n_in) * o->out_scale; break;
-    }
-    for (int64_t i = 0; i < n; i++) dst[i] = gr_urand(st) * scale + offset;
-}
-
-/* ---- tensor list ----------------------------------------------------------------------------- */
-typedef struct {
-    gr_tensor *t;
-    int n, cap;
-} gr_list;
-
-static int add_t(gr_list *l, const gr_opts *o, int kind, int n_dims, int64_t e0, int64_t e1, int64_t e2,
-                 const char *fmt, ...) __attribute__((format(printf, 8, 9)));
-static int add_t(gr_list *l, const gr_opts *o, int kind, int n_dims, int64_t e0, int64_t e1, int64_t e2,
-                 const char *fmt, ...) {
-    if (l->n == l->cap) {
-        int nc = l->cap ? 2 * l->cap : 64;
-        gr_tensor *p = df_realloc(l->t, (size_t)nc * sizeof *p);
-        if (!p) return DF_ERR_NOMEM;
-        l->t = p;
-        l->cap = nc;
-    }
-    gr_tensor *t = &l->t[l->n++];
-    memset(t, 0, sizeof *t);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->name, sizeof t->name, fmt, ap);
-    va_end(ap);
-    t->n_dims = n_dims;
-    t->ne[0] = e0; t->ne[1] = e1; t->ne[2] = e2;
-    t->kind = kind;
-    t->n_in = e0;
-    bool keep_f32 = n_dims == 1 || kind == K_ROUTER || kind == K_NORM || kind == K_BIAS;
-    t->type = keep_f32 ? DF_TYPE_F32 : o->type;
-    if (t->type == DF_TYPE_Q8_0 && e0 % 32)
-        return df_err(DF_ERR_INVALID, "tensor %s: row length %lld is not a multiple of 32 (Q8_0)",
-                      t->name, (long long)e0);
-    return DF_OK;
-}
-
-static int build_tensors(const gr_opts *o, int64_t n_vocab, gr_list *l) {
-    int rc;
-    const int64_t E = o->n_embd, hd = o->head_dim, nq = o->n_head * hd, nkv = o->n_head_kv * hd;
-    const bool moe = o->arch != A_LLAMA;
-    const int64_t ffe = (o->arch == A_QWEN2MOE || o->arch == A_QWEN3MOE) ? o->n_ff_exp : o->n_ff;
-#define T(...) do { if ((rc = add_t(l, o, __VA_ARGS__))) return rc; } while (0)
-    T(K_EMBD, 2, E, n_vocab, 1, "token_embd.weight");
-    for (int64_t i = 0; i < o->n_layer; i++) {
-        int b = (int)i;
-        T(K_NORM, 1, E, 1, 1, "blk.%d.attn_norm.weight", b);
-        T(K_MAT, 2, E, nq, 1, "blk.%d.attn_q.weight", b);
-        T(K_MAT, 2, E, nkv, 1, "blk.%d.attn_k.weight", b);
-        T(K_MAT, 2, E, nkv, 1, "blk.%d.attn_v.weight", b);
-        if (o->arch == A_QWEN2MOE) {
-            T(K_BIAS, 1, nq, 1, 1, "blk.%d.attn_q.bias", b);
-            T(K_BIAS, 1, nkv, 1, 1, "blk.%d.attn_k.bias", b);
-            T(K_BIAS, 1, nkv, 1, 1, "blk.%d.attn_v.bias", b);
-        }
-        if (o->arch == A_QWEN3MOE) {
-            T(K_NORM, 1, hd, 1, 1, "blk.%d.attn_q_norm.weight", b);
-            T(K_NORM, 1, hd, 1, 1, "blk.%d.attn_k_norm.weight", b);
-        }
-        if (o->arch == A_OLMOE) {
-            T(K_NORM, 1, E, 1, 1, "blk.%d.attn_q_norm.weight", b);
-            T(K_NORM, 1, E, 1, 1, "blk.%d.attn_k_norm.weight", b);
-        }
-        T(K_MAT, 2, nq, E, 1, "blk.%d.attn_output.weight", b);
-        T(K_NORM, 1, E, 1, 1, "blk.%d.ffn_norm.weight", b);
-        if (!moe) {
-            T(K_MAT, 2, E, o->n_ff, 1, "blk.%d.ffn_gate.weight", b);
-            T(K_MAT, 2, o->n_ff, E, 1, "blk.%d.ffn_down.weight", b);
-            T(K_MAT, 2, E, o->n_ff, 1, "blk.%d.ffn_up.weight", b);
-        } else {
-            T(K_ROUTER, 2, E, o->n_expert, 1, "blk.%d.ffn_gate_inp.weight", b);
-            T(K_MAT, 3, E, ffe, o->n_expert, "blk.%d.ffn_gate_exps.weight", b);
-            T(K_MAT, 3, ffe, E, o->n_expert, "blk.%d.ffn_down_exps.weight", b);
-            T(K_MAT, 3, E, ffe, o->n_expert, "blk.%d.ffn_up_exps.weight", b);
-            if (o->arch == A_QWEN2MOE) {
-                T(K_ROUTER, 1, E, 1, 1, "blk.%d.ffn_gate_inp_shexp.weight", b);
-                T(K_MAT, 2, E, o->n_ff_shexp, 1, "blk.%d.ffn_gate_shexp.weight", b);
-                T(K_MAT, 2, o->n_ff_shexp, E, 1, "blk.%d.ffn_down_shexp.weight", b);
-                T(K_MAT, 2, E, o->n_ff_shexp, 1, "blk.%d.ffn_up_shexp.weight", b);
-            }
-        }
-    }
-    T(K_NORM, 1, E, 1, 1, "output_norm.weight");
-    T(K_OUT, 2, E, n_vocab, 1, "output.weight");
-#undef T
-    /* the shared-expert gate is one row used as a dot product: fan-in n_embd, gain 1 */
-    for (int i = 0; i < l->n; i++)
-        if (strstr(l->t[i].name, "ffn_gate_inp_shexp")) l->t[i].kind = K_MAT;
-    return DF_OK;
+        "  deltafin-dev gen-random --preset qwen3-30b-a3b --n-layer 8 --type q8_0 q3.gguf\n");
 }
 
 /* ---- vocabulary --------------------------------------------------------------------------- */
@@ -234,8 +119,7 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-/* Adds the tokenizer KVs; returns the vocabulary size in *n_vocab. */
-int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
+static int tokenizer_kvs(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
     int rc;
     if (ends_with(spec, ".gguf")) {
         df_gguf *g = NULL;
@@ -260,42 +144,88 @@ int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab) {
     return rc;
 }
 
-/* ---- writing ----------------------------------------------------------------------------- */
-static int write_tensor(df_gguf_writer *w, int fd, int idx, const gr_tensor *t, const gr_opts *o,
-                        float *fbuf, void *qbuf, int64_t chunk_elems) {
-    uint64_t st = o->seed ^ gr_hash(t->name);
-    gr_splitmix(&st);
-    const int64_t row = t->ne[0];
-    const int64_t total = t->ne[0] * t->ne[1] * t->ne[2];
-    int64_t rows_per = chunk_elems / row;
-    if (rows_per < 1) rows_per = 1;
-    for (int64_t done = 0; done < total;) {
-        int64_t n = rows_per * row;
-        if (n > total - done) n = total - done;
-        gen_values(t, o, &st, fbuf, n);
-        const void *src = fbuf;
-        uint64_t nbytes = 0;
-        if (t->type == DF_TYPE_F32) {
-            nbytes = (uint64_t)n * 4;
-        } else if (t->type == DF_TYPE_F16) {
-            df_f16 *h = qbuf;
-            for (int64_t i = 0; i < n; i++) h[i] = df_f32_to_f16(fbuf[i]);
-            src = qbuf;
-            nbytes = (uint64_t)n * 2;
-        } else {
-            uint64_t rb = df_type_row_bytes(t->type, row);
-            for (int64_t r = 0; r < n / row; r++) {
-                int rc = df_quantize_row(t->type, fbuf + r * row, (uint8_t *)qbuf + r * rb, row);
-                if (rc) return rc;
-            }
-            src = qbuf;
-            nbytes = rb * (uint64_t)(n / row);
-        }
-        int rc = df_gguf_writer_write_tensor_data(w, fd, idx, src, nbytes);
-        if (rc) return rc;
-        done += n;
+int gr_write_vocab(df_gguf_writer *w, const char *arch, const char *spec, int64_t *n_vocab) {
+    int rc = tokenizer_kvs(w, spec, n_vocab);
+    if (rc) return rc;
+    char key[128];
+    snprintf(key, sizeof key, "%s.vocab_size", arch);
+    return df_gguf_w_u32(w, key, (uint32_t)*n_vocab);
+}
+
+/* The optional tensors these files have: the output head, and Qwen2-MoE's q/k/v biases. */
+static bool gen_want(void *ud, const df_tensor_spec *s, int il) {
+    const gr_opts *o = ud;
+    (void)il;
+    if (s->field == DF_MF(output)) return true;
+    if (s->field == DF_LF(bq) || s->field == DF_LF(bk) || s->field == DF_LF(bv)) return o->arch == A_QWEN2MOE;
+    return false;
+}
+
+/* KVs, then the tensors from the schema (gen_random_schema.c). */
+static int gen_write(gr_opts o) {
+    char vbuf[4096];
+    gr_default_vocab(&o.vocab, vbuf, sizeof vbuf);
+
+    int rc = DF_OK;
+    df_gguf_writer *w = df_gguf_writer_new(GR_ALIGN);
+    if (!w) { rc = DF_ERR_NOMEM; goto done; }
+    const char *A = g_arch_gguf[o.arch];
+    char key[128], nm[128];
+#define KU32(suffix, val) (snprintf(key, sizeof key, "%s." suffix, A), df_gguf_w_u32(w, key, (uint32_t)(val)))
+#define KF32(suffix, val) (snprintf(key, sizeof key, "%s." suffix, A), df_gguf_w_f32(w, key, (val)))
+    snprintf(nm, sizeof nm, "deltafin-random-%s", g_arch_opt[o.arch]);
+    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
+    if ((rc = df_gguf_w_str(w, "general.architecture", A)) ||
+        (rc = df_gguf_w_str(w, "general.name", o.name ? o.name : nm)) ||
+        (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
+        (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))))
+        goto done;
+    int64_t n_ff_key = o.arch == A_QWEN2MOE ? o.n_ff_shexp : o.n_ff;
+    if ((rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", o.n_embd)) ||
+        (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", n_ff_key)) ||
+        (rc = KU32("attention.head_count", o.n_head)) ||
+        (rc = KU32("attention.head_count_kv", o.n_head_kv)) ||
+        (rc = KU32("attention.key_length", o.head_dim)) ||
+        (rc = KU32("attention.value_length", o.head_dim)) ||
+        (rc = KU32("rope.dimension_count", o.head_dim)) ||
+        (rc = KF32("rope.freq_base", 10000.0f)) ||
+        (rc = KF32("attention.layer_norm_rms_epsilon", o.eps)))
+        goto done;
+    if (o.arch != A_LLAMA) {
+        if ((rc = KU32("expert_count", o.n_expert)) || (rc = KU32("expert_used_count", o.n_expert_used)))
+            goto done;
+        if ((o.arch == A_QWEN2MOE || o.arch == A_QWEN3MOE) && (rc = KU32("expert_feed_forward_length", o.n_ff_exp)))
+            goto done;
+        if (o.arch == A_QWEN2MOE && (rc = KU32("expert_shared_feed_forward_length", o.n_ff_shexp)))
+            goto done;
     }
-    return DF_OK;
+    int64_t n_vocab = 0;
+    if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
+#undef KU32
+#undef KF32
+    gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,
+                  .router_scale = o.router_scale, .mat_scale = 1.0f, .res_scale = 1.0f, .seed = o.seed,
+                  .pad_end = true, .want = gen_want, .ud = &o, .out = o.out};
+    df_hparams *hp = &g.hp;
+    hp->n_vocab = (int)n_vocab;
+    hp->n_embd = (int)o.n_embd;
+    hp->n_layer = (int)o.n_layer;
+    hp->n_head = (int)o.n_head;
+    hp->n_head_kv = (int)o.n_head_kv;
+    hp->n_embd_head_k = hp->n_embd_head_v = hp->n_rot = (int)o.head_dim;
+    hp->n_ff = (int)o.n_ff;
+    hp->n_expert = o.arch == A_LLAMA ? 0 : (int)o.n_expert;
+    hp->n_ff_exp = (int)((o.arch == A_QWEN2MOE || o.arch == A_QWEN3MOE) ? o.n_ff_exp : o.n_ff);
+    hp->n_ff_shexp = (int)o.n_ff_shexp;
+    gr_stats st;
+    if ((rc = gr_write_model(w, &g, &st))) goto done;
+    fprintf(stderr, "gen-random: wrote %s (%s %s, %lld layers, n_embd %lld, %.3f M params, vocab %lld from %s)\n",
+            o.out, g_arch_opt[o.arch], o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
+            (long long)o.n_layer, (long long)o.n_embd, (double)st.n_params / 1e6, (long long)n_vocab, o.vocab);
+done:
+    df_gguf_writer_free(w);
+    if (rc) { fprintf(stderr, "gen-random: %s\n", df_errmsg()); return 1; }
+    return 0;
 }
 
 int cmd_gen_random(int argc, char **argv) {
@@ -405,91 +335,5 @@ int cmd_gen_random(int argc, char **argv) {
     else if (o.n_layer > 512) why = "n-layer must be <= 512";
     if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
 
-    char vbuf[4096];
-    if (!o.vocab) {
-        const char *root = getenv("DELTAFIN_FIXTURES");
-        snprintf(vbuf, sizeof vbuf, "%s/models/tok512.bin", root ? root : "../shared/fixtures");
-        o.vocab = access(vbuf, R_OK) == 0 ? vbuf : "bytes";
-    }
-
-    int rc = DF_OK, fd = -1;
-    df_gguf_writer *w = df_gguf_writer_new(32);
-    gr_list tl = {0};
-    float *fbuf = NULL;
-    void *qbuf = NULL;
-    char *tmp = NULL;
-    if (!w) { rc = DF_ERR_NOMEM; goto done; }
-    const char *A = g_arch_gguf[o.arch];
-    char key[128], nm[128];
-#define KU32(suffix, val) (snprintf(key, sizeof key, "%s." suffix, A), df_gguf_w_u32(w, key, (uint32_t)(val)))
-#define KF32(suffix, val) (snprintf(key, sizeof key, "%s." suffix, A), df_gguf_w_f32(w, key, (val)))
-    snprintf(nm, sizeof nm, "deltafin-random-%s", g_arch_opt[o.arch]);
-    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
-    if ((rc = df_gguf_w_str(w, "general.architecture", A)) ||
-        (rc = df_gguf_w_str(w, "general.name", o.name ? o.name : nm)) ||
-        (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
-        (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))))
-        goto done;
-    int64_t n_ff_key = o.arch == A_QWEN2MOE ? o.n_ff_shexp : o.n_ff;
-    if ((rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", o.n_embd)) ||
-        (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", n_ff_key)) ||
-        (rc = KU32("attention.head_count", o.n_head)) ||
-        (rc = KU32("attention.head_count_kv", o.n_head_kv)) ||
-        (rc = KU32("attention.key_length", o.head_dim)) ||
-        (rc = KU32("attention.value_length", o.head_dim)) ||
-        (rc = KU32("rope.dimension_count", o.head_dim)) ||
-        (rc = KF32("rope.freq_base", 10000.0f)) ||
-        (rc = KF32("attention.layer_norm_rms_epsilon", o.eps)))
-        goto done;
-    if (o.arch != A_LLAMA) {
-        if ((rc = KU32("expert_count", o.n_expert)) || (rc = KU32("expert_used_count", o.n_expert_used)))
-            goto done;
-        if ((o.arch == A_QWEN2MOE || o.arch == A_QWEN3MOE) && (rc = KU32("expert_feed_forward_length", o.n_ff_exp)))
-            goto done;
-        if (o.arch == A_QWEN2MOE && (rc = KU32("expert_shared_feed_forward_length", o.n_ff_shexp)))
-            goto done;
-    }
-    int64_t n_vocab = 0;
-    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
-    if ((rc = KU32("vocab_size", n_vocab))) goto done;
-#undef KU32
-#undef KF32
-    if ((rc = build_tensors(&o, n_vocab, &tl))) goto done;
-    uint64_t n_params = 0;
-    for (int i = 0; i < tl.n; i++) {
-        const gr_tensor *t = &tl.t[i];
-        if ((rc = df_gguf_w_tensor(w, t->name, t->type, t->n_dims, t->ne, NULL))) goto done;
-        n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2]);
-    }
-
-    int64_t max_row = 0;
-    for (int i = 0; i < tl.n; i++) if (tl.t[i].ne[0] > max_row) max_row = tl.t[i].ne[0];
-    int64_t chunk = 1 << 20;
-    if (chunk < max_row) chunk = max_row;
-    fbuf = df_malloc((size_t)chunk * sizeof *fbuf);
-    qbuf = df_malloc((size_t)chunk * sizeof *fbuf);
-    size_t pl = strlen(o.out) + 8;
-    tmp = df_malloc(pl);
-    if (!fbuf || !qbuf || !tmp) { rc = DF_ERR_NOMEM; goto done; }
-    snprintf(tmp, pl, "%s.tmp", o.out);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { rc = df_err(DF_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)); goto done; }
-    if ((rc = df_gguf_writer_write_header(w, fd))) goto done;
-    for (int i = 0; i < tl.n; i++)
-        if ((rc = write_tensor(w, fd, i, &tl.t[i], &o, fbuf, qbuf, chunk))) goto done;
-    if (close(fd) < 0) { fd = -1; rc = df_err(DF_ERR_IO, "%s: close: %s", tmp, strerror(errno)); goto done; }
-    fd = -1;
-    if (rename(tmp, o.out) < 0) { rc = df_err(DF_ERR_IO, "rename %s: %s", tmp, strerror(errno)); goto done; }
-    fprintf(stderr, "gen-random: wrote %s (%s %s, %lld layers, n_embd %lld, %.3f M params, vocab %lld from %s)\n",
-            o.out, g_arch_opt[o.arch], o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
-            (long long)o.n_layer, (long long)o.n_embd, (double)n_params / 1e6, (long long)n_vocab, o.vocab);
-done:
-    if (fd >= 0) { close(fd); unlink(tmp); }
-    free(fbuf);
-    free(qbuf);
-    free(tmp);
-    free(tl.t);
-    df_gguf_writer_free(w);
-    if (rc) { fprintf(stderr, "gen-random: %s\n", df_errmsg()); return 1; }
-    return 0;
+    return gen_write(o);
 }

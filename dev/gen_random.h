@@ -1,5 +1,6 @@
 /* gen_random.h — what the random-model generators (gen_random.c and its per-architecture
- * siblings gen_random_deepseek2.c, gen_random_kimi_k3.c) share. */
+ * siblings gen_random_deepseek2.c, gen_random_kimi_k3.c) share: the schema-driven tensor
+ * writer (gen_random_schema.c), the vocabulary, the value streams, option parsing. */
 #ifndef DF_TOOLS_GEN_RANDOM_H
 #define DF_TOOLS_GEN_RANDOM_H
 #include <errno.h>
@@ -8,11 +9,40 @@
 #include <stdlib.h>
 
 #include "format/gguf.h"
+#include "model/model.h"
+
+#define GR_ALIGN 32   /* GGUF alignment of every generated file */
+
+/* A model to write: the generator has added its KVs to the writer; the tensors come from the
+ * schema of `arch` walked over `hp` (sizes and layer kinds as the binder will read them back). */
+typedef struct gr_model {
+    const char *arch;            /* general.architecture */
+    df_hparams hp;
+    int type, exp_type;          /* matrices / routed experts (DF_T_EXPERT); vectors stay F32 */
+    bool type_fallback;          /* rows off the type's block: Q8_0, else F16 (not an error) */
+    float out_scale, router_scale, mat_scale, res_scale; /* gains (gen_random_schema.c gr_scale) */
+    uint64_t seed;
+    bool sparse;                 /* header only: the data section is a hole */
+    bool raw_experts;            /* Q8_0 / MXFP4 experts as random valid blocks */
+    bool pad_end;                /* the file ends at the last tensor's padded end, not its end */
+    /* the file's answer to the schema's probes (fused alternatives ...) and whether it has
+     * optional tensor s of layer il; NULL: no */
+    bool (*has)(void *ud, uint32_t bit, const char *name);
+    bool (*want)(void *ud, const df_tensor_spec *s, int il);
+    void *ud;
+    const char *out;
+} gr_model;
+typedef struct { int n_tensors; uint64_t n_params; } gr_stats;
+/* Add the tensor infos to w, write the header and every tensor to g->out (via g->out.tmp). */
+int gr_write_model(df_gguf_writer *w, const gr_model *g, gr_stats *st);
+/* *vocab unless set: $DELTAFIN_FIXTURES/models/tok512.bin (else ../shared/fixtures/...) when
+ * readable, else "bytes". buf holds the path. */
+void gr_default_vocab(const char **vocab, char *buf, size_t cap);
 
 /* Adds the tokenizer KVs for --vocab SPEC: "bytes" (<unk> <s> </s>, 256 byte tokens, "\u2581",
- * printable ASCII), a llama2.c tokenizer.bin, or a .gguf whose tokenizer.* KVs are copied.
- * Sets *n_vocab. */
-int gr_write_vocab(df_gguf_writer *w, const char *spec, int64_t *n_vocab);
+ * printable ASCII), a llama2.c tokenizer.bin, or a .gguf whose tokenizer.* KVs are copied;
+ * then {arch}.vocab_size. Sets *n_vocab. */
+int gr_write_vocab(df_gguf_writer *w, const char *arch, const char *spec, int64_t *n_vocab);
 
 /* Deterministic values: splitmix64 (state seeded from --seed ^ gr_hash(tensor name)) and a
  * uniform draw in [-1, 1) that is exactly representable (k * 2^-23). Recorded test models

@@ -1,4 +1,4 @@
-/* gen_random_deepseek2.c — `deltafin gen-random --arch deepseek2 [--variant V] ...`: a small
+/* gen_random_deepseek2.c — `deltafin-dev gen-random --arch deepseek2 [--variant V] ...`: a small
  * random deepseek2 model (formats.md §3.4) with the exact names, shapes and keys llama.cpp
  * expects: q LoRA or the Lite attn_q, MLA (attn_k_b / attn_v_b + *_mla keys) or the legacy
  * attn_kv_b, leading dense layers, sigmoid/softmax gating, exp_probs_b, expert groups, shared
@@ -31,83 +31,9 @@ typedef struct {
 } ds_opts;
 
 
-enum { DK_NORM, DK_BIAS, DK_EMBD, DK_MAT, DK_ROUTER, DK_OUT };
-
-typedef struct {
-    df_gguf_writer *w;
-    const ds_opts *o;
-    void **bufs;
-    int n, cap;
-    uint64_t tbytes[8192];      /* data bytes of each tensor added (for --sparse) */
-    int nt;
-} ds_ctx;
-
-static int ds_tensor(ds_ctx *x, int kind, int n_dims, int64_t e0, int64_t e1, int64_t e2, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-static int ds_tensor(ds_ctx *x, int kind, int n_dims, int64_t e0, int64_t e1, int64_t e2, const char *fmt, ...) {
-    char name[64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    const ds_opts *o = x->o;
-    int type = (n_dims == 1 || kind == DK_ROUTER) ? DF_TYPE_F32 : o->type;
-    if (type == DF_TYPE_Q8_0 && e0 % 32)
-        return df_err(DF_ERR_INVALID, "tensor %s: row length %lld not a multiple of 32 (q8_0)", name, (long long)e0);
-    const int64_t n = e0 * e1 * e2;
-    if (x->nt >= 8192) return df_err(DF_ERR_RANGE, "too many tensors");
-    x->tbytes[x->nt++] = df_type_row_bytes(type, e0) * (uint64_t)(e1 * e2);
-    if (o->sparse) { /* header only; the data section is a hole (zeros) */
-        int64_t ne[3] = {e0, e1, e2};
-        return df_gguf_w_tensor(x->w, name, type, n_dims, ne, NULL);
-    }
-    float *f = df_malloc((size_t)n * sizeof(float));
-    if (!f) return DF_ERR_NOMEM;
-    float scale = 1.0f, offset = 0.0f;
-    switch (kind) {
-    case DK_NORM: scale = 0.2f; offset = 1.0f; break;
-    case DK_BIAS: scale = 0.2f; break;
-    case DK_EMBD: scale = 1.0f; break;
-    case DK_MAT: scale = sqrtf(3.0f / (float)e0); break;
-    case DK_ROUTER: scale = sqrtf(3.0f / (float)e0) * o->router_scale; break;
-    case DK_OUT: scale = sqrtf(3.0f / (float)e0) * o->out_scale; break;
-    }
-    uint64_t st = o->seed ^ gr_hash(name);
-    gr_splitmix(&st);
-    for (int64_t i = 0; i < n; i++) f[i] = gr_urand(&st) * scale + offset;
-    void *data = f;
-    if (type == DF_TYPE_F16) {
-        df_f16 *h = df_malloc((size_t)n * sizeof(df_f16));
-        if (!h) { free(f); return DF_ERR_NOMEM; }
-        for (int64_t i = 0; i < n; i++) h[i] = df_f32_to_f16(f[i]);
-        free(f);
-        data = h;
-    } else if (type != DF_TYPE_F32) {
-        uint64_t rb = df_type_row_bytes(type, e0);
-        uint8_t *q = df_malloc((size_t)(rb * (uint64_t)(n / e0)));
-        if (!q) { free(f); return DF_ERR_NOMEM; }
-        for (int64_t r = 0; r < n / e0; r++) {
-            int rc = df_quantize_row(type, f + r * e0, q + (uint64_t)r * rb, e0);
-            if (rc) { free(f); free(q); return rc; }
-        }
-        free(f);
-        data = q;
-    }
-    if (x->n == x->cap) {
-        int nc = x->cap ? 2 * x->cap : 64;
-        void **p = df_realloc(x->bufs, (size_t)nc * sizeof *p);
-        if (!p) { free(data); return DF_ERR_NOMEM; }
-        x->bufs = p;
-        x->cap = nc;
-    }
-    x->bufs[x->n++] = data;
-    int64_t ne[3] = {e0, e1, e2};
-    return df_gguf_w_tensor(x->w, name, type, n_dims, ne, data);
-}
-
 static void ds_usage(FILE *f) {
     fprintf(f,
-        "usage: deltafin gen-random --arch deepseek2 [--variant V] [options] OUT.gguf\n\n"
+        "usage: deltafin-dev gen-random --arch deepseek2 [--variant V] [options] OUT.gguf\n\n"
         "Small random deepseek2 model (DeepSeek-V2/V3, Kimi-K2 layout). Deterministic.\n"
         "  --variant V        v3 (default: q LoRA, MLA, sigmoid + exp_probs_b + 4 groups keep 2,\n"
         "                     norm, scale 2.5, YaRN 40) | k2 (v3 with 1 group, base 50000, YaRN 32,\n"
@@ -124,6 +50,102 @@ static void ds_usage(FILE *f) {
         "  --sparse            write the header only and extend the file with a hole (all-zero\n"
         "                      weights, no disk use): for `deltafin info` / memory plans at real shapes\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n");
+}
+
+/* The file's alternatives and optional tensors: fused gate_up (--fused), exp_probs_b (not
+ * --no-bias), the output head. */
+static bool ds_has(void *ud, uint32_t bit, const char *name) {
+    (void)name;
+    return bit == DF_W_FUSED_GATE_UP && ((const ds_opts *)ud)->fused;
+}
+
+static bool ds_want(void *ud, const df_tensor_spec *s, int il) {
+    (void)il;
+    if (s->field == DF_LF(exp_probs_b)) return ((const ds_opts *)ud)->bias;
+    return s->field == DF_MF(output);
+}
+
+/* KVs, then the tensors from the schema (gen_random_schema.c). */
+static int ds_write(ds_opts o) {
+    char vbuf[4096];
+    gr_default_vocab(&o.vocab, vbuf, sizeof vbuf);
+
+    int rc = DF_OK;
+    df_gguf_writer *w = df_gguf_writer_new(GR_ALIGN);
+    if (!w) return 1;
+    const char *A = "deepseek2";
+    char key[128];
+#define KU32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_u32(w, key, (uint32_t)(v)))
+#define KF32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_f32(w, key, (v)))
+    const int64_t H = o.n_embd, nh = o.n_head, dq = o.d_nope + o.d_rope;
+    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
+    char nm[64];
+    snprintf(nm, sizeof nm, "deltafin-random-deepseek2-%s", o.variant);
+    if ((rc = df_gguf_w_str(w, "general.architecture", A)) || (rc = df_gguf_w_str(w, "general.name", nm)) ||
+        (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
+        (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
+        (rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", H)) ||
+        (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", o.n_ff)) ||
+        (rc = KU32("attention.head_count", nh)) ||
+        (rc = KU32("attention.head_count_kv", o.legacy ? nh : 1)) ||
+        (rc = KU32("attention.key_length", o.legacy ? dq : o.kv_lora + o.d_rope)) ||
+        (rc = KU32("attention.value_length", o.legacy ? o.d_v : o.kv_lora)) ||
+        (!o.legacy && (rc = KU32("attention.key_length_mla", dq))) ||
+        (!o.legacy && (rc = KU32("attention.value_length_mla", o.d_v))) ||
+        (rc = KU32("attention.q_lora_rank", o.q_lora)) || (rc = KU32("attention.kv_lora_rank", o.kv_lora)) ||
+        (rc = KU32("rope.dimension_count", o.d_rope)) || (rc = KF32("rope.freq_base", o.rope_base)) ||
+        (rc = (snprintf(key, sizeof key, "%s.rope.scaling.type", A), df_gguf_w_str(w, key, "yarn"))) ||
+        (rc = KF32("rope.scaling.factor", o.yarn_factor)) ||
+        (rc = KU32("rope.scaling.original_context_length", 4096)) ||
+        (rc = KF32("rope.scaling.yarn_log_multiplier", o.yarn_log_mul)) ||
+        (o.hf_betas_keys && (rc = KF32("rope.scaling.yarn_beta_fast", o.beta_fast))) ||
+        (o.hf_betas_keys && (rc = KF32("rope.scaling.yarn_beta_slow", o.beta_slow))) ||
+        (rc = KF32("attention.layer_norm_rms_epsilon", 1e-6f)) ||
+        (rc = KU32("leading_dense_block_count", o.n_dense)) || (rc = KU32("expert_count", o.n_expert)) ||
+        (rc = KU32("expert_used_count", o.n_used)) || (rc = KU32("expert_shared_count", o.n_shared)) ||
+        (rc = KU32("expert_feed_forward_length", o.n_ff_exp)) || (rc = KF32("expert_weights_scale", o.scale)) ||
+        (rc = (snprintf(key, sizeof key, "%s.expert_weights_norm", A), df_gguf_w_bool(w, key, o.norm))) ||
+        (rc = KU32("expert_gating_func", o.gating)) || (rc = KU32("expert_group_count", o.groups)) ||
+        (rc = KU32("expert_group_used_count", o.groups_used)))
+        goto done;
+    int64_t n_vocab = 0;
+    if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
+#undef KU32
+#undef KF32
+    gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,
+                  .router_scale = o.router_scale, .mat_scale = 1.0f, .res_scale = 1.0f, .seed = o.seed,
+                  .sparse = o.sparse, .pad_end = !o.sparse, .has = ds_has, .want = ds_want, .ud = &o,
+                  .out = o.out};
+    df_hparams *hp = &g.hp;
+    hp->n_vocab = (int)n_vocab;
+    hp->n_embd = (int)H;
+    hp->n_layer = (int)o.n_layer;
+    hp->n_head = (int)nh;
+    hp->n_head_kv = o.legacy ? (int)nh : 1;
+    hp->n_rot = (int)o.d_rope;
+    hp->n_embd_head_k = (int)(o.legacy ? dq : o.kv_lora + o.d_rope);
+    hp->n_embd_head_v = (int)(o.legacy ? o.d_v : o.kv_lora);
+    hp->n_embd_head_k_mla = (int)dq;
+    hp->n_embd_head_v_mla = (int)o.d_v;
+    hp->is_mla = !o.legacy;
+    hp->n_lora_q = (int)o.q_lora;
+    hp->n_lora_kv = (int)o.kv_lora;
+    hp->n_ff = (int)o.n_ff;
+    hp->n_layer_dense_lead = (int)o.n_dense;
+    hp->n_expert = (int)o.n_expert;
+    hp->n_ff_exp = (int)o.n_ff_exp;
+    hp->n_expert_shared = (int)o.n_shared;
+    hp->n_ff_shexp = (int)(o.n_ff_exp * o.n_shared);
+    gr_stats st;
+    rc = gr_write_model(w, &g, &st);
+    if (!rc)
+        fprintf(stderr, "gen-random: wrote %s (deepseek2 %s, %s, %lld layers, n_embd %lld, vocab %lld from %s)\n",
+                o.out, o.variant, o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
+                (long long)o.n_layer, (long long)H, (long long)n_vocab, o.vocab);
+done:
+    df_gguf_writer_free(w);
+    if (rc) { fprintf(stderr, "gen-random: %s\n", df_errmsg()); return 1; }
+    return 0;
 }
 
 int df_gen_random_deepseek2(int argc, char **argv) {
@@ -243,128 +265,5 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         why = "groups must divide n-expert and 1 <= groups-used <= groups";
     if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
 
-    char vbuf[4096];
-    if (!o.vocab) {
-        const char *root = getenv("DELTAFIN_FIXTURES");
-        snprintf(vbuf, sizeof vbuf, "%s/models/tok512.bin", root ? root : "../shared/fixtures");
-        o.vocab = access(vbuf, R_OK) == 0 ? vbuf : "bytes";
-    }
-
-    int rc = DF_OK;
-    static ds_ctx x;
-    memset(&x, 0, sizeof x);
-    x.o = &o;
-    x.w = df_gguf_writer_new(32);
-    if (!x.w) return 1;
-    df_gguf_writer *w = x.w;
-    const char *A = "deepseek2";
-    char key[128];
-#define KU32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_u32(w, key, (uint32_t)(v)))
-#define KF32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_f32(w, key, (v)))
-    const int64_t H = o.n_embd, nh = o.n_head, dq = o.d_nope + o.d_rope;
-    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
-    char nm[64];
-    snprintf(nm, sizeof nm, "deltafin-random-deepseek2-%s", o.variant);
-    if ((rc = df_gguf_w_str(w, "general.architecture", A)) || (rc = df_gguf_w_str(w, "general.name", nm)) ||
-        (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
-        (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
-        (rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", H)) ||
-        (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", o.n_ff)) ||
-        (rc = KU32("attention.head_count", nh)) ||
-        (rc = KU32("attention.head_count_kv", o.legacy ? nh : 1)) ||
-        (rc = KU32("attention.key_length", o.legacy ? dq : o.kv_lora + o.d_rope)) ||
-        (rc = KU32("attention.value_length", o.legacy ? o.d_v : o.kv_lora)) ||
-        (!o.legacy && (rc = KU32("attention.key_length_mla", dq))) ||
-        (!o.legacy && (rc = KU32("attention.value_length_mla", o.d_v))) ||
-        (rc = KU32("attention.q_lora_rank", o.q_lora)) || (rc = KU32("attention.kv_lora_rank", o.kv_lora)) ||
-        (rc = KU32("rope.dimension_count", o.d_rope)) || (rc = KF32("rope.freq_base", o.rope_base)) ||
-        (rc = (snprintf(key, sizeof key, "%s.rope.scaling.type", A), df_gguf_w_str(w, key, "yarn"))) ||
-        (rc = KF32("rope.scaling.factor", o.yarn_factor)) ||
-        (rc = KU32("rope.scaling.original_context_length", 4096)) ||
-        (rc = KF32("rope.scaling.yarn_log_multiplier", o.yarn_log_mul)) ||
-        (o.hf_betas_keys && (rc = KF32("rope.scaling.yarn_beta_fast", o.beta_fast))) ||
-        (o.hf_betas_keys && (rc = KF32("rope.scaling.yarn_beta_slow", o.beta_slow))) ||
-        (rc = KF32("attention.layer_norm_rms_epsilon", 1e-6f)) ||
-        (rc = KU32("leading_dense_block_count", o.n_dense)) || (rc = KU32("expert_count", o.n_expert)) ||
-        (rc = KU32("expert_used_count", o.n_used)) || (rc = KU32("expert_shared_count", o.n_shared)) ||
-        (rc = KU32("expert_feed_forward_length", o.n_ff_exp)) || (rc = KF32("expert_weights_scale", o.scale)) ||
-        (rc = (snprintf(key, sizeof key, "%s.expert_weights_norm", A), df_gguf_w_bool(w, key, o.norm))) ||
-        (rc = KU32("expert_gating_func", o.gating)) || (rc = KU32("expert_group_count", o.groups)) ||
-        (rc = KU32("expert_group_used_count", o.groups_used)))
-        goto done;
-    int64_t n_vocab = 0;
-    if ((rc = gr_write_vocab(w, o.vocab, &n_vocab))) goto done;
-    if ((rc = KU32("vocab_size", n_vocab))) goto done;
-#undef KU32
-#undef KF32
-#define T(...) do { if ((rc = ds_tensor(&x, __VA_ARGS__))) goto done; } while (0)
-    T(DK_EMBD, 2, H, n_vocab, 1, "token_embd.weight");
-    for (int b = 0; b < (int)o.n_layer; b++) {
-        T(DK_NORM, 1, H, 1, 1, "blk.%d.attn_norm.weight", b);
-        if (o.q_lora > 0) {
-            T(DK_MAT, 2, H, o.q_lora, 1, "blk.%d.attn_q_a.weight", b);
-            T(DK_NORM, 1, o.q_lora, 1, 1, "blk.%d.attn_q_a_norm.weight", b);
-            T(DK_MAT, 2, o.q_lora, nh * dq, 1, "blk.%d.attn_q_b.weight", b);
-        } else {
-            T(DK_MAT, 2, H, nh * dq, 1, "blk.%d.attn_q.weight", b);
-        }
-        T(DK_MAT, 2, H, o.kv_lora + o.d_rope, 1, "blk.%d.attn_kv_a_mqa.weight", b);
-        T(DK_NORM, 1, o.kv_lora, 1, 1, "blk.%d.attn_kv_a_norm.weight", b);
-        if (o.legacy) {
-            T(DK_MAT, 2, o.kv_lora, nh * (o.d_nope + o.d_v), 1, "blk.%d.attn_kv_b.weight", b);
-        } else {
-            T(DK_MAT, 3, o.d_nope, o.kv_lora, nh, "blk.%d.attn_k_b.weight", b);
-            T(DK_MAT, 3, o.kv_lora, o.d_v, nh, "blk.%d.attn_v_b.weight", b);
-        }
-        T(DK_MAT, 2, nh * o.d_v, H, 1, "blk.%d.attn_output.weight", b);
-        T(DK_NORM, 1, H, 1, 1, "blk.%d.ffn_norm.weight", b);
-        if (b < o.n_dense) {
-            T(DK_MAT, 2, H, o.n_ff, 1, "blk.%d.ffn_gate.weight", b);
-            T(DK_MAT, 2, o.n_ff, H, 1, "blk.%d.ffn_down.weight", b);
-            T(DK_MAT, 2, H, o.n_ff, 1, "blk.%d.ffn_up.weight", b);
-        } else {
-            T(DK_ROUTER, 2, H, o.n_expert, 1, "blk.%d.ffn_gate_inp.weight", b);
-            if (o.bias) T(DK_BIAS, 1, o.n_expert, 1, 1, "blk.%d.exp_probs_b.bias", b);
-            if (o.fused) {
-                T(DK_MAT, 3, H, 2 * o.n_ff_exp, o.n_expert, "blk.%d.ffn_gate_up_exps.weight", b);
-                T(DK_MAT, 3, o.n_ff_exp, H, o.n_expert, "blk.%d.ffn_down_exps.weight", b);
-            } else {
-                T(DK_MAT, 3, H, o.n_ff_exp, o.n_expert, "blk.%d.ffn_gate_exps.weight", b);
-                T(DK_MAT, 3, o.n_ff_exp, H, o.n_expert, "blk.%d.ffn_down_exps.weight", b);
-                T(DK_MAT, 3, H, o.n_ff_exp, o.n_expert, "blk.%d.ffn_up_exps.weight", b);
-            }
-            if (o.n_shared > 0) {
-                T(DK_MAT, 2, H, o.n_ff_exp * o.n_shared, 1, "blk.%d.ffn_gate_shexp.weight", b);
-                T(DK_MAT, 2, o.n_ff_exp * o.n_shared, H, 1, "blk.%d.ffn_down_shexp.weight", b);
-                T(DK_MAT, 2, H, o.n_ff_exp * o.n_shared, 1, "blk.%d.ffn_up_shexp.weight", b);
-            }
-        }
-    }
-    T(DK_NORM, 1, H, 1, 1, "output_norm.weight");
-    T(DK_OUT, 2, H, n_vocab, 1, "output.weight");
-#undef T
-    if (o.sparse) {
-        uint64_t end = df_gguf_writer_data_start(w);
-        for (int i = 0; i < x.nt; i++) {
-            uint64_t e = df_gguf_writer_data_start(w) + df_gguf_writer_tensor_offset(w, i) + x.tbytes[i];
-            if (e > end) end = e;
-        }
-        int fd = open(o.out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) { rc = df_err(DF_ERR_IO, "%s: %s", o.out, strerror(errno)); goto done; }
-        rc = df_gguf_writer_write_header(w, fd);
-        if (!rc && ftruncate(fd, (off_t)end) != 0) rc = df_err(DF_ERR_IO, "%s: ftruncate: %s", o.out, strerror(errno));
-        if (close(fd) != 0 && !rc) rc = df_err(DF_ERR_IO, "%s: close: %s", o.out, strerror(errno));
-    } else {
-        rc = df_gguf_writer_save(w, o.out);
-    }
-    if (!rc)
-        fprintf(stderr, "gen-random: wrote %s (deepseek2 %s, %s, %lld layers, n_embd %lld, vocab %lld from %s)\n",
-                o.out, o.variant, o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
-                (long long)o.n_layer, (long long)H, (long long)n_vocab, o.vocab);
-done:
-    df_gguf_writer_free(w);
-    for (int i = 0; i < x.n; i++) free(x.bufs[i]);
-    free(x.bufs);
-    if (rc) { fprintf(stderr, "gen-random: %s\n", df_errmsg()); return 1; }
-    return 0;
+    return ds_write(o);
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 static void check_str(const char *s) {
-    if (s && !df_srv_utf8_ok(s, strlen(s))) abort();
+    if (s && deltafin_utf8_valid_prefix(s, strlen(s)) != strlen(s)) abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st) {
         if (st < 400 || st > 599 || st != e.status) abort();
         char *j = df_srv_error_json(&e);
-        if (!j || !df_srv_utf8_ok(j, strlen(j))) abort();
+        if (!j || deltafin_utf8_valid_prefix(j, strlen(j)) != strlen(j)) abort();
         cJSON *back = cJSON_Parse(j);
         if (!back) abort();
         cJSON_Delete(back);
@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         df_srv_req_free(&r);
     }
     char *san = df_srv_utf8_sanitize(body, len);
-    if (!san || !df_srv_utf8_ok(san, strlen(san))) abort();
+    if (!san || deltafin_utf8_valid_prefix(san, strlen(san)) != strlen(san)) abort();
     free(san);
     return 0;
 }

@@ -7,6 +7,7 @@
  * Properties: no crash; the count is the same with and without an output buffer; streamed
  * output is valid UTF-8; valid UTF-8 text round-trips through tokens (parse_special off). */
 #include "format/gguf.h"
+#include "base/utf8.h"
 #include "text/tokenizer.h"
 
 static const char *k_pres[] = {"gpt-2", "llama-bpe", "qwen2", "deepseek-v3", "kimi-k2", "gpt-4o",
@@ -72,14 +73,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         o += (size_t)r;
     }
     bool more;
-    DF_ASSERT(df_utf8_valid_prefix((const unsigned char *)g_out, o, &more) == o);
+    DF_ASSERT(df_utf8_valid_prefix(g_out, o, &more) == o);
 
     /* round trip: valid UTF-8 text, plain tokenization (pieces, not df_detokenize, whose
      * clean_spaces rules are lossy by design) */
     int dl = df_detokenize(t, g_ids, n, false, false, NULL, 0);
     DF_ASSERT(dl >= 0);
     if (!parse_special && !add_special && (size_t)dl < sizeof g_out &&
-        df_utf8_valid_prefix((const unsigned char *)text, len, &more) == len) {
+        df_utf8_valid_prefix(text, len, &more) == len) {
         bool spm = df_tokenizer_type(t) == DF_TOK_SPM;
         bool has_lb = memmem(text, len, "\xE2\x96\x81", 3) != NULL; /* U+2581 decodes to ' ' (SPM) */
         if (!(spm && has_lb)) {

@@ -38,7 +38,20 @@ const char *deltafin_status_str(int status);
 /* The build: version and the git commit it was built from ("unknown" outside a checkout). */
 const char *deltafin_commit(void);
 
+/* One-time process setup (tables, CPU detection). Optional: every entry point that needs it
+ * calls it; idempotent and thread-safe. */
+void deltafin_init(void);
+/* Record `fmt` as the calling thread's error detail (deltafin_errmsg) and return `status`:
+ * for applications that report their own failures through the same channel as the library.
+ * The arguments may include deltafin_errmsg() itself (to add context in front of it). */
+int deltafin_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The kernel table in use: "avx512", "avx2", "neon" or "ref". */
+const char *deltafin_kernel_isa(void);
+
 /* ---- small utilities the tools share ---------------------------------------------------- */
+/* Read a whole (small) file: configs, prompts. *data is malloc'ed and NUL-terminated (caller
+ * frees); DELTAFIN_ERR_IO naming the path. */
+int deltafin_read_file(const char *path, char **data, size_t *len);
 /* "16G", "512M", "1.5GiB", "4096" -> bytes. DELTAFIN_ERR_INVALID with a message if malformed. */
 int deltafin_parse_size(const char *s, uint64_t *out);
 /* "1.5 GiB"; returns buf. */
@@ -79,7 +92,17 @@ typedef struct {
     const char *hot_file;   /* pin the most used experts ("layer expert count" lines, from
                              * `deltafin profile`), or NULL */
     const char *preload;    /* pin these experts ("L:E,L:E,..."), or NULL */
-    bool mlock;             /* mlock the dense weights */
+    /* What the memory plan reserves for (docs/streaming.md "memory plan"): KV cache for n_seq
+     * sequences of n_ctx tokens and scratch for prompt chunks of n_batch tokens. With a
+     * mem_limit, contexts beyond that are refused (deltafin_ctx_create), so the process stays
+     * inside the limit; under memory pressure the plan may choose smaller prompt chunks
+     * (deltafin_plan.n_batch; same tokens). 0 = defaults: min(training context, 4096), 512, 1. */
+    int n_ctx;
+    int n_batch;
+    int n_seq;
+    bool mlock;             /* lock the resident weights, the expert cache and the dense layer
+                             * buffers in RAM (llama.cpp's --mlock); load fails with a message
+                             * naming RLIMIT_MEMLOCK when the kernel refuses */
     bool progress;          /* log load progress (info level) */
     /* Load progress callback, called after each tensor is read (tools draw a bar with it);
      * done and total are bytes to read at load. NULL = none. */
@@ -116,6 +139,10 @@ typedef struct {
     uint64_t dense_global_bytes; /* always resident (embeddings, output, norms, routers) */
     uint64_t dense_layers_bytes; /* matrices of the resident layers */
     uint64_t dense_read_per_token; /* dense bytes read per forward pass */
+    /* what it reserves for */
+    int n_ctx;                   /* KV per sequence */
+    int n_batch;                 /* prompt tokens per forward step (may be below the request) */
+    int n_seq;                   /* sequences (contexts, server slots) */
 } deltafin_plan;
 /* DELTAFIN_OK; a model whose experts are resident has experts_stream false and no slots. */
 int deltafin_model_plan(const deltafin_model *m, deltafin_plan *out);
@@ -124,6 +151,24 @@ const char *deltafin_model_plan_str(const deltafin_model *m, char *buf, size_t c
 /* One line on the dense layers: "dense: 3 of 8 layers resident (...), 5 streamed through 2
  * buffers of ..." or "dense: all 8 layers resident (...)". */
 const char *deltafin_plan_dense_str(const deltafin_plan *p, char *buf, size_t cap);
+
+/* Where the memory went, now: what each part of the plan holds and the process's RSS (`run -v`
+ * prints it as "budget use"). other = peak RSS - the parts (code, libraries, the tokenizer, I/O
+ * and thread buffers, allocator slack; what the plan's overhead term stands for). */
+typedef struct {
+    uint64_t dense_bytes;        /* resident dense weights + dense layer buffers */
+    uint64_t experts_bytes;      /* resident routed experts (when they do not stream) */
+    uint64_t cache_bytes;        /* the expert cache */
+    uint64_t kv_bytes;           /* KV cache + recurrent state of the live contexts */
+    uint64_t scratch_bytes;      /* their scratch */
+    uint64_t rss_bytes, peak_rss_bytes;
+    uint64_t plan_bytes;         /* what the plan assigned (its limit minus what it left free) */
+    uint64_t limit;              /* the plan's limit */
+} deltafin_memory_use;
+void deltafin_model_memory_use(const deltafin_model *m, deltafin_memory_use *out);
+/* One line: "budget use: dense X, cache X, KV X, scratch X, other X = peak RSS X of the plan's X
+ * (limit X)". */
+const char *deltafin_memory_use_str(const deltafin_memory_use *u, char *buf, size_t cap);
 
 /* Streaming statistics of a model (all contexts together; cumulative since load). */
 typedef struct {
@@ -164,16 +209,14 @@ int deltafin_model_layer_stats(const deltafin_model *m, int layer, uint64_t *hit
                                uint64_t *wait_ns);
 int deltafin_model_n_layer(const deltafin_model *m);
 int deltafin_model_n_expert(const deltafin_model *m);
-/* Bytes of all weight tensors as stored (dense + routed experts). */
-uint64_t deltafin_model_size(const deltafin_model *m);
-/* The kernel table in use: "ref", "avx2", "avx512", "neon" (DELTAFIN_ISA forces one). */
-const char *deltafin_kernels_name(void);
 
 int deltafin_model_n_vocab(const deltafin_model *m);
 int deltafin_model_n_ctx_train(const deltafin_model *m);
 const char *deltafin_model_arch(const deltafin_model *m);
 /* Value of a string metadata key (e.g. "general.name"), NULL if absent. */
 const char *deltafin_model_meta_str(const deltafin_model *m, const char *key);
+/* Bytes of all weight tensors as stored (dense + every routed expert in the file). */
+uint64_t deltafin_model_size(const deltafin_model *m);
 
 /* ---- vocabulary ---------------------------------------------------------------------- */
 /* Tokenize text. add_special: add BOS/EOS as the model's tokenizer says. parse_special:
@@ -187,6 +230,68 @@ int deltafin_token_to_piece(const deltafin_model *m, int32_t id, bool special, c
 bool deltafin_token_is_eog(const deltafin_model *m, int32_t id);
 int32_t deltafin_token_bos(const deltafin_model *m); /* -1 if none */
 int32_t deltafin_token_eos(const deltafin_model *m);
+
+/* The vocabulary on its own (llama.cpp's llama_vocab): a model's, or one loaded from the
+ * tokenizer keys of a GGUF without its tensors (a vocab-only file is enough). Immutable;
+ * every function is thread-safe. */
+typedef struct deltafin_vocab deltafin_vocab;
+/* NULL if the model has no tokenizer; valid while the model lives. */
+const deltafin_vocab *deltafin_model_vocab(const deltafin_model *m);
+/* pre_override: use this pre-tokenizer instead of the file's tokenizer.ggml.pre (testing),
+ * or NULL. */
+int deltafin_vocab_load(const char *path, const char *pre_override, deltafin_vocab **out);
+void deltafin_vocab_free(deltafin_vocab *v);
+/* As deltafin_tokenize / deltafin_token_to_piece. */
+int deltafin_vocab_tokenize(const deltafin_vocab *v, const char *text, size_t len, bool add_special,
+                            bool parse_special, int32_t *ids, int cap);
+/* One pass into a malloc'ed array (*ids, caller frees; NULL when empty): the count or < 0. */
+int deltafin_vocab_tokenize_alloc(const deltafin_vocab *v, const char *text, size_t len,
+                                  bool add_special, bool parse_special, int32_t **ids);
+int deltafin_vocab_token_to_piece(const deltafin_vocab *v, int32_t id, bool special, char *buf, int cap);
+typedef struct {
+    const char *type;       /* "SPM" (sentencepiece) or "BPE" (byte-level BPE) */
+    const char *pre;        /* pre-tokenizer in use ("" for SPM) */
+    int n_tokens;
+    int32_t bos, eos;       /* -1 if none */
+    int n_eog;              /* end-of-generation ids */
+    bool add_bos, add_eos;  /* what add_special adds */
+} deltafin_vocab_info;
+void deltafin_vocab_get_info(const deltafin_vocab *v, deltafin_vocab_info *out);
+/* ---- streaming detokenizer --------------------------------------------------------------
+ * Turns generated token ids into text that is always whole, valid UTF-8, one token at a
+ * time: the bytes of a character split across tokens are held back until it completes, and
+ * bytes that can never form a character become U+FFFD (one per maximal invalid subpart, as
+ * Python's errors="replace"). Concatenating every push and the final flush gives the
+ * sanitized concatenation of the tokens' pieces.
+ *
+ *   deltafin_detok *d = deltafin_detok_create(m, false);
+ *   for each generated id: n = deltafin_detok_push(d, id, &text); write(text, n);
+ *   at the end:            n = deltafin_detok_flush(d, &text);      write(text, n);
+ *   deltafin_detok_free(d);
+ *
+ * special: render control tokens' text (e.g. "<|im_end|>") instead of nothing.
+ * push / flush return the number of bytes ready (>= 0; 0 when a character is still
+ * incomplete) and point *text at them, or < 0 (an id outside the vocabulary; the state is
+ * unchanged). The bytes live in the detokenizer and stay valid until its next call; they are
+ * not NUL-terminated. No allocation after create. A detokenizer is one stream, used by one
+ * thread at a time; reset starts a new stream (e.g. the next request) without reallocating.
+ * create returns NULL (deltafin_errmsg() says why) when the model has no tokenizer or memory
+ * is short. The model must outlive the detokenizer. */
+typedef struct deltafin_detok deltafin_detok;
+deltafin_detok *deltafin_detok_create(const deltafin_model *m, bool special);
+int deltafin_detok_push(deltafin_detok *d, int32_t id, const char **text);
+int deltafin_detok_flush(deltafin_detok *d, const char **text);
+void deltafin_detok_reset(deltafin_detok *d);
+void deltafin_detok_free(deltafin_detok *d);
+
+/* ---- UTF-8 ------------------------------------------------------------------------------- */
+/* Length of the longest prefix of s[0..n) made of complete, valid UTF-8 sequences (RFC 3629:
+ * no overlong forms, surrogates or code points above U+10FFFF); s is valid iff it is n. */
+size_t deltafin_utf8_valid_prefix(const char *s, size_t n);
+/* Copy s[0..n) to out with every maximal invalid subpart replaced by U+FFFD, so the result
+ * is valid UTF-8 (the same replacement as the streaming detokenizer). out needs 3 * n bytes;
+ * it is not NUL-terminated. Returns the bytes written. */
+size_t deltafin_utf8_sanitize(const char *s, size_t n, char *out);
 
 /* ---- chat -------------------------------------------------------------------------------- */
 typedef struct {
@@ -274,6 +379,71 @@ void deltafin_sampler_accept(deltafin_sampler *s, int32_t id);
 /* Probability of the chosen token and top alternatives of the last sample() (for logprobs):
  * fills up to n (id, logprob) pairs sorted by probability, returns the count. */
 int deltafin_sampler_top(const deltafin_sampler *s, int n, int32_t *ids, float *logprobs);
+
+/* ---- tensor types ------------------------------------------------------------------------ */
+/* GGUF (ggml) type ids: "Q4_K", "q8_0", "F16" ... -> id; DELTAFIN_ERR_INVALID naming it. */
+int deltafin_type_from_name(const char *name);
+const char *deltafin_type_name(int type);  /* "?" for an unknown id */
+int deltafin_type_count(void);             /* ids are 0 .. count - 1 */
+bool deltafin_type_can_quantize(int type); /* a quantizer exists (deltafin_quantize targets) */
+
+/* ---- model files: quantize, pack, verify ------------------------------------------------- */
+/* Convert a GGUF's weight matrices to other types, tensor by tensor (memory: one chunk of rows,
+ * not the model), as llama-quantize chooses them: only >= 2-D tensors named *weight are
+ * converted; norms, routers (ffn_gate_inp), position/token-type embeddings and 1-D tensors are
+ * copied; without `pure` the output matrix gets Q6_K (Q8_0 when type is Q8_0); rows whose length
+ * is not a multiple of the block size fall back as llama-quantize's do. Writes OUT.tmp and
+ * renames it on success (nothing named OUT on failure). */
+typedef struct {
+    int n_threads;          /* <= 0: all cores */
+    int type;               /* the target type (deltafin_type_from_name) */
+    int type_experts;       /* 3-D weights: routed experts, deepseek2 attn_k_b/v_b; < 0: type */
+    int type_dense;         /* every other weight matrix; < 0: type */
+    int output_type;        /* output.weight; < 0: Q6_K (Q8_0 if type is Q8_0) unless pure */
+    bool pure;              /* no special type for the output matrix */
+    /* called as tensors are read (bytes of the input done / total); NULL = none */
+    void (*progress_cb)(void *ud, const char *tensor, uint64_t done, uint64_t total);
+    void *progress_ud;
+} deltafin_quantize_params;
+typedef struct { int n_converted, n_copied; uint64_t bytes_in; } deltafin_quantize_result;
+deltafin_quantize_params deltafin_quantize_default_params(void);
+/* DELTAFIN_ERR_INVALID for a type that cannot be a target (before anything is opened);
+ * DELTAFIN_ERR_UNSUPPORTED for a tensor that cannot be converted; I/O and format errors name
+ * the file. res may be NULL. */
+int deltafin_quantize(const char *in_path, const char *out_path, const deltafin_quantize_params *p,
+                      deltafin_quantize_result *res);
+
+/* Rewrite a model into the expert-major streaming layout (docs/pack-format.md): one 4 KiB-
+ * aligned record per (layer, expert) with an XXH64 checksum. Writes OUT.tmp, renamed when
+ * complete. The packer draws its own progress on stderr (bar or lines). */
+enum { DELTAFIN_PROGRESS_NONE = 0, DELTAFIN_PROGRESS_BAR = 1, DELTAFIN_PROGRESS_LINES = 2 };
+typedef struct {
+    int progress;           /* DELTAFIN_PROGRESS_* */
+    uint64_t fail_after;    /* testing: fail after this many records (0 = never) */
+} deltafin_pack_params;
+int deltafin_pack(const char *in_path, const char *out_path, const deltafin_pack_params *p);
+/* Read every record of a packed file and check its checksum; the first mismatch is
+ * DELTAFIN_ERR_CHECKSUM naming layer, expert, file and offset. */
+int deltafin_pack_check(const char *path, uint64_t *n_records);
+
+/* Open a GGUF (every part of a split model) and validate its header and tensor table; *packed
+ * says whether it is a packed model. */
+int deltafin_file_check(const char *path, bool *packed);
+/* One record of a packed model, as deltafin_pack_verify checked it. */
+typedef struct {
+    int layer, expert;
+    const char *path;       /* the file holding it */
+    uint64_t offset, nbytes;
+    int status;             /* DELTAFIN_OK, DELTAFIN_ERR_IO (unreadable) or DELTAFIN_ERR_CHECKSUM */
+    const char *error;      /* DELTAFIN_ERR_IO: what went wrong */
+    uint64_t xxh64, xxh64_expected;
+    uint64_t done, total;   /* record bytes checked so far / in the file */
+} deltafin_pack_record;
+/* Check every record (not only up to the first bad one); cb (may be NULL) sees each record
+ * after it was read and returns 0 to go on. Returns DELTAFIN_OK with the counts, or < 0 when
+ * the pack index itself is unusable. */
+int deltafin_pack_verify(const char *path, int (*cb)(void *ud, const deltafin_pack_record *r), void *ud,
+                         uint64_t *n_ok, uint64_t *n_bad);
 
 /* ---- several processes or machines: experts spread over MPI ranks (docs/distributed.md) ---
  * Under `mpirun -np N deltafin ...` rank 0 runs the command as usual and ranks 1..N-1 each

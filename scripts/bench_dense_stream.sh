@@ -18,6 +18,7 @@ for a in "$@"; do
     case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,15p "$0"; exit 0 ;; esac
 done
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 DIR=${DIR:-/tmp/dfbench}
 LIMIT=${LIMIT:-512M}
 N_GEN=${N_GEN:-8}
@@ -30,8 +31,10 @@ export DELTAFIN_PLAN_CTX=$CTX
 mkdir -p "$DIR"
 cp "$BIN" "$DIR/deltafin.dbench" || exit 1
 BIN="$DIR/deltafin.dbench"
+cp "$DEVBIN" "$DIR/deltafin-dev.dbench" || exit 1
+DEVBIN="$DIR/deltafin-dev.dbench"
 MODEL="$DIR/llama-${EMBD}-${FF}-${LAYERS}-q8.gguf"
-[ -f "$MODEL" ] || nice "$BIN" gen-random --arch llama --type q8_0 --n-embd $EMBD --n-layer $LAYERS --n-head $HEADS \
+[ -f "$MODEL" ] || nice "$DEVBIN" gen-random --arch llama --type q8_0 --n-embd $EMBD --n-layer $LAYERS --n-head $HEADS \
     --n-head-kv $KV --n-ff $FF --vocab bytes --seed 11 "$MODEL" >/dev/null || exit 1
 
 CG=/sys/fs/cgroup/memory/dfdense.$$

@@ -28,6 +28,7 @@ for a in "$@"; do
     case $a in --record) RECORD=1 ;; --quick) QUICK=1 ;; -h|--help) sed -n 2,24p "$0"; exit 0 ;; esac
 done
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 DIR=${DIR:-/tmp/dfbench}
 LIMIT=${LIMIT:-1G}
 LAYERS=${LAYERS:-5}
@@ -48,6 +49,8 @@ mkdir -p "$DIR"
 # private copy of the binary: a concurrent rebuild must not pull it away mid-benchmark
 cp "$BIN" "$DIR/deltafin.bench" || exit 1
 BIN="$DIR/deltafin.bench"
+cp "$DEVBIN" "$DIR/deltafin-dev.bench" || exit 1
+DEVBIN="$DIR/deltafin-dev.bench"
 EXPERT_TYPE=${EXPERT_TYPE:-q4_k}   # q8_0: skip the quantize step
 SRC="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q8.gguf"
 MODEL="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q4k.gguf"
@@ -61,7 +64,7 @@ avail_gb=$(df -P --block-size=1G "$DIR" | awk 'NR==2 {print $4}')
 
 if [ ! -f "$MODEL" ]; then
     echo "== generating $MODEL"
-    [ -f "$SRC" ] || nice "$BIN" gen-random --arch qwen3moe --type q8_0 --n-embd $EMBD --n-layer $LAYERS \
+    [ -f "$SRC" ] || nice "$DEVBIN" gen-random --arch qwen3moe --type q8_0 --n-embd $EMBD --n-layer $LAYERS \
         --n-head $HEADS --n-head-kv $KV --head-dim $HD --n-expert $N_EXPERT --n-expert-used 8 --n-ff-exp $FF \
         --vocab bytes --seed 9 "$SRC" || exit 1
     if [ "$MODEL" != "$SRC" ]; then

@@ -17,7 +17,7 @@ BEGIN {
     # module -> modules it may include (itself included)
     allow["base"]    = "base"
     allow["format"]  = "base format"
-    allow["kernels"] = "base kernels"
+    allow["kernels"] = "base format kernels"
     allow["model"]   = "base format kernels model"
     allow["weights"] = "base format kernels model weights"
     allow["forward"] = "base format kernels model weights forward"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # make_expected.sh — record llama.cpp's outputs for the end-to-end tests (tests/test_e2e.sh).
 # Needs a llama.cpp build (LLAMA_CPP, default /work/llama.cpp, with build/bin/llama-perplexity
-# and build/lib or build/bin/libllama.so) and build/deltafin (for gen-random). Writes:
+# and build/lib or build/bin/libllama.so), build/deltafin and build/deltafin-dev (gen-random).
+# Writes:
 #   tests/data/expected/random_models.tsv  name, gen-random arguments, sha256 of the file
 #   tests/data/expected/random_greedy.tsv  name, prompt, prompt ids, greedy ids, min gap, gaps
 #   tests/data/expected/random_ppl.tsv     name, llama-perplexity PPL (-c 128 -b 32)
@@ -24,6 +25,7 @@ LLAMA_CPP=${LLAMA_CPP:-/work/llama.cpp}
 FIX=${DELTAFIN_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 export DELTAFIN_FIXTURES="$FIX"
 DF=${DELTAFIN_BIN:-build/deltafin}
+DFDEV=${DELTAFIN_DEV_BIN:-build/deltafin-dev}
 EXP=tests/data/expected
 GAP_MIN=${GAP_MIN:-0.03}
 N_PREDICT=32
@@ -33,6 +35,7 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 mkdir -p "$EXP"
 cp "$DF" "$TMP/deltafin"   # a concurrent `make` may replace build/deltafin while this runs
 DF=$TMP/deltafin
+cp "$DFDEV" "$TMP/deltafin-dev" && DFDEV=$TMP/deltafin-dev
 
 LIBDIR=$LLAMA_CPP/build/bin
 [ -f "$LIBDIR/libllama.so" ] || LIBDIR=$LLAMA_CPP/build/lib

@@ -33,6 +33,7 @@ RECORD=0
 for a in "$@"; do case $a in --record) RECORD=1 ;; -h|--help) sed -n 2,30p "$0"; exit 0 ;; esac; done
 cd "$(dirname "$0")/.." || exit 1
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 DIR=${DIR:-/tmp/dfk3}
 N_LAYER=${N_LAYER:-3}
 LAYERS=${LAYERS:-KKM}
@@ -47,18 +48,20 @@ export DELTAFIN_PLAN_CTX=$CTX
 mkdir -p "$DIR"
 cp "$BIN" "$DIR/deltafin.k3" || exit 1
 BIN="$DIR/deltafin.k3"
+cp "$DEVBIN" "$DIR/deltafin-dev.k3" || exit 1
+DEVBIN="$DIR/deltafin-dev.k3"
 GEN="--arch kimi-k3 --preset k3 --type q4_k --expert-type mxfp4 --raw-experts --vocab bytes --seed 3"
 SPARSE="$DIR/k3-93L-sparse.gguf"
 MODEL="$DIR/k3-${N_LAYER}L-${LAYERS}.gguf"
 N_MOE=$((N_LAYER - 1))
 
-"$BIN" gen-random $GEN --sparse "$SPARSE" >/dev/null || exit 1
+"$DEVBIN" gen-random $GEN --sparse "$SPARSE" >/dev/null || exit 1
 if [ ! -f "$MODEL" ]; then
     need=$(( N_MOE * 16 + 4 ))
     avail=$(df -P --block-size=1G "$DIR" | awk 'NR==2 {print $4}')
     [ "$avail" -gt "$need" ] || { echo "project_k3: need ~${need} GB free in $DIR, have ${avail}"; exit 1; }
     echo "== generating $MODEL ($N_LAYER layers, $LAYERS)"
-    nice "$BIN" gen-random $GEN --n-layer $N_LAYER --layers $LAYERS "$MODEL.tmp" || exit 1
+    nice "$DEVBIN" gen-random $GEN --n-layer $N_LAYER --layers $LAYERS "$MODEL.tmp" || exit 1
     mv "$MODEL.tmp" "$MODEL"
 fi
 "$BIN" info -m "$MODEL" 2>/dev/null | sed -n '/memory plan/,/all resident/p'

@@ -1,8 +1,9 @@
 # record_lib.sh — shell functions shared by the scripts that record llama.cpp's outputs for the
 # tests (scripts/make_expected.sh, tests/data/expected/{deepseek2,kimi_k3}/make.sh). Sourced, not
-# run. The caller sets DF (deltafin), FIX (fixtures folder), PPL_BIN (llama-perplexity) and, for
-# quantized entries, LQ_BIN (llama-quantize) and HASH (build/tests/test_quant); check_seed also
-# needs TMP (with TMP/oracle and TMP/prompts), N_PREDICT and GAP_MIN.
+# run. The caller sets DF (deltafin), DFDEV (deltafin-dev, for gen-random), FIX (fixtures
+# folder), PPL_BIN (llama-perplexity) and, for quantized entries, LQ_BIN (llama-quantize) and
+# HASH (build/tests/test_quant); check_seed also needs TMP (with TMP/oracle and TMP/prompts),
+# N_PREDICT and GAP_MIN.
 
 # llama-perplexity -c 128 on tests/data/ppl_story.txt (FILE, extra options) -> its PPL. llama.cpp's
 # asynchronous logger occasionally loses the last lines at exit (and runs fail now and then
@@ -37,7 +38,7 @@ build_model() {
     case "$a" in
     *" | quantize "*)
         # shellcheck disable=SC2086
-        "$DF" gen-random ${a%% | quantize *} "$3.f32" 2>/dev/null </dev/null
+        "$DFDEV" gen-random ${a%% | quantize *} "$3.f32" 2>/dev/null </dev/null
         q=${a#* | quantize }
         # shellcheck disable=SC2086
         "$DF" quantize "$3.f32" "$3" $q -t 2 >/dev/null 2>&1 </dev/null
@@ -53,7 +54,7 @@ build_model() {
         rm -f "$3.f32" "$3.lq" ;;
     *)
         # shellcheck disable=SC2086
-        "$DF" gen-random $a "$3" 2>/dev/null </dev/null ;;
+        "$DFDEV" gen-random $a "$3" 2>/dev/null </dev/null ;;
     esac
 }
 

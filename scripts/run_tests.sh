@@ -3,6 +3,7 @@
 # closing line "N passed, N failed" (N = test programs). Exit status 1 if any failed.
 BUILD=${1:-build}
 export DELTAFIN_BIN="$(pwd)/$BUILD/deltafin"
+export DELTAFIN_DEV_BIN="$(pwd)/$BUILD/deltafin-dev"   # gen-random, convert-llama2c
 export DELTAFIN_BUILD="$BUILD"
 [ -n "$DELTAFIN_FIXTURES" ] || export DELTAFIN_FIXTURES="$(cd .. && pwd)/shared/fixtures"
 pass=0; fail=0; failed=""

@@ -4,12 +4,13 @@
 # llama-quantize (build 0.0.9749) outputs: `llama-quantize --pure m.gguf out.gguf TYPE 2` and
 # `llama-quantize m.gguf out.gguf MXFP4_MOE 2`; SHA-256 over tensor data, tensors sorted by name.
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 B=${DELTAFIN_BUILD:-build}
 HASH="$B/tests/test_quant --hash-tensors"
 T=$(mktemp -d) || exit 1
 trap 'rm -rf "$T"' EXIT
 fail=0
-"$BIN" gen-random --arch qwen3moe --n-embd 256 --n-ff-exp 256 --n-ff 512 --n-layer 2 --vocab bytes \
+"$DEVBIN" gen-random --arch qwen3moe --n-embd 256 --n-ff-exp 256 --n-ff 512 --n-layer 2 --vocab bytes \
     "$T/m.gguf" >/dev/null 2>&1 || { echo "quantize.sh: gen-random failed"; exit 1; }
 check() { # name expected-hash quantize-args...
     name=$1; want=$2; shift 2

@@ -1,7 +1,7 @@
-/* test_attn_gqa.c — df_attn_gqa (src/attn_gqa.c) on small deterministic inputs:
+/* test_attn_gqa.c — df_attn_gqa (src/forward/attn_gqa.c) on small deterministic inputs:
  *   1. every kernel set: close to a double-precision softmax attention (F16 Q and F16 V
  *      accumulation bound the error to a few 1e-3)
- *   2. avx512 with DELTAFIN_GGML_ORDER=1: bit-identical to llama.cpp's CPU flash attention
+ *   2. avx512: bit-identical to llama.cpp's CPU flash attention
  *      (ggml_flash_attn_ext, one-chunk path: decode and batches < 64 queries, GQA, MLA-like
  *      widths, sinks). The hashes below are FNV-1a over ggml's output floats in deltafin's
  *      [token][head][dim] order, recorded with a private harness against the llama.cpp build
@@ -93,7 +93,6 @@ static uint64_t run_case(df_pool *pool, const tcase *c, bool check_hash, bool f3
 }
 
 int main(void) {
-    setenv("DELTAFIN_GGML_ORDER", "1", 1);
     df_init();
     const tcase cases[] = {
         {72, 64, 4, 2, 40, 1, 2.0f, 0, 0x18ae0def7c8e19b8ull},   /* decode, GQA, DK % 64 = 8 */
@@ -101,7 +100,7 @@ int main(void) {
         {64, 64, 4, 4, 20, 3, 2.0f, 1, 0x940fb7cda4354985ull},   /* sinks */
         {576, 512, 16, 1, 40, 1, 1.0f, 0, 0x47642a9f0cf5f450ull}, /* DeepSeek-V3 MLA widths */
     };
-    const bool exact = !strcmp(df_kernels()->name, "avx512");
+    const bool exact = df_kernels()->isa == DF_ISA_AVX512;
     if (!exact) printf("test_attn_gqa: kernel set %s: ggml bit-parity hashes (AVX-512) not checked\n", df_kernels()->name);
     df_pool *pool = df_pool_create(2);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(pool, &cases[i], exact, false);

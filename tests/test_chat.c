@@ -182,6 +182,18 @@ static void test_snippets(void) {
 
 /* render a literal template with simple messages; returns malloc'ed output or NULL */
 static long long g_max_steps;
+/* df_chat_render_ex with the options as arguments */
+static int render_json(const char *tmpl, const char *msgs, const char *tools, bool agp, const char *bos,
+                       const char *eos, const char *extra, char **out) {
+    df_chat_opts o = {0};
+    o.add_generation_prompt = agp;
+    o.bos_token = bos;
+    o.eos_token = eos;
+    o.tools_json = tools;
+    o.extra_vars_json = extra;
+    return df_chat_render_ex(tmpl, msgs, &o, out);
+}
+
 static char *R(const char *tmpl, int *rc_out) {
     df_chat_opts o = {0};
     o.max_steps = g_max_steps;
@@ -312,13 +324,13 @@ static void test_errors(void) {
         for (int i = 0; i < 5000; i++) deep[n++] = ']';
         deep[n] = 0;
         char *out = NULL;
-        int rc = df_chat_render_json("{{ messages }}", deep, NULL, false, NULL, NULL, NULL, &out);
+        int rc = render_json("{{ messages }}", deep, NULL, false, NULL, NULL, NULL, &out);
         CHECK_EQ_INT(rc, DF_ERR_FORMAT);
         CHECK(out == NULL);
         free(deep);
-        rc = df_chat_render_json("x", "{not json", NULL, false, NULL, NULL, NULL, &out);
+        rc = render_json("x", "{not json", NULL, false, NULL, NULL, NULL, &out);
         CHECK_EQ_INT(rc, DF_ERR_FORMAT);
-        rc = df_chat_render_json("x", "[]", NULL, false, NULL, NULL, "[1]", &out);
+        rc = render_json("x", "[]", NULL, false, NULL, NULL, "[1]", &out);
         CHECK_EQ_INT(rc, DF_ERR_FORMAT);
     }
     /* output limit */
@@ -381,12 +393,48 @@ static void test_errors(void) {
             memcpy(buf, k3, cut);
             buf[cut] = 0;
             char *out = NULL;
-            int rc = df_chat_render_json(buf, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, true, NULL, NULL, NULL, &out);
+            int rc = render_json(buf, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, true, NULL, NULL, NULL, &out);
             if (rc < 0) n_err++;
             free(out);
         }
         CHECK(n_err > 0);
         free(buf);
+    }
+}
+
+/* JSON inputs read as Python's json.loads: number kinds survive, strictness as Python's */
+static void test_json_input(void) {
+    static const struct { const char *vars, *want; } ok[] = {
+        {"{\"a\": 2, \"b\": 2.0, \"c\": 1e2, \"d\": -0, \"e\": 12345678901234567890}",
+         "2|2.0|100.0|0|1.2345678901234567e+19|True False False"},
+        {"{\"a\": [1, {\"x\": 1.5}], \"b\": \"\\u00e9\\ud83d\\ude00\", \"c\": null, \"d\": true, \"e\": false}",
+         "[1, {'x': 1.5}]|\xc3\xa9\xf0\x9f\x98\x80|None|True|False|False False False"},
+        {"{\"a\": 1, \"a\": 3, \"b\": \"\", \"c\": {}, \"d\": [], \"e\": 0.5}", "3||{}|[]|0.5|True False False"},
+    };
+    const char *tmpl = "{{ a }}|{{ b }}|{{ c }}|{{ d }}|{{ e }}|{{ a is integer }} {{ b is integer }} {{ c is integer }}";
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        df_chat_opts o = {0};
+        o.extra_vars_json = ok[i].vars;
+        char *out = NULL;
+        int rc = df_chat_render_ex(tmpl, "[]", &o, &out);
+        CHECK_MSG(rc == 0 && out && !strcmp(out, ok[i].want), "%s -> %d \"%s\" (%s), want \"%s\"", ok[i].vars, rc,
+                  out ? out : "", rc ? df_errmsg() : "", ok[i].want);
+        free(out);
+    }
+    static const struct { const char *vars, *needle; } bad[] = {
+        {"{\"a\": 1.}", "bad number at offset 8"},   {"{\"a\": -.5}", "bad number"},
+        {"{\"a\": \"x\ty\"}", "control character"}, {"{\f\"a\": 1}", "unexpected character"},
+        {"{\"a\": 1,}", "syntax error"},             {"{\"a\": 1} x", "syntax error"},
+        {"[1]", "must be an object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        df_chat_opts o = {0};
+        o.extra_vars_json = bad[i].vars;
+        char *out = NULL;
+        int rc = df_chat_render_ex("x", "[]", &o, &out);
+        CHECK_MSG(rc == DF_ERR_FORMAT && !out && strstr(df_errmsg(), bad[i].needle), "%s -> %d (%s)", bad[i].vars, rc,
+                  df_errmsg());
+        free(out);
     }
 }
 
@@ -402,7 +450,7 @@ static void test_helpers(void) {
                   "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}}]},"
                   "{\"role\":\"tool\",\"content\":\"42\",\"tool_call_id\":\"call_1\",\"name\":\"f\"}]");
     char *out = NULL;
-    CHECK_EQ_INT(df_chat_render_json(df_chat_builtin_template("chatml"), js, NULL, true, NULL, NULL, NULL, &out), DF_OK);
+    CHECK_EQ_INT(render_json(df_chat_builtin_template("chatml"), js, NULL, true, NULL, NULL, NULL, &out), DF_OK);
     CHECK_STR(out, "<|im_start|>system\nbe nice<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n"
                    "<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n");
     free(out);
@@ -421,7 +469,10 @@ static void test_helpers(void) {
     CHECK_EQ_INT(df_chat_render_msgs("ignored", "llama3", &u, 1, NULL, true, "<|begin_of_text|>", NULL, NULL, &out), DF_OK);
     CHECK(out && !strncmp(out, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>", 58));
     free(out);
-    CHECK_EQ_INT(df_chat_render_msgs(NULL, "nope", &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_ERR_NOTFOUND);
+    CHECK_EQ_INT(df_chat_render_msgs(NULL, "nope", &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_ERR_INVALID);
+    CHECK_EQ_INT(df_chat_render_msgs("", "", &u, 1, NULL, true, NULL, NULL, NULL, &out), DF_OK); /* "" = none: ChatML */
+    CHECK_STR(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    free(out);
     CHECK_EQ_INT(df_chat_render_msgs(NULL, "qwen3", &u, 1, NULL, true, NULL, NULL, "{\"enable_thinking\":false}", &out), DF_OK);
     CHECK_STR(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     free(out);
@@ -441,6 +492,7 @@ int main(void) {
     test_snippets();
     test_semantics();
     test_errors();
+    test_json_input();
     test_helpers();
     TEST_MAIN_END("test_chat");
 }

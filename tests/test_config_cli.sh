@@ -3,15 +3,18 @@
 # override them, and a bad file fails before anything loads with FILE:LINE in the message.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 T=$(mktemp -d /tmp/df_test_cfg.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cp "$BIN" "$T/deltafin" || { echo "test_config_cli: no binary $BIN"; exit 1; }
 BIN="$T/deltafin"
+cp "$DEVBIN" "$T/deltafin-dev" || { echo "test_config_cli: no binary $DEVBIN"; exit 1; }
+DEVBIN="$T/deltafin-dev"
 fail=0
 ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
 
-"$BIN" gen-random --arch qwen3moe --n-layer 2 --vocab bytes --seed 3 "$T/m.gguf" >/dev/null 2>&1 ||
+"$DEVBIN" gen-random --arch qwen3moe --n-layer 2 --vocab bytes --seed 3 "$T/m.gguf" >/dev/null 2>&1 ||
     { echo "test_config_cli: gen-random failed"; exit 1; }
 toks() { "$BIN" run --json -n 12 -p "Hello there, config" -t 1 "$@" 2>"$T/err" | grep -o '"tokens":\[[0-9,]*\]'; }
 

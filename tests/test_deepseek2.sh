@@ -32,11 +32,13 @@ tmp = tempfile.mkdtemp(prefix="df_ds2_")
 sys.path.insert(0, "tests/lib")
 from dfcheck import Checker
 C = Checker("deepseek2", BIN, env)
-report, run, last, read_tsv, greedy, ppl = C.report, C.run, C.last, C.read_tsv, C.greedy, C.ppl
+report, run, run_dev, last, read_tsv, greedy, ppl = C.report, C.run, C.run_dev, C.last, C.read_tsv, C.greedy, C.ppl
 
 try:
     shutil.copy2(BIN, os.path.join(tmp, "deltafin"))  # a concurrent make may relink BIN
     BIN = C.bin = os.path.join(tmp, "deltafin")
+    shutil.copy2(C.dev, os.path.join(tmp, "deltafin-dev"))
+    C.dev = os.path.join(tmp, "deltafin-dev")
     models = read_tsv(f"{EXP}/models.tsv")
     greedy_rows = read_tsv(f"{EXP}/greedy.tsv")
     ppl_rows = read_tsv(f"{EXP}/ppl.tsv")
@@ -47,12 +49,12 @@ try:
         f = os.path.join(tmp, name + ".gguf")
         if " | quantize " in args:
             g, q = args.split(" | quantize ")
-            rc, _, err = run(["gen-random"] + g.replace("@FIX@", FIX).split() + [f + ".f32"])
+            rc, _, err = run_dev(["gen-random"] + g.replace("@FIX@", FIX).split() + [f + ".f32"])
             if rc == 0:
                 rc, _, err = run(["quantize", f + ".f32", f] + q.split() + ["-t", "2"])
             if os.path.exists(f + ".f32"): os.unlink(f + ".f32")
         else:
-            rc, _, err = run(["gen-random"] + args.replace("@FIX@", FIX).split() + [f])
+            rc, _, err = run_dev(["gen-random"] + args.replace("@FIX@", FIX).split() + [f])
         if rc != 0:
             report(False, f"{name} build", last(err))
             continue
@@ -115,7 +117,7 @@ try:
         report(got is not None and abs(got - want) <= 0.005 * want, "info legacy KV bytes per token (3 x 4 heads x (48 + 32) x 2)", f"got {got}, want {want}")
     # 5b. a Kimi-K2-shaped file (header + hole, ~1 TB apparent size, no disk use)
     k2 = os.path.join(tmp, "k2-shape.gguf")
-    rc, _, err = run(["gen-random", "--arch", "deepseek2", "--preset", "kimi-k2", "--sparse", "--type", "q8_0",
+    rc, _, err = run_dev(["gen-random", "--arch", "deepseek2", "--preset", "kimi-k2", "--sparse", "--type", "q8_0",
                       "--vocab", "bytes", k2])
     if rc:
         report(False, "Kimi-K2-shaped sparse file", last(err))

@@ -61,7 +61,8 @@ MQ=models/demo-moe-q8_0.gguf
 P="Once upon a time"
 LMIN=
 if "$BIN" run --help 2>&1 | grep -q -- "--mem-limit"; then
-    accepts() { "$BIN" run -m "$MQ" -p "$P" -n 1 --temp 0 --mem-limit "$1" >/dev/null 2>&1; }
+    # -b 512: the prompt in one chunk at every limit (the plan keeps a chunk asked for)
+    accepts() { "$BIN" run -m "$MQ" -p "$P" -n 1 --temp 0 -b 512 --mem-limit "$1" >/dev/null 2>&1; }
     lo=0; hi=1073741824
     if accepts $hi; then
         while [ $((hi - lo)) -gt 4096 ]; do
@@ -88,7 +89,7 @@ else
     printf '0 3 39\n0 11 44\n1 15 42\n1 9 43\n2 11 42\n2 10 44\n3 10 32\n3 7 36\n4 7 38\n4 9 38\n' >"$TMP/cold"
     LIM=$((LMIN + 12 * 61440))   # 10 pinned slots + the unpinned minimum
     for set in hot cold; do
-        "$BIN" run -m "$MQ" -p "$P" -n 200 --temp 0 --json --mem-limit $LIM --hot "$TMP/$set" \
+        "$BIN" run -m "$MQ" -p "$P" -n 200 --temp 0 --json -b 512 --mem-limit $LIM --hot "$TMP/$set" \
             >"$TMP/u_$set" 2>"$TMP/err" || fail "expert usage: run with --hot $set failed: $(tail -n 1 "$TMP/err")"
     done
     hh=$(field "$TMP/u_hot" expert_hits); hc=$(field "$TMP/u_cold" expert_hits)

@@ -5,16 +5,19 @@
 # and the store's engine is the profile's). Control: with an empty profile run does measure.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 T=$(mktemp -d /tmp/df_test_doctor.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cp "$BIN" "$T/deltafin" || { echo "test_doctor: no binary $BIN"; exit 1; }
 BIN="$T/deltafin"
+cp "$DEVBIN" "$T/deltafin-dev" || { echo "test_doctor: no binary $DEVBIN"; exit 1; }
+DEVBIN="$T/deltafin-dev"
 fail=0
 ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
 
 # > 4 expert reads (io auto ignores tiny files): 3 layers x 16 experts x 3 x 512 KiB = 72 MiB
-"$BIN" gen-random --arch qwen3moe --n-embd 256 --n-layer 3 --n-expert 16 --n-ff-exp 512 --vocab bytes \
+"$DEVBIN" gen-random --arch qwen3moe --n-embd 256 --n-layer 3 --n-expert 16 --n-ff-exp 512 --vocab bytes \
     "$T/m.gguf" >/dev/null 2>&1 || { echo "test_doctor: gen-random failed"; exit 1; }
 echo "dev=9999:9 probe=4096 engine=mmap" >"$T/prof"
 
@@ -53,7 +56,7 @@ else bad "mem-limit estimate: $(sed -n '/expected speed/,$p' "$T/out")"; fi
 # a fully written model gets no sparse warning; a sparse one (holes read at memory speed) does,
 # and a K3-shaped sparse file whose dense part exceeds the limit shows the dense streaming plan
 grep -q "is sparse" "$T/out" && bad "sparse warning on a fully written file" || ok "no sparse warning on a real file"
-"$BIN" gen-random --arch kimi-k3 --preset k3 --type q4_k --expert-type mxfp4 --sparse --vocab bytes "$T/k3.gguf" >/dev/null 2>&1 &&
+"$DEVBIN" gen-random --arch kimi-k3 --preset k3 --type q4_k --expert-type mxfp4 --sparse --vocab bytes "$T/k3.gguf" >/dev/null 2>&1 &&
 DELTAFIN_IO_PROFILE="$T/prof" "$BIN" doctor --seconds 0.3 --no-save --mem-limit 22G "$T/k3.gguf" >"$T/k3out" 2>&1 &&
     grep -q "is sparse" "$T/k3out" && grep -q "dense: .* streamed through" "$T/k3out" &&
     ok "sparse K3-shaped file: warning + dense streaming plan" || bad "K3 doctor: $(tail -n 12 "$T/k3out")"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # test_e2e.sh — end-to-end checks of `deltafin` against outputs recorded from reference
 # engines (how they were made: docs/testing.md, scripts/make_expected.sh). No llama.cpp needed.
-#   1. convert-llama2c stories260K + `deltafin run --temp 0` = llama2.c run.c's text and ids
-#   2. gen-random rebuilds the recorded random models bit for bit (sha256)
+#   1. `deltafin-dev convert-llama2c` stories260K + `deltafin run --temp 0` = llama2.c run.c's
+#      text and ids
+#   2. `deltafin-dev gen-random` rebuilds the recorded random models bit for bit (sha256)
 #   3. greedy ids of `deltafin run --json --temp 0 -n 32` = llama.cpp's, for 5 archs x 3 types,
 #      and Q4_K / MXFP4-expert models (qwen3moe, Mixtral-style) made by `deltafin quantize`
 #      (tensor data = llama-quantize's --pure Q4_K / MXFP4_MOE, checked when recorded)
@@ -17,6 +18,7 @@ exec "$PY" - "$@" <<'PYEOF'
 import hashlib, json, os, re, shutil, subprocess, sys, tempfile
 
 BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
+DEV = os.environ.get("DELTAFIN_DEV_BIN") or os.path.abspath("build/deltafin-dev")  # gen-random, convert-llama2c
 FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
 EXP = "tests/data/expected"
 ONLY = os.environ.get("E2E_ONLY")
@@ -38,9 +40,9 @@ def report(kind, name, msg=""):
 def want(name):
     return not ONLY or re.search(ONLY, name)
 
-def run(args, timeout=TIMEOUT):
+def run(args, timeout=TIMEOUT, dev=False):
     try:
-        p = subprocess.run([BIN] + args, capture_output=True, env=env, timeout=timeout)
+        p = subprocess.run([DEV if dev else BIN] + args, capture_output=True, env=env, timeout=timeout)
         return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
         return 124, "", f"timed out after {timeout}s"
@@ -91,18 +93,21 @@ def parse_ppl(out, err):
     return float(m[-1]) if m else None
 
 try:
-    if not os.access(BIN, os.X_OK):
-        report("FAIL", "setup", f"{BIN} not found (build first)")
-        raise SystemExit
-    # a private copy: a concurrent `make` may replace the binary while the test runs
+    for b in (BIN, DEV):
+        if not os.access(b, os.X_OK):
+            report("FAIL", "setup", f"{b} not found (build first)")
+            raise SystemExit
+    # private copies: a concurrent `make` may replace the binaries while the test runs
     shutil.copy2(BIN, os.path.join(tmp, "deltafin"))
     BIN = os.path.join(tmp, "deltafin")
+    shutil.copy2(DEV, os.path.join(tmp, "deltafin-dev"))
+    DEV = os.path.join(tmp, "deltafin-dev")
 
     # ---- 1. llama2.c stories260K -------------------------------------------------------------
     s260 = os.path.join(tmp, "stories260K.gguf")
     if want("stories260K"):
         rc, out, err = run(["convert-llama2c", f"{FIX}/models/stories260K.bin",
-                            f"{FIX}/models/tok512.bin", s260])
+                            f"{FIX}/models/tok512.bin", s260], dev=True)
         if rc != 0:
             report("FAIL", "convert-llama2c stories260K", why(rc, err))
         else:
@@ -151,8 +156,8 @@ try:
             ("gen-random q8_0 row not a multiple of 32", ["gen-random", "--arch", "llama", "--type", "q8_0", "--n-embd", "48", bad_out], 1, "multiple of 32"),
             ("gen-random inconsistent heads", ["gen-random", "--arch", "llama", "--n-head", "4", "--n-head-kv", "3", bad_out], 2, "n-head"),
         ]
-        for name, args, want_rc, needle in cases:
-            rc, out, err = run(args)
+        for name, args, want_rc, needle in cases:  # all deltafin-dev commands
+            rc, out, err = run(args, dev=True)
             if rc != want_rc or needle not in err or os.path.exists(bad_out) or os.path.exists(bad_out + ".tmp"):
                 report("FAIL", f"bad input: {name}", f"exit {rc} (want {want_rc}), stderr {err.strip()[-120:]!r}")
             else:
@@ -171,13 +176,13 @@ try:
         args = m["gen_random_args"].replace("@FIX@", FIX)
         if " | quantize " in args:  # F32 from gen-random, then `deltafin quantize`
             g, q = args.split(" | quantize ")
-            rc, out, err = run(["gen-random"] + g.split() + [path + ".f32"])
+            rc, out, err = run(["gen-random"] + g.split() + [path + ".f32"], dev=True)
             if rc == 0:
                 rc, out, err = run(["quantize", path + ".f32", path] + q.split() + ["-t", "2"])
             if os.path.exists(path + ".f32"):
                 os.unlink(path + ".f32")
         else:
-            rc, out, err = run(["gen-random"] + args.split() + [path])
+            rc, out, err = run(["gen-random"] + args.split() + [path], dev=True)
         if rc != 0:
             report("FAIL", f"{name} gen-random", why(rc, err))
             continue

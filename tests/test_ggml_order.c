@@ -1,4 +1,4 @@
-/* test_ggml_order.c — ggml's float order for the MoE block (src/ops.c, DELTAFIN_GGML_ORDER=1):
+/* test_ggml_order.c — ggml's float order for the MoE block (the kernel table's row ops through forward/ops.c):
  * df_softmax_ggml (ggml_soft_max), df_swiglu_rows (ggml_swiglu) and df_gemm_f32_ggml
  * (ggml_mul_mat of F32 weights and >= 2 tokens, llamafile's tinyBLAS) on deterministic inputs.
  *   1. every kernel set: close to a double-precision reference (the exp approximation is
@@ -60,7 +60,7 @@ static float gemm_avx2_order(const float *w, const float *x, int n) {
 }
 
 static void run_set(const char *isa) {
-    const bool h512 = !strcmp(isa, "avx512"), h256 = !strcmp(isa, "avx2");
+    const bool h512 = df_kernels()->isa == DF_ISA_AVX512, h256 = df_kernels()->isa == DF_ISA_AVX2;
     for (size_t c = 0; c < sizeof SM / sizeof SM[0]; c++) {
         const vcase *k = &SM[c];
         const int64_t N = (int64_t)k->n * k->rows;
@@ -161,14 +161,13 @@ static void run_set(const char *isa) {
 }
 
 int main(void) {
-    setenv("DELTAFIN_GGML_ORDER", "1", 1);
     df_init();
     const char *sets[] = {"avx512", "avx2", "ref", "neon"};
     int checked = 0;
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
         if (df_kernels_select(sets[i]) != DF_OK) continue;
         run_set(sets[i]);
-        if (!strcmp(sets[i], "avx512") || !strcmp(sets[i], "avx2")) checked++;
+        if (df_kernels()->isa == DF_ISA_AVX512 || df_kernels()->isa == DF_ISA_AVX2) checked++;
     }
     if (!checked) printf("test_ggml_order: no avx512/avx2 kernel set here: ggml bit-parity hashes not checked\n");
     TEST_MAIN_END("test_ggml_order");

@@ -126,8 +126,8 @@ static double min_term_mag(int t, const void *w, int64_t n, const float *da) {
 }
 
 static int table_q8_variant(const df_kernel_table *k) {
-    if (!strcmp(k->name, "avx2") || !strcmp(k->name, "avx512")) return DF_Q8_X86;
-    if (!strcmp(k->name, "neon")) return DF_Q8_ARM;
+    if (k->isa == DF_ISA_AVX2 || k->isa == DF_ISA_AVX512) return DF_Q8_X86;
+    if (k->isa == DF_ISA_NEON) return DF_Q8_ARM;
     return DF_Q8_REF;
 }
 
@@ -275,7 +275,7 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     const int r8 = n_out % 8 == 0 && k->vec_dot_r8[t];
     /* F32 weights, a batch: llamafile's tinyBLAS order (ops.c) in ggml's order */
     float *Yt = NULL;
-    if (t == DF_TYPE_F32 && n_tok >= 2 && df_ggml_order() && df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok)) {
+    if (t == DF_TYPE_F32 && n_tok >= 2 && df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok)) {
         Yt = malloc(ldy * n_tok * 4);
         df_gemm_f32_ggml((const float *)W, n_in, 0, n_out, (const float *)act, n_in, (int)n_tok, Yt, ldy);
     }
@@ -328,6 +328,146 @@ static void test_dot4(const df_kernel_table *k, int t) {
         free(xw); free(xa); free(w); free(a);
     }
     CHECK_MSG(bad == 0, "%s: %s vec_dot4 differs from vec_dot in %d rows", k->name, ti->name, bad);
+}
+
+/* ------------------------------------------------------------------ float slots */
+
+/* relative difference, NaN-aware (both NaN = equal), |b| floored at tiny */
+static double rel_diff(float a, float b) {
+    if (isnan(a) && isnan(b)) return 0;
+    if (a == b) return 0;
+    return fabs((double)a - b) / fmax(fabs((double)b), 1e-30);
+}
+
+/* The float slots of table k against the reference table r: the row ops (ggml's vector exp is
+ * within a few ulp of libm's expf) and the F16 K·Q dot (another summation order) within
+ * tolerance; the F32-path attention loops, the F16 multiply-add and the KDA delta rule bit for
+ * bit (the same operations in every table); tinyBLAS's GEMM within tolerance of ref's dots. */
+static void test_float_slots(const df_kernel_table *k, const df_kernel_table *r) {
+    CHECK_MSG(k->softmax && k->swiglu && k->silu && k->attn_dot_f16 && k->attn_mad_f16 && k->attn_dot_f16_f32 &&
+                  k->attn_mad_f32 && k->kda_head && k->f32_epr > 0,
+              "%s: a mandatory float slot is empty", k->name);
+    enum { N = 4133 };
+    float *x = malloc(N * 4), *u = malloc(N * 4), *a = malloc(N * 4), *b = malloc(N * 4);
+    df_f16 *h1 = malloc(N * 2), *h2 = malloc(N * 2), *h3 = malloc(N * 2);
+    const int sizes[] = {1, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 200, 1000, N};
+    int bad_row = 0, bad_dot = 0, bad_exact = 0;
+    double worst_row = 0, worst_dot = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        const int n = sizes[si];
+        for (int rep = 0; rep < 3; rep++) {
+            const float amp = rep == 0 ? 1.0f : rep == 1 ? 8.0f : 40.0f;
+            for (int i = 0; i < n; i++) {
+                x[i] = rnd_normal() * amp;
+                u[i] = rnd_normal();
+                h1[i] = df_f32_to_f16(rnd_normal());
+                h2[i] = df_f32_to_f16(rnd_normal());
+                h3[i] = df_f32_to_f16(rnd_normal() * 0.1f);
+            }
+            /* row ops */
+            r->softmax(x, a, n);
+            k->softmax(x, b, n);
+            for (int i = 0; i < n; i++) {
+                if (a[i] < 1e-30f) continue; /* underflow: flushed differently (test_ggml_order) */
+                const double e = rel_diff(b[i], a[i]);
+                if (e > worst_row) worst_row = e;
+                bad_row += e > 1e-5;
+            }
+            memcpy(a, x, (size_t)n * 4);
+            memcpy(b, x, (size_t)n * 4);
+            r->swiglu(a, u, n);
+            k->swiglu(b, u, n);
+            for (int i = 0; i < n; i++) {
+                const double e = fabs((double)b[i] - a[i]) / (fabs((double)a[i]) + 1e-6);
+                if (e > worst_row) worst_row = e;
+                bad_row += e > 1e-5;
+            }
+            memcpy(a, x, (size_t)n * 4);
+            memcpy(b, x, (size_t)n * 4);
+            r->silu(a, n);
+            k->silu(b, n);
+            for (int i = 0; i < n; i++) {
+                const double e = fabs((double)b[i] - a[i]) / (fabs((double)a[i]) + 1e-6);
+                if (e > worst_row) worst_row = e;
+                bad_row += e > 1e-5;
+            }
+            /* attention dots: tolerance relative to sum |x_i y_i| */
+            double mag = 0;
+            for (int i = 0; i < n; i++) mag += fabs((double)df_f16_to_f32(h1[i]) * df_f16_to_f32(h2[i]));
+            const double e16 = fabs((double)k->attn_dot_f16(h1, h2, n) - r->attn_dot_f16(h1, h2, n)) / (mag + 1e-30);
+            if (e16 > worst_dot) worst_dot = e16;
+            bad_dot += e16 > 1e-6;
+            const float d32k = k->attn_dot_f16_f32(h1, x, n), d32r = r->attn_dot_f16_f32(h1, x, n);
+            bad_exact += memcmp(&d32k, &d32r, 4) != 0;
+            /* multiply-adds */
+            memcpy(a, u, (size_t)n * 4);
+            memcpy(b, u, (size_t)n * 4);
+            r->attn_mad_f32(a, h1, 0.37f * amp, n);
+            k->attn_mad_f32(b, h1, 0.37f * amp, n);
+            bad_exact += memcmp(a, b, (size_t)n * 4) != 0;
+            df_f16 *c1 = (df_f16 *)a, *c2 = (df_f16 *)b;
+            memcpy(c1, h3, (size_t)n * 2);
+            memcpy(c2, h3, (size_t)n * 2);
+            r->attn_mad_f16(c1, h2, 0.61f, n);
+            k->attn_mad_f16(c2, h2, 0.61f, n);
+            bad_exact += memcmp(c1, c2, (size_t)n * 2) != 0;
+        }
+    }
+    CHECK_MSG(bad_row == 0, "%s: softmax / swiglu / silu differ from ref in %d elements (worst %.2e)", k->name,
+              bad_row, worst_row);
+    CHECK_MSG(bad_dot == 0, "%s: attention F16 dot differs from ref in %d cases (worst %.2e)", k->name, bad_dot,
+              worst_dot);
+    CHECK_MSG(bad_exact == 0, "%s: %d F32-path dots / multiply-adds differ from ref's bits", k->name, bad_exact);
+    /* KDA: head sizes with and without a 64-wide part, several tokens, bit for bit */
+    const int kda_s[] = {16, 64, 72, 128};
+    int bad_kda = 0;
+    for (int si = 0; si < 4; si++) {
+        const int S = kda_s[si], nt = 5, H = 3;
+        const int64_t DI = (int64_t)H * S;
+        float *M1 = malloc(sizeof(float) * S * S), *M2 = malloc(sizeof(float) * S * S);
+        float *q = malloc(sizeof(float) * DI * nt), *kk = malloc(sizeof(float) * DI * nt);
+        float *v = malloc(sizeof(float) * DI * nt), *g = malloc(sizeof(float) * DI * nt);
+        float *beta = malloc(sizeof(float) * H * nt);
+        float *o1 = malloc(sizeof(float) * DI * nt), *o2 = malloc(sizeof(float) * DI * nt);
+        for (int i = 0; i < S * S; i++) M1[i] = M2[i] = rnd_normal() * 0.1f;
+        for (int64_t i = 0; i < DI * nt; i++) {
+            q[i] = rnd_normal() * 0.2f;
+            kk[i] = rnd_normal() * 0.2f;
+            v[i] = rnd_normal();
+            g[i] = -fabsf(rnd_normal()) * 0.1f;
+            o1[i] = o2[i] = 0;
+        }
+        for (int i = 0; i < H * nt; i++) beta[i] = 0.5f + 0.4f * rnd_uniform();
+        const int h = 1; /* one head of the batch: strides as the forward pass passes them */
+        r->kda_head(M1, S, nt, q + h * S, kk + h * S, v + h * S, g + h * S, DI, beta + h, H, o1 + h * S);
+        k->kda_head(M2, S, nt, q + h * S, kk + h * S, v + h * S, g + h * S, DI, beta + h, H, o2 + h * S);
+        bad_kda += memcmp(M1, M2, sizeof(float) * S * S) != 0;
+        bad_kda += memcmp(o1, o2, sizeof(float) * DI * nt) != 0;
+        free(M1); free(M2); free(q); free(kk); free(v); free(g); free(beta); free(o1); free(o2);
+    }
+    CHECK_MSG(bad_kda == 0, "%s: KDA delta rule differs from ref's bits in %d checks", k->name, bad_kda);
+    /* tinyBLAS F32 GEMM (optional) against ref's F32 dots */
+    if (k->gemm_f32) {
+        const int n_in = 6 * k->f32_epr, n_out = 12, nt = 7;
+        float *W = malloc(sizeof(float) * n_in * n_out), *X = malloc(sizeof(float) * n_in * nt);
+        float *Y = malloc(sizeof(float) * n_out * nt);
+        for (int i = 0; i < n_in * n_out; i++) W[i] = rnd_normal();
+        for (int i = 0; i < n_in * nt; i++) X[i] = rnd_normal();
+        k->gemm_f32(W, n_in, 0, 8, X, n_in, nt, Y, n_out);
+        k->gemm_f32(W, n_in, 8, n_out, X, n_in, nt, Y, n_out);
+        int bad = 0;
+        for (int t = 0; t < nt; t++)
+            for (int o = 0; o < n_out; o++) {
+                float want, m = 0;
+                r->vec_dot[DF_TYPE_F32](n_in, &want, W + (int64_t)o * n_in, X + (int64_t)t * n_in);
+                for (int i = 0; i < n_in; i++) m += fabsf(W[(int64_t)o * n_in + i] * X[(int64_t)t * n_in + i]);
+                bad += fabsf(Y[t * n_out + o] - want) > 1e-5f * m;
+            }
+        CHECK_MSG(bad == 0, "%s: F32 GEMM differs from ref's dots in %d outputs", k->name, bad);
+        free(W); free(X); free(Y);
+    }
+    printf("  %-7s float slots: row ops worst rel %.2e, F16 dot worst rel %.2e\n", k->name, worst_row, worst_dot);
+    free(x); free(u); free(a); free(b); free(h1); free(h2); free(h3);
 }
 
 /* ------------------------------------------------------------------ thread pool */
@@ -504,7 +644,7 @@ int main(void) {
             const df_kernel_table *k = df_kernels_by_name(names[i]);
             if (k) test_type_table(k, r, t);
             if (k) test_dot4(k, t);
-            /* ggml's repacked-weight orders (gemv / gemm; DELTAFIN_GGML_ORDER, the default):
+            /* ggml's repacked-weight orders (gemv / gemm):
              * within the type's tolerance of ref, and their 4-row forms bit-equal to 1-row */
             for (int g = 0; k && g < 2; g++) {
                 df_vec_dot_fn d1 = g ? k->vec_dot_r8g[t] : k->vec_dot_r8[t];
@@ -520,9 +660,13 @@ int main(void) {
         }
     }
     CHECK(compute_types >= 4);
+    /* the float slots: ref fills every mandatory one; every table against it */
+    test_float_slots(r, r);
+    for (int i = 0; i < 3; i++)
+        if (df_kernels_by_name(names[i])) test_float_slots(df_kernels_by_name(names[i]), r);
     /* Q4_K has both repacked orders on x86 (avx2 and avx512 tables): 2 each */
 #if defined(__x86_64__)
-    if (df_ggml_order() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         CHECK_MSG(r8_checked >= 2, "repacked-order kernels checked: %d", r8_checked);
 #endif
 

@@ -1,5 +1,5 @@
 /* test_kimi_k3.c — kimi-k3 recurrent state and cache handling on a small random model (made
- * with the sibling `deltafin gen-random --arch kimi-k3`): batch size does not change results,
+ * with the sibling `deltafin-dev gen-random --arch kimi-k3`): batch size does not change results,
  * token-by-token decode matches a batch, truncation to a prefix (re-decode of the kept tokens)
  * continues exactly like an uncut run, truncate(0) restarts a fresh sequence, and the memory
  * plan counts the KDA state and MLA-only KV rows. llama.cpp parity is tests/test_kimi_k3.sh. */
@@ -42,7 +42,9 @@ int main(int argc, char **argv) {
     (void)argc;
     char self[4096], bin[4200], path[256], cmd[9000];
     snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(bin, sizeof bin, "%s/../deltafin", dirname(self));
+    const char *dev = getenv("DELTAFIN_DEV_BIN"); /* the dev tools binary, next to the tests' build */
+    if (dev && *dev) snprintf(bin, sizeof bin, "%s", dev);
+    else snprintf(bin, sizeof bin, "%s/../deltafin-dev", dirname(self));
     snprintf(path, sizeof path, "/tmp/df_test_k3_%d.gguf", (int)getpid());
     snprintf(cmd, sizeof cmd, "'%s' gen-random --arch kimi-k3 --vocab bytes --seed 3 %s 2>/dev/null", bin, path);
     int rc = system(cmd);

@@ -28,18 +28,20 @@ tmp = tempfile.mkdtemp(prefix="df_k3_")
 sys.path.insert(0, "tests/lib")
 from dfcheck import Checker
 C = Checker("kimi-k3", BIN, env)
-report, run, last, read_tsv, greedy, ppl = C.report, C.run, C.last, C.read_tsv, C.greedy, C.ppl
+report, run, run_dev, last, read_tsv, greedy, ppl = C.report, C.run, C.run_dev, C.last, C.read_tsv, C.greedy, C.ppl
 
 try:
     shutil.copy2(BIN, os.path.join(tmp, "deltafin"))  # a concurrent make may relink BIN
     BIN = C.bin = os.path.join(tmp, "deltafin")
+    shutil.copy2(C.dev, os.path.join(tmp, "deltafin-dev"))
+    C.dev = os.path.join(tmp, "deltafin-dev")
     models = read_tsv(f"{EXP}/models.tsv")
     ppls = {r["name"]: float(r["ppl"]) for r in read_tsv(f"{EXP}/ppl.tsv")}
     path = {}
     for r in models:
         name, args = r["name"], r["gen_random_args"]
         f = os.path.join(tmp, name + ".gguf")
-        rc, _, err = run(["gen-random"] + args.replace("@FIX@", FIX).split() + [f])
+        rc, _, err = run_dev(["gen-random"] + args.replace("@FIX@", FIX).split() + [f])
         if rc != 0:
             report(False, f"{name} build", last(err)); continue
         sha = hashlib.sha256(open(f, "rb").read()).hexdigest()
@@ -77,7 +79,7 @@ try:
                e1 or e2 or (f"{st['stats']['expert_misses']} expert reads" if ok else f"{st['tokens']} vs {ref['tokens']}"))
     # 5. info on a Kimi-K3-shaped file (93 layers: 69 KDA + 24 MLA; header + hole, ~1.5 TB apparent)
     k3 = os.path.join(tmp, "k3-shape.gguf")
-    rc, _, err = run(["gen-random", "--arch", "kimi-k3", "--preset", "k3", "--sparse", "--type", "q8_0",
+    rc, _, err = run_dev(["gen-random", "--arch", "kimi-k3", "--preset", "k3", "--sparse", "--type", "q8_0",
                       "--expert-type", "mxfp4", "--vocab", "bytes", k3])
     if rc:
         report(False, "Kimi-K3-shaped sparse file", last(err))

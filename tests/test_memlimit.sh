@@ -16,6 +16,7 @@
 # Nothing here depends on timing.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 # page-cache checks need a disk-backed file system: tmpfs pages are never "cache" to drop
 TMPBASE=/tmp
 [ "$(stat -f -c %T /tmp 2>/dev/null)" = tmpfs ] && mkdir -p "${DELTAFIN_BUILD:-build}" && TMPBASE=$(cd "${DELTAFIN_BUILD:-build}" && pwd)
@@ -32,6 +33,8 @@ cleanup() {
 trap cleanup EXIT
 cp "$BIN" "$T/deltafin" || { echo "test_memlimit: no binary $BIN"; exit 1; }
 BIN="$T/deltafin"
+cp "$DEVBIN" "$T/deltafin-dev" || { echo "test_memlimit: no binary $DEVBIN"; exit 1; }
+DEVBIN="$T/deltafin-dev"
 fail=0
 ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
@@ -44,7 +47,7 @@ ASAN=0
 case "${DELTAFIN_BUILD:-}" in *asan*) ASAN=1 ;; esac
 
 # 4 layers x 24 experts, n_embd 512, expert width 768, q8_0: 1.22 MiB per expert
-"$BIN" gen-random --arch qwen3moe --type q8_0 --n-embd 512 --n-layer 4 --n-head 4 --n-head-kv 2 \
+"$DEVBIN" gen-random --arch qwen3moe --type q8_0 --n-embd 512 --n-layer 4 --n-head 4 --n-head-kv 2 \
     --head-dim 64 --n-expert 24 --n-expert-used 6 --n-ff-exp 768 --vocab bytes --seed 11 "$T/m.gguf" \
     >/dev/null 2>&1 || { echo "test_memlimit: gen-random failed"; exit 1; }
 # drop the file's pages (written by gen-random) so reads below really come from disk
@@ -104,7 +107,7 @@ done
 # the loader: under --mem-limit the dense weights it copied into anonymous memory leave no page
 # cache behind (without a limit they stay cached for the next launch)
 if command -v fincore >/dev/null && [ $ONTMPFS = 0 ]; then
-    "$BIN" gen-random --arch llama --n-embd 512 --n-layer 4 --vocab bytes "$T/d.gguf" >/dev/null 2>&1 && sync
+    "$DEVBIN" gen-random --arch llama --n-embd 512 --n-layer 4 --vocab bytes "$T/d.gguf" >/dev/null 2>&1 && sync
     cat "$T/d.gguf" >/dev/null
     res() { fincore -b -n -o RES "$T/d.gguf" | tr -d ' '; }
     "$BIN" run -m "$T/d.gguf" -p hi -n 2 >/dev/null 2>&1; R0=$(res)

@@ -586,6 +586,39 @@ static void test_llama2_tiny(void) {
     free(chat);
     chat = NULL;
     CHECK(deltafin_chat_render(m, "no-such-template", msgs, 2, NULL, true, &chat) == DF_ERR_INVALID && !chat);
+    /* streaming detokenizer: characters split over byte tokens come out whole */
+    {
+        const char txt[] = "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80!";
+        int32_t di[64];
+        int nd = deltafin_tokenize(m, txt, sizeof txt - 1, false, false, di, 64);
+        CHECK(nd > 0 && nd <= 64);
+        deltafin_detok *d = deltafin_detok_create(m, false);
+        CHECK(d != NULL);
+        char all[256], pieces[256];
+        size_t na = 0, npc = 0;
+        int held = 0; /* pushes that held back the start of a character */
+        for (int i = 0; d && i < nd && i < 64; i++) {
+            const char *t;
+            int n = deltafin_detok_push(d, di[i], &t);
+            CHECK(n >= 0 && deltafin_utf8_valid_prefix(t, (size_t)(n > 0 ? n : 0)) == (size_t)(n > 0 ? n : 0));
+            if (n > 0 && na + (size_t)n < sizeof all) memcpy(all + na, t, (size_t)n), na += (size_t)n;
+            int pl = deltafin_token_to_piece(m, di[i], false, pieces + npc, (int)(sizeof pieces - npc));
+            if (n == 0 && pl > 0) held++;
+            npc += (size_t)pl;
+        }
+        CHECK(held > 0); /* the emoji is byte tokens here */
+        const char *t;
+        CHECK(d && deltafin_detok_flush(d, &t) == 0);
+        CHECK(na == npc && !memcmp(all, pieces, na)); /* valid text: the pieces themselves */
+        CHECK(na >= sizeof txt - 1 && !memcmp(all + na - (sizeof txt - 1), txt, sizeof txt - 1));
+        CHECK(d && deltafin_detok_push(d, 40000, &t) < 0); /* outside the vocabulary */
+        if (d) deltafin_detok_reset(d);
+        deltafin_detok_free(d);
+        char san[16];
+        CHECK_EQ_INT(deltafin_utf8_sanitize("a\xE2\x82" "b", 4, san), 5);
+        CHECK(!memcmp(san, "a\xEF\xBF\xBD" "b", 5));
+        CHECK_EQ_INT(deltafin_utf8_valid_prefix("ab\xC0\x80", 4), 2);
+    }
     /* context full */
     deltafin_ctx *c = NULL;
     deltafin_ctx_params cp = deltafin_ctx_default_params();
@@ -597,6 +630,60 @@ static void test_llama2_tiny(void) {
     CHECK(deltafin_decode(c, ids, 1, false) == DF_ERR_RANGE);
     deltafin_ctx_free(c);
     deltafin_model_free(m);
+}
+
+/* The memory plan reserves KV for n_seq sequences of n_ctx tokens: under a memory limit a
+ * larger context, or more contexts, are refused with a message; without a limit they are
+ * allowed; info's KV follows n_ctx. */
+static void test_plan_reserve(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/plan.gguf", g_dir);
+    spec s = base_spec("qwen3moe");
+    s.type = DF_TYPE_Q8_0;
+    CHECK_EQ_INT(write_model(p, &s), DF_OK);
+    deltafin_model_params mp = deltafin_model_default_params();
+    mp.mem_limit = 1ull << 30;
+    mp.n_ctx = 64;
+    mp.n_seq = 2;
+    df_model *m = NULL;
+    int rc = df_model_load(p, &mp, 0, &m);
+    CHECK_MSG(rc == DF_OK, "%s", df_errmsg());
+    if (rc) return;
+    deltafin_plan pl;
+    CHECK_EQ_INT(deltafin_model_plan(m, &pl), DF_OK);
+    CHECK(pl.n_ctx == 64 && pl.n_seq == 2);
+    df_footprint fp;
+    df_model_footprint(m, 64, &fp);
+    CHECK_EQ_INT((long long)pl.kv_bytes, 2LL * (long long)fp.kv_bytes);
+    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    deltafin_ctx *a = NULL, *b = NULL, *c = NULL;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &a), DF_OK);
+    CHECK(a && deltafin_ctx_n_ctx(a) == 64); /* the planned context is the default */
+    cp.n_ctx = 128;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &b), DF_ERR_RANGE);
+    CHECK_MSG(strstr(df_errmsg(), "exceeds the memory plan") != NULL, "msg: %s", df_errmsg());
+    cp.n_ctx = 32;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &b), DF_OK);
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &c), DF_ERR_RANGE); /* a third sequence */
+    CHECK_MSG(strstr(df_errmsg(), "2 sequences") != NULL, "msg: %s", df_errmsg());
+    deltafin_ctx_free(b);
+    b = NULL;
+    CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &c), DF_OK); /* freed: its sequence is back */
+    deltafin_ctx_free(a);
+    deltafin_ctx_free(c);
+    deltafin_model_free(m);
+    /* no limit: nothing is refused */
+    mp.mem_limit = 0;
+    rc = df_model_load(p, &mp, 0, &m);
+    CHECK_EQ_INT(rc, DF_OK);
+    if (rc == DF_OK) {
+        cp.n_ctx = 256;
+        deltafin_ctx *x[3] = {0};
+        for (int i = 0; i < 3; i++) CHECK_EQ_INT(deltafin_ctx_create(m, &cp, &x[i]), DF_OK);
+        for (int i = 0; i < 3; i++) deltafin_ctx_free(x[i]);
+        deltafin_model_free(m);
+    }
+    unlink(p);
 }
 
 int main(void) {
@@ -612,6 +699,7 @@ int main(void) {
     }
     test_arch("llama", DF_TYPE_F16);
     test_routing();
+    test_plan_reserve();
     test_llama2_tiny();
     rmdir(g_dir);
     TEST_MAIN_END("test_model");

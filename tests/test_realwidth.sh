@@ -7,8 +7,8 @@
 #   2. greedy ids of `deltafin run --temp 0 -n 32` (2 prompts) equal llama.cpp's; a first
 #      difference passes only where llama.cpp's recorded top-1 minus top-2 logit gap is a
 #      near-tie (< 0.01: tests/lib/dfcheck.py greedy_verdict)
-# deltafin runs in its default float order (ggml's) unless the caller sets DELTAFIN_GGML_ORDER; ONLY=REGEX
-# checks only the models whose names match.
+# deltafin runs in ggml's float order (its only one); ONLY=REGEX checks only the models whose
+# names match.
 # One model on disk at a time, deleted at once; the folder is /tmp (or the build folder when /tmp
 # is a tmpfs) and is removed at exit. Skipped, with a message, with < 3 GiB free there.
 # ~1 minute on 2 cores (release), ~2 minutes under ASan.
@@ -33,7 +33,7 @@ for k in ("DELTAFIN_STREAM", "DELTAFIN_EXPERT_CACHE"):
 sys.path.insert(0, "tests/lib")
 from dfcheck import Checker
 C = Checker("realwidth", BIN, env)
-report, run, last, read_tsv, greedy = C.report, C.run, C.last, C.read_tsv, C.greedy
+report, run, run_dev, last, read_tsv, greedy = C.report, C.run, C.run_dev, C.last, C.read_tsv, C.greedy
 
 def fstype(path):
     p = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True)
@@ -48,16 +48,17 @@ if st.f_bavail * st.f_frsize < FREE_MIN:
     print(f"realwidth: SKIP: {st.f_bavail * st.f_frsize / 2**30:.1f} GiB free in {base}, "
           f"the models need {FREE_MIN >> 30} GiB (1 GB each, one at a time)")
     sys.exit(0)
-mode = "DELTAFIN_GGML_ORDER=" + env["DELTAFIN_GGML_ORDER"] if env.get("DELTAFIN_GGML_ORDER") else "default float order"
-print(f"realwidth: deltafin {mode}; work folder {base}", flush=True)
+print(f"realwidth: work folder {base}", flush=True)
 tmp = tempfile.mkdtemp(prefix="df_realwidth_", dir=base)
 t0 = time.time()
 try:
-    C.bin = os.path.join(tmp, "deltafin")
-    for _ in range(30):  # a private copy: a concurrent make may be relinking BIN
+    C.bin, dev = os.path.join(tmp, "deltafin"), C.dev
+    C.dev = os.path.join(tmp, "deltafin-dev")
+    for _ in range(30):  # private copies: a concurrent make may be relinking them
         try:
             shutil.copy2(BIN, C.bin)
-            if os.access(C.bin, os.X_OK) and run(["--help"])[0] == 0: break
+            shutil.copy2(dev, C.dev)
+            if os.access(C.bin, os.X_OK) and run(["--help"])[0] == 0 and run_dev(["--help"])[0] == 0: break
         except OSError:
             pass
         time.sleep(2)
@@ -66,7 +67,7 @@ try:
         name = m["name"]
         if not re.match(os.environ.get("ONLY") or ".", name): continue
         f = os.path.join(tmp, name + ".gguf")
-        rc, _, err = run(["gen-random"] + m["gen_random_args"].replace("@FIX@", FIX).split() + [f])
+        rc, _, err = run_dev(["gen-random"] + m["gen_random_args"].replace("@FIX@", FIX).split() + [f])
         if rc != 0:
             report(False, f"{name} build", last(err))
             continue

@@ -6,16 +6,19 @@
 # --log-prompts, and are with it.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 PY=/usr/bin/python3
 T=$(mktemp -d /tmp/df_test_mon.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cp "$BIN" "$T/deltafin" || { echo "test_run_monitoring: no binary $BIN"; exit 1; }
 BIN="$T/deltafin"
+cp "$DEVBIN" "$T/deltafin-dev" || { echo "test_run_monitoring: no binary $DEVBIN"; exit 1; }
+DEVBIN="$T/deltafin-dev"
 fail=0
 ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
 
-"$BIN" gen-random --arch qwen3moe --n-layer 2 --vocab bytes --seed 9 "$T/m.gguf" >/dev/null 2>&1 ||
+"$DEVBIN" gen-random --arch qwen3moe --n-layer 2 --vocab bytes --seed 9 "$T/m.gguf" >/dev/null 2>&1 ||
     { echo "test_run_monitoring: gen-random failed"; exit 1; }
 SECRET="zebra-quartz-7781"
 DELTAFIN_STREAM=1 DELTAFIN_EXPERT_CACHE=200K "$BIN" run -m "$T/m.gguf" -p "say $SECRET" -n 20 --temp 0 -t 1 \

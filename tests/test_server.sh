@@ -138,6 +138,13 @@ req "unknown endpoint" POST /v1/embeddings 404 -d '{}'
 req "wrong method" GET /v1/chat/completions 405
 
 # ---- queue: 2 slots + 2 waiting; the rest is refused with 429 ----
+# first wait until the requests of the checks above have left their slots (on a loaded
+# machine a cancelled or disconnected request can still hold one for a while)
+for _ in $(seq 1 120); do
+    curl -s -H "Authorization: Bearer $KEY" "$URL/metrics" >"$T/idle" 2>/dev/null
+    grep -q '^deltafin_requests_processing 0$' "$T/idle" && grep -q '^deltafin_requests_queued 0$' "$T/idle" && break
+    sleep 0.5
+done
 QP=""
 for i in 1 2 3 4 5 6 7 8; do
     curl -s -o "$T/q$i" -w '%{http_code}\n' -H "Authorization: Bearer $KEY" \

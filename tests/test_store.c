@@ -501,6 +501,31 @@ int main(void) {
         in.mem_limit = 0; in.mem_available = 3ull << 30; in.mem_reserve = 1ull << 30;
         CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
         CHECK(pl.limit_from_ram && pl.limit == (2ull << 30));
+        /* prompt chunks under pressure: scratch of 512/256/128/64-token chunks 256/128/64/32
+         * MiB; with 4 GiB - 1200 MiB of room the chunk shrinks until its scratch <= room/16 */
+        {
+            const int bt[4] = {512, 256, 128, 64};
+            const uint64_t bs[4] = {256ull << 20, 128ull << 20, 64ull << 20, 32ull << 20};
+            df_plan_in c = in;
+            c.mem_limit = 4ull << 30; c.mem_available = 0; c.scratch_bytes = 0;
+            c.n_batch_opts = 4; c.batch = bt; c.batch_scratch = bs;
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            /* room = 4096 - 1000 - 100 - 64 = 2932 MiB: 256 > 183, 128 <= 183 */
+            CHECK_EQ_INT(pl.n_batch, 256);
+            CHECK_EQ_INT((long long)pl.scratch_bytes, (long long)(128ull << 20));
+            c.batch_fixed = true; /* a chunk the caller chose is kept */
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            CHECK_EQ_INT(pl.n_batch, 512);
+            c.batch_fixed = false;
+            c.mem_limit = 1400ull << 20; /* tight: the smallest chunk */
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            CHECK_EQ_INT(pl.n_batch, 64);
+            CHECK_EQ_INT(pl.n_slots, (int)(((1400ull << 20) - (1164ull << 20) - (32ull << 20)) / (24ull << 20)));
+            c.stream_experts = 0; /* resident experts: no pressure on the cache, the chunk stays */
+            c.mem_limit = 64ull << 30;
+            CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
+            CHECK_EQ_INT(pl.n_batch, 512);
+        }
         /* dense layers: 4 layers of 100 MiB matrices (+ 10 MiB always resident); at 400 MiB
          * with resident experts, the first layers stay and the rest stream through 2 buffers */
         const uint64_t sb[4] = {100ull << 20, 100ull << 20, 100ull << 20, 100ull << 20};

@@ -505,18 +505,6 @@ static void test_bpe(const char *path) {
     df_tokenizer_free(t);
 }
 
-static void test_utf8(void) {
-    bool more;
-    CHECK_EQ_INT(df_utf8_valid_prefix((const unsigned char *)"ab\xE2\x82", 4, &more), 2);
-    CHECK(more);
-    CHECK_EQ_INT(df_utf8_valid_prefix((const unsigned char *)"ab\xE2\x82\xAC", 5, &more), 5);
-    CHECK(!more);
-    CHECK_EQ_INT(df_utf8_valid_prefix((const unsigned char *)"a\xC0\x80", 3, &more), 1);
-    CHECK(!more);
-    CHECK_EQ_INT(df_utf8_valid_prefix((const unsigned char *)"\xED\xA0\x80", 3, &more), 0); /* surrogate */
-    CHECK(!more);
-}
-
 /* `deltafin tokenize` contract (outside checks rely on it); runs when $DELTAFIN_BIN is set
  * (make test does). Expected ids from llama-tokenize. */
 static void cli_expect(const char *bin, const char *args, const char *want) {
@@ -580,7 +568,6 @@ int main(void) {
     snprintf(p, sizeof p, "%s/ggml-vocab-llama-spm.gguf", dir);
     test_spm(p);
     test_eog();
-    test_utf8();
     test_cli(dir);
     TEST_MAIN_END("test_tokenizer");
 }

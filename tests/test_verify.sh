@@ -5,15 +5,18 @@
 # with nothing to check against exits 3.
 set -u
 BIN=${DELTAFIN_BIN:-build/deltafin}
+DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}   # gen-random
 T=$(mktemp -d /tmp/df_test_verify.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cp "$BIN" "$T/deltafin" || { echo "test_verify: no binary $BIN"; exit 1; }
 BIN="$T/deltafin"
+cp "$DEVBIN" "$T/deltafin-dev" || { echo "test_verify: no binary $DEVBIN"; exit 1; }
+DEVBIN="$T/deltafin-dev"
 fail=0
 ok() { echo "  ok: $1"; }
 bad() { echo "  FAIL: $1"; fail=1; }
 
-"$BIN" gen-random --arch qwen3moe --n-layer 3 --n-expert 8 --vocab bytes --seed 5 "$T/m.gguf" >/dev/null 2>&1 &&
+"$DEVBIN" gen-random --arch qwen3moe --n-layer 3 --n-expert 8 --vocab bytes --seed 5 "$T/m.gguf" >/dev/null 2>&1 &&
     "$BIN" pack -q "$T/m.gguf" "$T/p.gguf" >/dev/null 2>&1 || { echo "test_verify: gen-random/pack failed"; exit 1; }
 
 # unpacked, no manifest: structure only -> 3

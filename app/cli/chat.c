@@ -3,11 +3,9 @@
  * common token prefix with what is already cached (deltafin_ctx_truncate) and decodes only
  * the rest, then streams the answer. Ctrl-C stops the current answer (the program goes on);
  * /reset clears the conversation, /exit (or end of input) quits. */
-#include "app/cli/cli_args.h"
-#include "app/cli/sampling_args.h"
+#include "app/cli/flags.h"
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
-#include "base/util.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -15,28 +13,24 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin chat -m MODEL [options]   (then type messages; /reset, /exit)\n"
-        "  -m, --model FILE        GGUF model\n"
-        "  --system TEXT           system prompt\n"
-        "  --chat-template NAME    builtin chat template (default: the model's, else chatml)\n"
-        "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
-        "  -n, --n-predict N       max tokens per answer (default -1: until end of turn)\n"
-        "  -t, --threads N         threads (default: all cores)\n"
-        "  -b, --batch-size N      prompt tokens per forward step (default 512)\n"
-        "  --temp T                temperature (default 0.8; 0 = greedy)\n"
-        "  --top-k N               top-k (default 40; 0 = off)\n"
-        "  --top-p P               top-p (default 0.95; 1 = off)\n"
-        "  --min-p P               min-p (default 0.05; 0 = off)\n"
-        "  --repeat-penalty X      repetition penalty (default 1.0 = off)\n"
-        "  --repeat-last-n N       penalty window (default 64)\n"
-        "  -s, --seed N            sampler seed (default: random)\n"
-        "  --mem-limit SIZE        memory limit for the process (default: available RAM)\n"
-        "  --stats                 per turn on stderr: prompt tokens, reused from the cache,\n"
-        "                          decoded, generated, speed\n"
-        "  -v, --verbose           --stats plus library logging\n"
-        "  -h, --help              this help\n");
+static const df_cmd k_chat = {
+    DF_CMD_CHAT, "chat", "usage: deltafin chat -m MODEL [options]   (then type messages; /reset, /exit)",
+    "Interactive multi-turn chat in the terminal, with the model's chat template. Ctrl-C stops the\n"
+    "current answer; /reset clears the conversation; /exit (or end of input) quits.", NULL, 0};
+
+/* append n bytes to the answer (NUL-terminated); < 0 when out of memory */
+static int answer_put(char **answer, size_t *alen, size_t *acap, const char *p, size_t n) {
+    if (*alen + n + 1 > *acap) {
+        size_t nc = (*alen + n + 1) * 2;
+        char *na = realloc(*answer, nc);
+        if (!na) return -1;
+        *answer = na;
+        *acap = nc;
+    }
+    memcpy(*answer + *alen, p, n);
+    *alen += n;
+    (*answer)[*alen] = 0;
+    return 0;
 }
 
 static volatile sig_atomic_t g_interrupt;
@@ -62,7 +56,7 @@ static int msgs_push(msgs_t *m, const char *role, const char *content) {
     }
     memset(&m->v[m->n], 0, sizeof m->v[0]);
     m->v[m->n].role = role;
-    m->v[m->n].content = df_strdup(content);
+    m->v[m->n].content = strdup(content);
     if (!m->v[m->n].content) return -1;
     m->n++;
     return 0;
@@ -80,7 +74,7 @@ static int tokenize_all(deltafin_model *m, const char *text, int32_t **ids) {
     int n = deltafin_tokenize(m, text, len, true, true, NULL, 0);
     if (n < 0) return n;
     int32_t *v = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-    if (!v) return DF_ERR_NOMEM;
+    if (!v) return DELTAFIN_ERR_NOMEM;
     n = deltafin_tokenize(m, text, len, true, true, v, n);
     int32_t bos = deltafin_token_bos(m);
     if (n >= 2 && bos >= 0 && v[0] == bos && v[1] == bos) {
@@ -92,69 +86,46 @@ static int tokenize_all(deltafin_model *m, const char *text, int32_t **ids) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *tmpl = NULL;
-    int n_predict = -1, n_threads = 0, n_ctx = 0, n_batch = 512;
-    int stats = 0;
-    uint64_t mem_limit = 0;
-    deltafin_sampler_params sp = deltafin_sampler_default_params();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (ARG("-m", "--model")) model = argv[++i];
-        else if (ARG("--system", "-sys")) system = argv[++i];
-        else if (ARG("--chat-template", "--chat_template")) tmpl = argv[++i];
-        else if (ARG("-n", "--n-predict")) n_predict = df_cli_int(argv, &i);
-        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
-        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
-        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
-        else if (df_sampling_arg(argc, argv, &i, &sp)) {}
-        else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "chat: bad --mem-limit '%s'\n", argv[i]); return 2; }
-        }
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) stats = 2;
-        else {
-            fprintf(stderr, "chat: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef ARG
+    df_settings S;
+    int prc = df_cli_parse(&k_chat, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.model, *system = S.system, *tmpl = S.chat_template;
+    const int n_predict = S.n_predict, stats = S.verbose ? 2 : S.stats ? 1 : 0;
+    if (!model) {
+        fprintf(stderr, "chat: -m MODEL is required\n\n");
+        df_cli_help(&k_chat, stderr);
+        return 2;
     }
-    if (!model) { fprintf(stderr, "chat: -m MODEL is required\n"); usage(stderr); return 2; }
-    if (stats == 2 && df_log_get_level() < DF_LOG_INFO) df_log_set_level(DF_LOG_INFO);
+    if (df_cli_log_begin(&k_chat, &S) != DF_CLI_GO) return 1;
 
     int ret = 1;
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
     deltafin_sampler *smp = NULL;
+    deltafin_detok *dt = NULL;
     int32_t *cache = NULL, *ids = NULL;
     int n_cache = 0;
     msgs_t msgs = {0};
     char *line = NULL, *answer = NULL;
     size_t line_cap = 0;
 
-    deltafin_model_params mp = deltafin_model_default_params();
+    deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
     mp.progress_cb = df_load_progress_cb;
     mp.progress_ud = &load_progress;
-    mp.n_threads = n_threads;
-    mp.mem_limit = mem_limit;
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-    deltafin_ctx_params cp = deltafin_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.n_threads = n_threads;
+    deltafin_ctx_params cp = df_cli_ctx_params(&S);
     rc = deltafin_ctx_create(m, &cp, &c);
     if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     const int nctx = deltafin_ctx_n_ctx(c);
     const int n_vocab = deltafin_model_n_vocab(m);
     cache = malloc(sizeof(int32_t) * (size_t)nctx);
     if (!cache) goto done;
-    smp = deltafin_sampler_create(&sp);
+    smp = deltafin_sampler_create(&S.sp);
     if (!smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
+    dt = deltafin_detok_create(m, false);
+    if (!dt) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     if (system && msgs_push(&msgs, "system", system) < 0) goto done;
     const int n_keep_msgs = msgs.n;
 
@@ -203,12 +174,12 @@ int cmd_chat(int argc, char **argv) {
         if (keep >= n) keep = n - 1; /* the last prompt token is decoded again for its logits */
         deltafin_ctx_truncate(c, keep);
         n_cache = keep;
-        uint64_t t0 = df_time_ns();
+        uint64_t t0 = deltafin_time_ns();
         rc = deltafin_decode(c, ids + keep, n - keep, false);
-        uint64_t t_prompt = df_time_ns() - t0;
+        uint64_t t_prompt = deltafin_time_ns() - t0;
         if (rc < 0) {
             n_cache = deltafin_ctx_pos(c);
-            if (rc == DF_ERR_CANCELLED) { fprintf(stderr, "\n(stopped)\n"); msgs_clear(&msgs, msgs.n - 1); continue; }
+            if (rc == DELTAFIN_ERR_CANCELLED) { fprintf(stderr, "\n(stopped)\n"); msgs_clear(&msgs, msgs.n - 1); continue; }
             fprintf(stderr, "chat: decode: %s\n", deltafin_errmsg());
             goto done;
         }
@@ -221,9 +192,9 @@ int cmd_chat(int argc, char **argv) {
         answer = malloc(acap);
         if (!answer) goto done;
         answer[0] = 0;
-        size_t printed = 0;
+        deltafin_detok_reset(dt);
         int n_gen = 0;
-        uint64_t t1 = df_time_ns();
+        uint64_t t1 = deltafin_time_ns();
         bool stopped = false;
         while (n_predict < 0 || n_gen < n_predict) {
             if (g_interrupt) { stopped = true; break; }
@@ -232,48 +203,33 @@ int cmd_chat(int argc, char **argv) {
             deltafin_sampler_accept(smp, id);
             if (deltafin_token_is_eog(m, id)) break;
             n_gen++;
-            char piece[512];
-            int pn = deltafin_token_to_piece(m, id, false, piece, (int)sizeof piece);
-            if (pn > 0 && pn <= (int)sizeof piece) {
-                if (alen + (size_t)pn + 1 > acap) {
-                    acap = (alen + (size_t)pn + 1) * 2;
-                    char *na = realloc(answer, acap);
-                    if (!na) goto done;
-                    answer = na;
-                }
-                memcpy(answer + alen, piece, (size_t)pn);
-                alen += (size_t)pn;
-                answer[alen] = 0;
-                /* print whole characters only: hold back a character split across tokens */
-                size_t end = alen;
-                for (size_t k = alen; k > printed && alen - k < 4; k--) {
-                    unsigned char ch = (unsigned char)answer[k - 1];
-                    if ((ch & 0xc0) == 0x80) continue;
-                    if (ch >= 0xc0) {
-                        size_t need = ch >= 0xf0 ? 4 : ch >= 0xe0 ? 3 : 2;
-                        if (alen - (k - 1) < need) end = k - 1;
-                    }
-                    break;
-                }
-                fwrite(answer + printed, 1, end - printed, stdout);
-                printed = end;
+            const char *piece;
+            int pn = deltafin_detok_push(dt, id, &piece); /* whole characters only */
+            if (pn > 0) {
+                if (answer_put(&answer, &alen, &acap, piece, (size_t)pn) < 0) goto done;
+                fwrite(piece, 1, (size_t)pn, stdout);
                 fflush(stdout);
             }
             if (n_cache >= nctx) break;
             rc = deltafin_decode(c, &id, 1, false);
             if (rc < 0) {
                 n_cache = deltafin_ctx_pos(c);
-                if (rc == DF_ERR_CANCELLED) { stopped = true; break; }
+                if (rc == DELTAFIN_ERR_CANCELLED) { stopped = true; break; }
                 fprintf(stderr, "\nchat: decode: %s\n", deltafin_errmsg());
                 goto done;
             }
             cache[n_cache++] = id;
         }
-        if (printed < alen) fwrite(answer + printed, 1, alen - printed, stdout);
+        const char *rest;
+        int rn = deltafin_detok_flush(dt, &rest);
+        if (rn > 0) {
+            if (answer_put(&answer, &alen, &acap, rest, (size_t)rn) < 0) goto done;
+            fwrite(rest, 1, (size_t)rn, stdout);
+        }
         fputc('\n', stdout);
         fflush(stdout);
         if (stopped) fprintf(stderr, "(stopped)\n");
-        uint64_t t_gen = df_time_ns() - t1;
+        uint64_t t_gen = deltafin_time_ns() - t1;
         if (msgs_push(&msgs, "assistant", answer) < 0) goto done;
         if (stats)
             fprintf(stderr, "[turn %d] prompt %d tokens: reused %d, decoded %d (%.1f tok/s) | generated %d (%.1f tok/s)\n",
@@ -291,7 +247,9 @@ done:
     free(ids);
     free(cache);
     deltafin_sampler_free(smp);
+    deltafin_detok_free(dt);
     deltafin_ctx_free(c);
     deltafin_model_free(m);
+    df_cli_log_end(&S);
     return ret;
 }

@@ -1,65 +1,44 @@
 /* pack.c — `deltafin pack`: rewrite a GGUF into the expert-major streaming layout
  * (docs/pack-format.md), or check a packed file's record checksums. */
-#include "format/pack.h"
+#include "app/cli/flags.h"
+#include "deltafin.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin pack [options] MODEL.gguf OUT.gguf\n"
-        "       deltafin pack --check PACKED.gguf\n\n"
-        "Rewrite a model so that each (layer, expert) is one contiguous 4 KiB-aligned record\n"
-        "(gate|up|down) with an XXH64 checksum; dense tensors and metadata are kept as they are.\n"
-        "The output is written to OUT.gguf.tmp and renamed when complete.\n\n"
-        "  --check           read every record of a packed file and verify its checksum\n"
-        "  -f, --force       overwrite OUT if it exists (default: refuse)\n"
-        "  -q, --quiet       no progress output (default: a bar on a terminal, else a line\n"
-        "                    every 5 s)\n"
-        "  -h, --help        this help\n");
-}
+static const df_cmd k_pack = {
+    DF_CMD_PACK, "pack", "usage: deltafin pack [options] MODEL.gguf OUT.gguf\n       deltafin pack --check PACKED.gguf",
+    "Rewrite a model so that each (layer, expert) is one contiguous 4 KiB-aligned record\n"
+    "(gate|up|down) with an XXH64 checksum; dense tensors and metadata are kept as they are.\n"
+    "The output is written to OUT.gguf.tmp and renamed when complete.", NULL, 2};
 
 int cmd_pack(int argc, char **argv) {
-    const char *in = NULL, *out = NULL;
-    bool check = false, force = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--check")) check = true;
-        else if (!strcmp(a, "-f") || !strcmp(a, "--force")) force = true;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-        else if (a[0] == '-' && a[1]) { fprintf(stderr, "pack: unknown option '%s'\n", a); usage(stderr); return 2; }
-        else if (!in) in = a;
-        else if (!out) out = a;
-        else { fprintf(stderr, "pack: too many arguments\n"); usage(stderr); return 2; }
-    }
+    df_settings S;
+    int prc = df_cli_parse(&k_pack, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *in = S.n_pos > 0 ? S.pos[0] : NULL, *out = S.n_pos > 1 ? S.pos[1] : NULL;
+    const bool check = S.check, force = S.force, quiet = S.quiet;
     if (check) {
-        if (!in || out) { usage(stderr); return 2; }
-        df_gguf *g = NULL;
-        df_pack *p = NULL;
-        int rc = df_gguf_open(in, &g);
-        if (!rc) rc = df_pack_open(g, &p);
+        if (!in || out) return df_cli_usage_error(&k_pack, "--check takes one file");
         uint64_t n = 0;
-        if (!rc) rc = df_pack_check(g, p, &n);
-        if (rc) fprintf(stderr, "pack: %s\n", df_errmsg());
+        int rc = deltafin_pack_check(in, &n);
+        if (rc) fprintf(stderr, "pack: %s\n", deltafin_errmsg());
         else printf("%s: %llu expert records, all checksums match\n", in, (unsigned long long)n);
-        df_pack_close(p);
-        df_gguf_close(g);
         return rc ? 1 : 0;
     }
-    if (!in || !out) { usage(stderr); return 2; }
+    if (!in || !out) return df_cli_usage_error(&k_pack, "MODEL.gguf and OUT.gguf are required");
     if (!force && access(out, F_OK) == 0) {
         fprintf(stderr, "pack: %s exists (use --force to overwrite)\n", out);
         return 1;
     }
-    df_pack_opts o = {0};
-    if (!quiet) {
-        o.progress_tty = isatty(2);
-        o.progress_lines = !o.progress_tty;
-    }
-    const char *fa = getenv("DELTAFIN_PACK_FAIL_AFTER");
+    deltafin_pack_params o = {0};
+    if (!quiet) o.progress = isatty(2) ? DELTAFIN_PROGRESS_BAR : DELTAFIN_PROGRESS_LINES;
+    const char *fa = getenv("DELTAFIN_PACK_FAIL_AFTER"); /* tests: an interrupted pack */
     if (fa) o.fail_after = strtoull(fa, NULL, 10);
-    int rc = df_pack_write(in, out, &o);
-    if (rc) { fprintf(stderr, "pack: %s\n", df_errmsg()); return 1; }
+    int rc = deltafin_pack(in, out, &o);
+    if (rc) { fprintf(stderr, "pack: %s\n", deltafin_errmsg()); return 1; }
     fprintf(stderr, "pack: wrote %s\n", out);
     return 0;
 }

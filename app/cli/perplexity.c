@@ -3,11 +3,8 @@
  * with BOS, split it into chunks of CTX tokens, replace the first token of each chunk by BOS
  * when the vocab adds BOS, score only the second half of each chunk, print the running
  * estimate per chunk "[i]ppl," and finally "Final estimate: PPL = X +/- Y". */
-#include "app/cli/cli_args.h"
+#include "app/cli/flags.h"
 #include "deltafin.h"
-#include "model/model.h"
-#include "text/tokenizer.h"
-#include "base/util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,18 +12,10 @@
 #include <string.h>
 
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin perplexity -m MODEL -f TEXT [options]\n"
-        "  -m, --model FILE      GGUF model\n"
-        "  -f, --file FILE       text to score\n"
-        "  -c, --ctx-size N      tokens per chunk (default 512)\n"
-        "  -b, --batch-size N    tokens per forward step (default: min(CTX, 512))\n"
-        "  --chunks N            score at most N chunks (default: all)\n"
-        "  -t, --threads N       threads (default: all cores)\n"
-        "  --mem-limit SIZE      memory limit for the process\n"
-        "  -h, --help            this help\n");
-}
+static const df_cmd k_perplexity = {
+    DF_CMD_PERPLEXITY, "perplexity", "usage: deltafin perplexity -m MODEL -f TEXT [options]",
+    "Perplexity of a text file computed as llama-perplexity does: chunks of CTX tokens (BOS first),\n"
+    "the second half of each scored; prints [i]ppl per chunk and the final estimate.", NULL, 0};
 
 /* log p(tok) from logits, as llama-perplexity's log_softmax (float max, double sum) */
 static double log_softmax(int n_vocab, const float *logits, int tok) {
@@ -38,32 +27,15 @@ static double log_softmax(int n_vocab, const float *logits, int tok) {
 }
 
 int cmd_perplexity(int argc, char **argv) {
-    const char *model = NULL, *file = NULL;
-    int n_ctx = 512, n_batch = 0, n_chunks = -1, n_threads = 0;
-    uint64_t mem_limit = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (ARG("-m", "--model")) model = argv[++i];
-        else if (ARG("-f", "--file")) file = argv[++i];
-        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
-        else if (ARG("-b", "--batch-size")) n_batch = df_cli_int(argv, &i);
-        else if (ARG("--chunks", "--chunks")) n_chunks = df_cli_int(argv, &i);
-        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
-        else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) { fprintf(stderr, "perplexity: bad --mem-limit\n"); return 2; }
-        } else {
-            fprintf(stderr, "perplexity: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef ARG
-    }
+    df_settings S;
+    int prc = df_cli_parse(&k_perplexity, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.model, *file = S.file;
+    const int n_ctx = S.n_ctx, n_chunks = S.chunks;
+    int n_batch = S.n_batch;
     if (!model || !file) {
-        fprintf(stderr, "perplexity: -m MODEL and -f TEXT are required\n");
-        usage(stderr);
+        fprintf(stderr, "perplexity: -m MODEL and -f TEXT are required\n\n");
+        df_cli_help(&k_perplexity, stderr);
         return 2;
     }
     if (n_ctx < 4) { fprintf(stderr, "perplexity: -c must be >= 4\n"); return 2; }
@@ -76,33 +48,34 @@ int cmd_perplexity(int argc, char **argv) {
     int32_t *toks = NULL, *chunk = NULL;
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
-    if (df_read_file(file, &text, &len) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
-    deltafin_model_params mp = deltafin_model_default_params();
-    mp.n_threads = n_threads;
-    mp.mem_limit = mem_limit;
+    if (deltafin_read_file(file, &text, &len) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
+    if (df_cli_log_begin(&k_perplexity, &S) != DF_CLI_GO) goto done;
+    deltafin_model_params mp = df_cli_model_params(&S);
+    mp.n_ctx = n_ctx;     /* the plan reserves the chunk's context and batch */
+    mp.n_batch = n_batch;
     if (deltafin_model_load(model, &mp, &m) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
-    if (!m->tokenizer) { fprintf(stderr, "perplexity: model has no tokenizer\n"); goto done; }
-    deltafin_ctx_params cp = deltafin_ctx_default_params();
-    cp.n_ctx = n_ctx;
+    if (!deltafin_model_vocab(m)) { fprintf(stderr, "perplexity: model has no tokenizer\n"); goto done; }
+    deltafin_ctx_params cp = df_cli_ctx_params(&S);
     cp.n_batch = n_batch;
-    cp.n_threads = n_threads;
     if (deltafin_ctx_create(m, &cp, &c) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
 
-    uint64_t t0 = df_time_ns();
+    uint64_t t0 = deltafin_time_ns();
     int nt = deltafin_tokenize(m, text, len, true, false, NULL, 0);
     if (nt < 0) { fprintf(stderr, "perplexity: tokenize: %s\n", deltafin_errmsg()); goto done; }
     toks = malloc(sizeof(int32_t) * (size_t)(nt + 1));
     chunk = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!toks || !chunk) goto done;
     nt = deltafin_tokenize(m, text, len, true, false, toks, nt);
-    fprintf(stderr, "perplexity: tokenization took %g ms\n", (df_time_ns() - t0) / 1e6);
+    fprintf(stderr, "perplexity: tokenization took %g ms\n", (deltafin_time_ns() - t0) / 1e6);
     if (nt < 2 * n_ctx) {
         fprintf(stderr, "perplexity: you need at least %d tokens to evaluate perplexity with a context of %d\n",
                 2 * n_ctx, n_ctx);
         fprintf(stderr, "perplexity: the data file you provided tokenizes to only %d tokens\n", nt);
         goto done;
     }
-    const bool add_bos = df_tokenizer_add_bos(m->tokenizer);
+    deltafin_vocab_info vi;
+    deltafin_vocab_get_info(deltafin_model_vocab(m), &vi);
+    const bool add_bos = vi.add_bos;
     const int32_t bos = deltafin_token_bos(m);
     const int n_vocab = deltafin_model_n_vocab(m);
     int n_chunk = nt / n_ctx;
@@ -114,7 +87,7 @@ int cmd_perplexity(int argc, char **argv) {
     int count = 0;
     for (int i = 0; i < n_chunk; i++) {
         const int start = i * n_ctx;
-        uint64_t ts = df_time_ns();
+        uint64_t ts = deltafin_time_ns();
         deltafin_ctx_truncate(c, 0);
         memcpy(chunk, toks + start, sizeof(int32_t) * (size_t)n_ctx);
         if (add_bos && bos >= 0) chunk[0] = bos;
@@ -123,7 +96,7 @@ int cmd_perplexity(int argc, char **argv) {
             goto done;
         }
         if (i == 0) {
-            double tp = (df_time_ns() - ts) / 1e9;
+            double tp = (deltafin_time_ns() - ts) / 1e9;
             fprintf(stderr, "perplexity: %.2f seconds per pass - ETA %.2f minutes\n", tp, tp * n_chunk / 60.0);
         }
         for (int k = first; k < n_ctx - 1; k++) {
@@ -154,5 +127,6 @@ done:
     free(text);
     free(toks);
     free(chunk);
+    df_cli_log_end(&S);
     return ret;
 }

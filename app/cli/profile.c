@@ -8,34 +8,19 @@
  * (deltafin_ctx_count_routes). As in llama.cpp, the last layer runs only the rows whose
  * logits are needed (the last prompt token, each generated token), so only those are counted
  * there. A summary (top experts, per-layer skew) goes to stderr. */
-#include "app/cli/cli_args.h"
+#include "app/cli/flags.h"
 #include "deltafin.h"
 #include "app/cli/load_progress.h"
-#include "base/util.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin profile -m MODEL -f PROMPTS.txt [options]\n"
-        "Count the experts the router picks over a prompt file and write a --hot file for\n"
-        "`deltafin run --hot FILE` (lines \"layer expert count\", most used first).\n"
-        "\n"
-        "  -m, --model PATH        GGUF file (an MoE model)\n"
-        "  -f, --file PATH         prompts: one per non-empty line\n"
-        "      --whole             treat the whole file as one prompt\n"
-        "  -o, --output PATH       hot file to write (default: - = stdout)\n"
-        "  -n, --n-predict N       tokens to generate greedily after each prompt (default: 0)\n"
-        "  -c, --ctx-size N        context size (default: 0 = min(training context, 4096));\n"
-        "                          longer prompts are cut to fit\n"
-        "  -t, --threads N         threads (default: 0 = all cores)\n"
-        "      --mem-limit SIZE    memory limit, as for `deltafin run` (default: available RAM)\n"
-        "      --top N             experts listed in the summary (default: 10)\n"
-        "  -h, --help              this help\n");
-}
+static const df_cmd k_profile = {
+    DF_CMD_PROFILE, "profile", "usage: deltafin profile -m MODEL -f PROMPTS.txt [options]",
+    "Count the experts the router picks over a prompt file and write a --hot file for\n"
+    "`deltafin run --hot FILE` (lines \"layer expert count\", most used first).", NULL, 0};
 
 typedef struct { int l, e; uint32_t c; } ent;
 static int cmp_ent(const void *a, const void *b) {
@@ -52,13 +37,13 @@ static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, 
     if (np < 0) return np;
     if (np > *cap) {
         int32_t *nb = realloc(*buf, sizeof(int32_t) * (size_t)np);
-        if (!nb) return df_err(DF_ERR_NOMEM, "out of memory");
+        if (!nb) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
         *buf = nb;
         *cap = np;
     }
     np = deltafin_tokenize(m, text, len, true, true, *buf, np);
     if (np < 0) return np;
-    if (np == 0) return DF_OK;
+    if (np == 0) return DELTAFIN_OK;
     const int room = deltafin_ctx_n_ctx(c) - n_gen;
     if (np > room) { np = room; (*n_cut)++; }
     int rc = deltafin_ctx_truncate(c, 0);
@@ -78,37 +63,22 @@ static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, 
         (*n_tok)++;
         (*n_gen_tok)++;
     }
-    return DF_OK;
+    return DELTAFIN_OK;
 }
 
 int cmd_profile(int argc, char **argv) {
-    const char *model = NULL, *pfile = NULL, *out_path = "-";
-    int n_gen = 0, n_ctx = 0, n_threads = 0, n_top = 10;
-    bool whole = false;
-    uint64_t mem_limit = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const bool more = i + 1 < argc;
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && more)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (ARG("-m", "--model")) model = argv[++i];
-        else if (ARG("-f", "--file")) pfile = argv[++i];
-        else if (ARG("-o", "--output")) out_path = argv[++i];
-        else if (ARG("-n", "--n-predict")) n_gen = df_cli_int(argv, &i);
-        else if (ARG("-c", "--ctx-size")) n_ctx = df_cli_int(argv, &i);
-        else if (ARG("-t", "--threads")) n_threads = df_cli_int(argv, &i);
-        else if (ARG("--top", "--top")) n_top = df_cli_int(argv, &i);
-        else if (!strcmp(a, "--whole")) whole = true;
-        else if (ARG("--mem-limit", "--mem_limit")) {
-            if (df_parse_size(argv[++i], &mem_limit) < 0) {
-                fprintf(stderr, "profile: bad --mem-limit '%s'\n", argv[i]);
-                return 2;
-            }
-        }
-        else { fprintf(stderr, "profile: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
-#undef ARG
+    df_settings S;
+    int prc = df_cli_parse(&k_profile, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *model = S.model, *pfile = S.file, *out_path = S.output;
+    const int n_gen = S.n_predict, n_ctx = S.n_ctx;
+    int n_top = S.top;
+    const bool whole = S.whole;
+    if (!model || !pfile) {
+        fprintf(stderr, "profile: -m MODEL and -f PROMPTS are required\n\n");
+        df_cli_help(&k_profile, stderr);
+        return 2;
     }
-    if (!model || !pfile) { usage(stderr); return 2; }
     if (n_gen < 0 || n_ctx < 0 || n_top < 0) { fprintf(stderr, "profile: -n, -c and --top must be >= 0\n"); return 2; }
 
     int ret = 1;
@@ -121,18 +91,16 @@ int cmd_profile(int argc, char **argv) {
     ent *v = NULL;
     FILE *out = NULL;
 
-    if (df_read_file(pfile, &text, &tlen) < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
-    deltafin_model_params mp = deltafin_model_default_params();
+    if (deltafin_read_file(pfile, &text, &tlen) < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    if (df_cli_log_begin(&k_profile, &S) != DF_CLI_GO) goto done;
+    deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
     mp.progress_cb = df_load_progress_cb;
     mp.progress_ud = &load_progress;
-    mp.n_threads = n_threads;
-    mp.mem_limit = mem_limit;
     int rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
-    deltafin_ctx_params cp = deltafin_ctx_default_params();
-    cp.n_ctx = n_ctx;
-    cp.n_threads = n_threads;
+    deltafin_ctx_params cp = df_cli_ctx_params(&S);
+    cp.n_batch = deltafin_ctx_default_params().n_batch;
     rc = deltafin_ctx_create(m, &cp, &c);
     if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
     if (n_gen >= deltafin_ctx_n_ctx(c)) {
@@ -144,7 +112,7 @@ int cmd_profile(int argc, char **argv) {
 
     uint64_t n_tok = 0, n_gtok = 0;
     int n_prompts = 0, n_cut = 0;
-    const uint64_t t0 = df_time_ns();
+    const uint64_t t0 = deltafin_time_ns();
     if (whole) {
         rc = profile_prompt(m, c, text, tlen, n_gen, &buf, &cap, &n_tok, &n_gtok, &n_cut);
         n_prompts = 1;
@@ -165,7 +133,7 @@ int cmd_profile(int argc, char **argv) {
     }
     if (rc < 0) { fprintf(stderr, "profile: prompt %d: %s\n", n_prompts, deltafin_errmsg()); goto done; }
     if (n_tok == 0) { fprintf(stderr, "profile: %s has no prompt text\n", pfile); goto done; }
-    const double secs = (double)(df_time_ns() - t0) / 1e9;
+    const double secs = (double)(deltafin_time_ns() - t0) / 1e9;
     if (n_cut) fprintf(stderr, "profile: warning: %d prompt(s) cut to fit the context of %d\n", n_cut, deltafin_ctx_n_ctx(c));
 
     const uint32_t *cnt;
@@ -236,5 +204,6 @@ done:
     free(text);
     deltafin_ctx_free(c);
     deltafin_model_free(m);
+    df_cli_log_end(&S);
     return ret;
 }

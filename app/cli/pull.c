@@ -1,39 +1,24 @@
 /* pull.c — `deltafin pull URL|org/repo/file`: resumable download with SHA-256 check.
  * A split model (…-00001-of-0000N.gguf) downloads every part. */
-#include "app/cli/cli_args.h"
+#include "app/cli/flags.h"
 #include "app/download.h"
 #include "app/progress.h"
-#include "base/util.h"
+#include "deltafin.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include <errno.h>
 #include <sys/stat.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-        "usage: deltafin pull URL [-o PATH] [--sha256 HEX | --sha256-file FILE] [options]\n"
-        "\n"
-        "Download a model file. URL may be http(s)://... or the Hugging Face shorthand\n"
-        "org/repo/file.gguf (= https://huggingface.co/org/repo/resolve/main/file.gguf).\n"
-        "Bytes go to PATH.part and are resumed from there after an interruption (HTTP Range);\n"
-        "PATH appears only when the download is complete and its checksum matched.\n"
-        "A URL ending in -00001-of-0000N.gguf downloads all N parts of the split model.\n"
-        "\n"
-        "  -o, --output PATH      file to write (default: the URL's file name in the current\n"
-        "                         directory); a directory (existing or ending in /) keeps the name.\n"
-        "                         Split models: PATH is a directory (created if missing)\n"
-        "  --sha256 HEX           expected SHA-256 of the file (single files only)\n"
-        "  --sha256-file FILE     sha256sum-format manifest (\"HEX  NAME\" lines) to check each\n"
-        "                         file against, matched by file name; also copied next to the\n"
-        "                         download as FIRST_FILE.sha256 for `deltafin verify`\n"
-        "  --retries N            retries without progress before giving up (default 5)\n"
-        "  --retry-wait SEC       first backoff, doubled per retry up to 60 s (default 1)\n"
-        "  --token TOKEN          send \"Authorization: Bearer TOKEN\" to the URL's host (gated\n"
-        "                         models); default: $HF_TOKEN, sent to huggingface.co only\n"
-        "  --dry-run              print each URL and the path it would go to; download nothing\n"
-        "  -q, --quiet            no progress output (default: a bar on a terminal, else a\n"
-        "                         line every 5 s)\n"
-        "  -h, --help             this help\n");
-}
+static const df_cmd k_pull = {
+    DF_CMD_PULL, "pull", "usage: deltafin pull URL [-o PATH] [--sha256 HEX | --sha256-file FILE] [options]",
+    "Download a model file. URL may be http(s)://... or the Hugging Face shorthand\n"
+    "org/repo/file.gguf (= https://huggingface.co/org/repo/resolve/main/file.gguf).\n"
+    "Bytes go to PATH.part and are resumed from there after an interruption (HTTP Range);\n"
+    "PATH appears only when the download is complete and its checksum matched.\n"
+    "A URL ending in -00001-of-0000N.gguf downloads all N parts of the split model.", NULL, 1};
 
 static bool is_dir_arg(const char *p) {
     struct stat st;
@@ -47,29 +32,21 @@ static const char *url_file_name(const char *url) {
 }
 
 int cmd_pull(int argc, char **argv) {
-    const char *spec = NULL, *out = NULL, *sha = NULL, *shafile = NULL;
-    bool dry = false;
+    df_settings S;
+    int prc = df_cli_parse(&k_pull, argc, argv, &S);
+    if (prc != DF_CLI_GO) return prc;
+    const char *spec = S.n_pos ? S.pos[0] : NULL, *out = S.output, *sha = S.sha256, *shafile = S.sha256_file;
+    const bool dry = S.dry_run;
     df_download_opts o = df_download_default_opts();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && more) out = argv[++i];
-        else if (!strcmp(a, "--sha256") && more) sha = argv[++i];
-        else if (!strcmp(a, "--sha256-file") && more) shafile = argv[++i];
-        else if (!strcmp(a, "--retries") && more) o.max_retries = df_cli_int(argv, &i);
-        else if (!strcmp(a, "--retry-wait") && more) o.retry_wait_s = df_cli_float(argv, &i);
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.progress = DF_PROGRESS_QUIET;
-        else if (!strcmp(a, "--dry-run")) dry = true;
-        else if (!strcmp(a, "--token") && more) o.bearer_token = argv[++i];
-        else if (a[0] != '-' && !spec) spec = a;
-        else { fprintf(stderr, "pull: unknown or incomplete option '%s'\n", a); usage(stderr); return 2; }
-    }
-    if (!spec) { fprintf(stderr, "pull: URL is required\n"); usage(stderr); return 2; }
+    o.max_retries = S.retries;
+    o.retry_wait_s = S.retry_wait;
+    o.bearer_token = S.token;
+    if (S.quiet) o.progress = DF_PROGRESS_QUIET;
+    if (!spec) { fprintf(stderr, "pull: URL is required\n\n"); df_cli_help(&k_pull, stderr); return 2; }
     if (sha && shafile) { fprintf(stderr, "pull: give --sha256 or --sha256-file, not both\n"); return 2; }
     if (o.max_retries < 0 || o.retry_wait_s < 0) { fprintf(stderr, "pull: bad --retries/--retry-wait\n"); return 2; }
     char url[4096];
-    if (df_download_resolve(spec, url, sizeof url) < 0) { fprintf(stderr, "pull: %s\n", df_errmsg()); return 2; }
+    if (df_download_resolve(spec, url, sizeof url) < 0) { fprintf(stderr, "pull: %s\n", deltafin_errmsg()); return 2; }
     /* $HF_TOKEN goes to Hugging Face only, never to another host the user names */
     const char *hf = getenv("HF_TOKEN");
     if (!o.bearer_token && hf && *hf && !strncmp(url, "https://huggingface.co/", 23)) o.bearer_token = hf;
@@ -88,7 +65,7 @@ int cmd_pull(int argc, char **argv) {
         return 2;
     }
     bool out_dir = out && (split || is_dir_arg(out));
-    if (df_download_global_init() < 0) { fprintf(stderr, "pull: %s\n", df_errmsg()); return 1; }
+    if (df_download_global_init() < 0) { fprintf(stderr, "pull: %s\n", deltafin_errmsg()); return 1; }
     char dir[4096] = ".";
     if (out_dir) {
         snprintf(dir, sizeof dir, "%s", out);
@@ -97,7 +74,7 @@ int cmd_pull(int argc, char **argv) {
     int ret = 0;
     char first_path[8192] = "";
     for (int k = 1; k <= n && ret == 0; k++) {
-        char *u = split ? df_split_name_part(url, k) : df_strdup(url);
+        char *u = split ? df_split_name_part(url, k) : strdup(url);
         if (!u) { ret = 1; break; }
         char path[8192];
         const char *name = url_file_name(u);
@@ -110,7 +87,7 @@ int cmd_pull(int argc, char **argv) {
         o.sha256 = sha;
         if (shafile) {
             if (df_sha256_manifest_lookup(shafile, path, hex) < 0) {
-                fprintf(stderr, "pull: %s\n", df_errmsg());
+                fprintf(stderr, "pull: %s\n", deltafin_errmsg());
                 free(u);
                 ret = 1;
                 break;
@@ -138,7 +115,7 @@ int cmd_pull(int argc, char **argv) {
         o.label = label;
         int rc = df_download(u, path, &o);
         if (rc < 0) {
-            fprintf(stderr, "pull: %s\n", df_errmsg());
+            fprintf(stderr, "pull: %s\n", deltafin_errmsg());
             ret = 1;
         } else {
             fprintf(stderr, "%s: done%s\n", path, o.sha256 ? ", SHA-256 ok" : " (no checksum given; not verified)");
@@ -151,7 +128,7 @@ int cmd_pull(int argc, char **argv) {
         char mpath[8300], *data = NULL;
         size_t len = 0;
         snprintf(mpath, sizeof mpath, "%s.sha256", first_path);
-        if (df_read_file(shafile, &data, &len) == 0) {
+        if (deltafin_read_file(shafile, &data, &len) == 0) {
             FILE *f = fopen(mpath, "wb");
             if (!f || fwrite(data, 1, len, f) != len) fprintf(stderr, "pull: could not write %s\n", mpath);
             if (f) fclose(f);

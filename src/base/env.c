@@ -28,7 +28,6 @@ static void read_env(void) {
     const char *v = str("DELTAFIN_LOG");
     e->log_level = v ? atoi(v) : -1;
     e->isa = str("DELTAFIN_ISA");
-    e->ggml_order_off = is_zero("DELTAFIN_GGML_ORDER");
     e->repack_off = is_zero("DELTAFIN_REPACK");
     v = getenv("DELTAFIN_SPIN_US");
     e->spin_us = v ? (atol(v) < 0 ? 0 : (int)atol(v)) : -1;

@@ -10,7 +10,6 @@
 typedef struct {
     int log_level;             /* DELTAFIN_LOG: 0..3, -1 unset */
     const char *isa;           /* DELTAFIN_ISA: ref | avx2 | avx512 | neon, NULL unset */
-    bool ggml_order_off;       /* DELTAFIN_GGML_ORDER=0 */
     bool repack_off;           /* DELTAFIN_REPACK=0 */
     int spin_us;               /* DELTAFIN_SPIN_US: thread-pool spin before sleeping, -1 unset */
     int io_threads;            /* DELTAFIN_IO_THREADS (1..256), 0 unset */

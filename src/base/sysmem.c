@@ -3,6 +3,8 @@
 #include "base/sysmem.h"
 #include "base/util.h"
 #include <errno.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 static uint64_t read_u64_file(const char *path, bool *ok) {
     char *d = NULL;
@@ -66,3 +68,22 @@ uint64_t df_mem_available(void) {
     return cg < avail ? cg : avail;
 }
 
+
+int df_mlock(const void *p, uint64_t n, const char *what) {
+    static uint64_t locked; /* bytes locked so far by this process (for the message) */
+    if (!p || !n) return DF_OK;
+    if (mlock(p, (size_t)n) == 0) {
+        __atomic_add_fetch(&locked, n, __ATOMIC_RELAXED);
+        return DF_OK;
+    }
+    int e = errno;
+    struct rlimit rl;
+    char a[32], b[32], c[32];
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        return df_err(DF_ERR_RANGE, "--mlock: cannot lock %s of %s (%s): RLIMIT_MEMLOCK is %s and %s are locked "
+                      "already; raise it (ulimit -l, /etc/security/limits.conf, LimitMEMLOCK= in systemd) or run "
+                      "without --mlock", df_fmt_bytes(n, a, sizeof a), what, strerror(e),
+                      df_fmt_bytes((uint64_t)rl.rlim_cur, b, sizeof b),
+                      df_fmt_bytes(__atomic_load_n(&locked, __ATOMIC_RELAXED), c, sizeof c));
+    return df_err(DF_ERR_RANGE, "--mlock: cannot lock %s of %s: %s", df_fmt_bytes(n, a, sizeof a), what, strerror(e));
+}

@@ -162,12 +162,10 @@ df_f16 df_f32_to_f16(float f) {
 }
 
 float df_f16_table[65536];
-void df_kernels_init(void) __attribute__((weak));
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void init_once(void) {
     for (uint32_t i = 0; i < 65536; i++) df_f16_table[i] = df_f16_to_f32_slow((df_f16)i);
     if (df_env()->log_level >= 0) df_log_set_level(df_env()->log_level);
-    if (df_kernels_init) df_kernels_init();
 }
 void df_init(void) { pthread_once(&g_once, init_once); }
 

@@ -85,7 +85,8 @@ static inline df_bf16 df_f32_to_bf16(float f) {
     return (df_bf16)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
 
-/* One-time process init (tables, CPU detection). Idempotent, thread-safe. */
+/* One-time process init (the F16 table, the log level). Idempotent, thread-safe. The kernel
+ * table is chosen by kernels/ (df_kernels_init), not here: base calls nothing above it. */
 void df_init(void);
 
 uint64_t df_time_ns(void);

@@ -1,4 +1,4 @@
-/* gguf.c — GGUF v2/v3 reader with strict validation (formats.md §1), split models, writer.
+/* gguf.c — GGUF v2/v3 reader with strict validation (formats.md §1), split models.
  *
  * Reader: the header, KV section and tensor infos are parsed through a small buffered pread
  * reader (or a memory buffer for df_gguf_open_mem) that checks every read against the bytes
@@ -8,9 +8,11 @@
  *   "FILE: truncated file: KV 'key' value needs 8 bytes at offset 123 but file size is 120"
  *   "FILE: tensor 'blk.0.attn_q.weight': data [offset 123, 4096 bytes] extends beyond end of
  *    file (size 2000)"
- * Writer: KVs and tensor infos are collected in memory, the header is serialised in one buffer,
- * tensor data follows (streamed or from memory), offsets = running sum of padded sizes. */
+ * The writer is gguf_write.c; the name hash both use is gguf_hmap.c. */
 #include "format/gguf.h"
+#include "format/gguf_impl.h"
+#include "base/utf8.h"
+#include "format/ggml_types.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,45 +21,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "gguf.c assumes a little-endian host"
-#endif
 
-#define GGUF_MAGIC 0x46554747u
-#define GGUF_DEFAULT_ALIGNMENT 32u
-#define GGUF_MAX_STRING_LENGTH (1ull << 30)
-#define GGUF_MAX_ARRAY_ELEMENTS (1ull << 30)
-#define GGUF_MAX_DIMS 4
-#define GGUF_MAX_NAME 64
 
-/* ---- tensor type table (formats.md §1.6); kept local so gguf.c does not depend on quant.c */
-static const struct { const char *name; int blck, bytes; } g_types[43] = {
-    [0] = {"F32", 1, 4},        [1] = {"F16", 1, 2},         [2] = {"Q4_0", 32, 18},
-    [3] = {"Q4_1", 32, 20},     [6] = {"Q5_0", 32, 22},      [7] = {"Q5_1", 32, 24},
-    [8] = {"Q8_0", 32, 34},     [9] = {"Q8_1", 32, 36},      [10] = {"Q2_K", 256, 84},
-    [11] = {"Q3_K", 256, 110},  [12] = {"Q4_K", 256, 144},   [13] = {"Q5_K", 256, 176},
-    [14] = {"Q6_K", 256, 210},  [15] = {"Q8_K", 256, 292},   [16] = {"IQ2_XXS", 256, 66},
-    [17] = {"IQ2_XS", 256, 74}, [18] = {"IQ3_XXS", 256, 98}, [19] = {"IQ1_S", 256, 50},
-    [20] = {"IQ4_NL", 32, 18},  [21] = {"IQ3_S", 256, 110},  [22] = {"IQ2_S", 256, 82},
-    [23] = {"IQ4_XS", 256, 136},[24] = {"I8", 1, 1},         [25] = {"I16", 1, 2},
-    [26] = {"I32", 1, 4},       [27] = {"I64", 1, 8},        [28] = {"F64", 1, 8},
-    [29] = {"IQ1_M", 256, 56},  [30] = {"BF16", 1, 2},       [34] = {"TQ1_0", 256, 54},
-    [35] = {"TQ2_0", 256, 66},  [39] = {"MXFP4", 32, 17},    [40] = {"NVFP4", 64, 36},
-    [41] = {"Q1_0", 128, 18},   [42] = {"Q2_0", 64, 18},
-};
-
-static bool tensor_type_ok(int t) { return t >= 0 && t < 43 && g_types[t].blck > 0; }
-
+/* ---- tensor types: the file-format table of format/ggml_types.c (formats.md §1.6) */
 const char *df_gguf_tensor_type_name(int type) {
-    return tensor_type_ok(type) ? g_types[type].name : "invalid";
+    const df_ggml_type_info *t = df_ggml_type(type);
+    return t ? t->name : "invalid";
 }
 
-static const char *const g_kv_names[DF_GGUF_TYPE_COUNT] = {
+static const char *const g_df_gguf_kv_names[DF_GGUF_TYPE_COUNT] = {
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
-static const int g_kv_size[DF_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+const int df_gguf_kv_size[DF_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
 const char *df_gguf_type_name(int kv_type) {
-    return (kv_type >= 0 && kv_type < DF_GGUF_TYPE_COUNT) ? g_kv_names[kv_type] : "invalid";
+    return (kv_type >= 0 && kv_type < DF_GGUF_TYPE_COUNT) ? g_df_gguf_kv_names[kv_type] : "invalid";
 }
 
 static bool kv_is_int(int t) {
@@ -66,85 +43,6 @@ static bool kv_is_int(int t) {
 }
 static bool kv_is_signed(int t) {
     return t == DF_GGUF_I8 || t == DF_GGUF_I16 || t == DF_GGUF_I32 || t == DF_GGUF_I64;
-}
-
-/* ---- name hash (open addressing, built once after parsing) ----------------------------- */
-typedef struct {
-    uint32_t cap; /* power of two */
-    int32_t *slot; /* index+1, 0 = empty */
-} hmap;
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-typedef const char *(*name_fn)(const void *arr, int idx);
-static const char *kv_name(const void *arr, int i) { return ((const df_gguf_kv *)arr)[i].key; }
-static const char *tensor_name(const void *arr, int i) {
-    return ((const df_gguf_tensor *)arr)[i].name;
-}
-static const char *wtensor_name(const void *arr, int i); /* writer tensors, below */
-
-/* Build; on a duplicate name returns false and sets *dup_a, *dup_b (indices). */
-static int hmap_build(hmap *m, const void *arr, int n, name_fn nf, int *dup_a, int *dup_b) {
-    if (n < 0 || n > (1 << 29)) return df_err(DF_ERR_RANGE, "gguf: too many names (%d)", n);
-    uint32_t cap = 16;
-    while (cap < (uint32_t)n * 2u) cap <<= 1;
-    m->cap = cap;
-    m->slot = df_calloc(cap, sizeof(int32_t));
-    if (!m->slot) return DF_ERR_NOMEM;
-    for (int i = 0; i < n; i++) {
-        const char *k = nf(arr, i);
-        uint32_t h = (uint32_t)hash_str(k) & (cap - 1);
-        while (m->slot[h]) {
-            if (!strcmp(nf(arr, m->slot[h] - 1), k)) {
-                *dup_a = m->slot[h] - 1;
-                *dup_b = i;
-                return 1;
-            }
-            h = (h + 1) & (cap - 1);
-        }
-        m->slot[h] = i + 1;
-    }
-    return 0;
-}
-
-static int hmap_find(const hmap *m, const void *arr, name_fn nf, const char *k) {
-    if (!m->slot || !k) return -1;
-    uint32_t h = (uint32_t)hash_str(k) & (m->cap - 1);
-    while (m->slot[h]) {
-        if (!strcmp(nf(arr, m->slot[h] - 1), k)) return m->slot[h] - 1;
-        h = (h + 1) & (m->cap - 1);
-    }
-    return -1;
-}
-
-/* Incremental insert used by the writer (grows at load 1/2). Returns 1 if `k` already present,
- * 0 when inserted as index idx, or a negative status. */
-static int hmap_insert(hmap *m, const void *arr, name_fn nf, const char *k, int idx) {
-    if (!m->slot || (uint64_t)(idx + 1) * 2 > m->cap) {
-        uint32_t nc = m->cap ? m->cap * 2 : 64;
-        int32_t *ns = df_calloc(nc, sizeof *ns);
-        if (!ns) return DF_ERR_NOMEM;
-        for (uint32_t i = 0; i < m->cap; i++) {
-            if (!m->slot[i]) continue;
-            uint32_t h = (uint32_t)hash_str(nf(arr, m->slot[i] - 1)) & (nc - 1);
-            while (ns[h]) h = (h + 1) & (nc - 1);
-            ns[h] = m->slot[i];
-        }
-        free(m->slot);
-        m->slot = ns;
-        m->cap = nc;
-    }
-    uint32_t h = (uint32_t)hash_str(k) & (m->cap - 1);
-    while (m->slot[h]) {
-        if (!strcmp(nf(arr, m->slot[h] - 1), k)) return 1;
-        h = (h + 1) & (m->cap - 1);
-    }
-    m->slot[h] = idx + 1;
-    return 0;
 }
 
 typedef struct {
@@ -265,7 +163,7 @@ static int rd_str(rd *r, df_gguf_str *s, uint64_t maxlen) {
 }
 
 /* ---- KV free ----------------------------------------------------------------------------- */
-static void kv_free(df_gguf_kv *kv) {
+void df_gguf_kv_free(df_gguf_kv *kv) {
     free(kv->key);
     if (kv->type == DF_GGUF_STRING) free(kv->v.str.data);
     if (kv->type == DF_GGUF_ARRAY && kv->arr) {
@@ -278,7 +176,7 @@ static void kv_free(df_gguf_kv *kv) {
     memset(kv, 0, sizeof *kv);
 }
 
-static void widen_scalar(df_gguf_kv *kv, int type, const void *p) {
+void df_gguf_widen_scalar(df_gguf_kv *kv, int type, const void *p) {
     switch (type) {
     case DF_GGUF_U8: kv->v.u64 = *(const uint8_t *)p; break;
     case DF_GGUF_I8: kv->v.i64 = *(const int8_t *)p; break;
@@ -316,8 +214,8 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
     if (type == DF_GGUF_STRING) return rd_str(r, &kv->v.str, GGUF_MAX_STRING_LENGTH);
     if (type != DF_GGUF_ARRAY) {
         uint8_t b[8];
-        if ((rc = rd_bytes(r, b, (uint64_t)g_kv_size[type]))) return rc;
-        widen_scalar(kv, (int)type, b);
+        if ((rc = rd_bytes(r, b, (uint64_t)df_gguf_kv_size[type]))) return rc;
+        df_gguf_widen_scalar(kv, (int)type, b);
         return DF_OK;
     }
     uint32_t at;
@@ -331,7 +229,7 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
                       kv->key, at);
     if ((rc = rd_u64(r, &n))) return rc;
     uint64_t remain = r->size - r->pos;
-    uint64_t esz = at == DF_GGUF_STRING ? 8 : (uint64_t)g_kv_size[at];
+    uint64_t esz = at == DF_GGUF_STRING ? 8 : (uint64_t)df_gguf_kv_size[at];
     if (n > GGUF_MAX_ARRAY_ELEMENTS)
         return df_err(DF_ERR_FORMAT, "%s: KV '%s': array count %" PRIu64 " exceeds limit %llu",
                       r->name, kv->key, n, GGUF_MAX_ARRAY_ELEMENTS);
@@ -339,7 +237,7 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
         return df_err(DF_ERR_FORMAT,
                       "%s: truncated file: KV '%s': array of %" PRIu64 " %s needs at least %" PRIu64
                       " bytes but only %" PRIu64 " remain",
-                      r->name, kv->key, n, g_kv_names[at], n * esz, remain);
+                      r->name, kv->key, n, g_df_gguf_kv_names[at], n * esz, remain);
     kv->arr_type = (int)at;
     if (at != DF_GGUF_STRING) {
         uint64_t bytes = n * esz;
@@ -360,43 +258,20 @@ static int rd_kv(rd *r, df_gguf_kv *kv, int i) {
     return DF_OK;
 }
 
-static bool utf8_ok(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        int len;
-        uint32_t cp;
-        if (c < 0x80) { i++; continue; }
-        if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-        else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-        else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-        else return false;
-        if (i + (size_t)len > n) return false;
-        for (int k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) return false;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += (size_t)len;
-    }
-    return true;
-}
-
 /* Compute nbytes of a tensor with overflow checks. Returns 0 ok, else fills reason. */
-static int tensor_nbytes(int type, const int64_t ne[4], uint64_t *out, char *why, size_t cap) {
-    if (!tensor_type_ok(type)) {
-        if (type >= 0 && type < 43)
+int df_gguf_tensor_nbytes(int type, const int64_t ne[4], uint64_t *out, char *why, size_t cap) {
+    const df_ggml_type_info *ti = df_ggml_type(type);
+    if (!ti) {
+        if (type >= 0 && type < DF_GGML_TYPE_COUNT)
             snprintf(why, cap, "tensor type %d is a removed type", type);
         else
             snprintf(why, cap, "invalid tensor type %d", type);
         return -1;
     }
-    int blck = g_types[type].blck;
+    int blck = ti->blck;
     if (ne[0] % blck) {
         snprintf(why, cap, "ne[0] = %" PRId64 " is not a multiple of the block size %d of type %s",
-                 ne[0], blck, g_types[type].name);
+                 ne[0], blck, ti->name);
         return -1;
     }
     /* element count must fit in int64 (skipped when any dim is zero, like ggml-org/ggml) */
@@ -409,7 +284,7 @@ static int tensor_nbytes(int type, const int64_t ne[4], uint64_t *out, char *why
                 return -1;
             }
     }
-    uint64_t b = (uint64_t)(ne[0] / blck) * (uint64_t)g_types[type].bytes;
+    uint64_t b = (uint64_t)(ne[0] / blck) * (uint64_t)ti->bytes;
     for (int k = 1; k < 4; k++)
         if (!df_mul_ok(b, (uint64_t)ne[k], &b)) {
             snprintf(why, cap, "byte size overflows");
@@ -439,7 +314,7 @@ static int rd_tensor_info(rd *r, df_gguf_tensor *t, int i) {
         free(nm.data);
         return rc;
     }
-    if (strlen(nm.data) != nm.len || !utf8_ok((const uint8_t *)nm.data, nm.len)) {
+    if (strlen(nm.data) != nm.len || df_utf8_valid_prefix(nm.data, nm.len, NULL) != nm.len) {
         free(nm.data);
         return df_err(DF_ERR_FORMAT, "%s: tensor #%d: name is not valid UTF-8 text", r->name, i);
     }
@@ -464,7 +339,7 @@ static int rd_tensor_info(rd *r, df_gguf_tensor *t, int i) {
     if ((rc = rd_u32(r, &type))) return rc;
     t->type = type > INT_MAX ? -1 : (int)type;
     char why[200];
-    if (tensor_nbytes(t->type, t->ne, &t->nbytes, why, sizeof why)) {
+    if (df_gguf_tensor_nbytes(t->type, t->ne, &t->nbytes, why, sizeof why)) {
         if (t->type < 0) snprintf(why, sizeof why, "invalid tensor type %u", type);
         return df_err(DF_ERR_FORMAT, "%s: tensor '%s': %s", r->name, t->name, why);
     }
@@ -474,7 +349,7 @@ static int rd_tensor_info(rd *r, df_gguf_tensor *t, int i) {
 /* ---- open ------------------------------------------------------------------------------- */
 void df_gguf_close(df_gguf *g) {
     if (!g) return;
-    for (int i = 0; i < g->n_kv; i++) kv_free(&g->kv[i]);
+    for (int i = 0; i < g->n_kv; i++) df_gguf_kv_free(&g->kv[i]);
     free(g->kv);
     free(g->tensors);
     for (int i = 0; i < g->n_shards; i++) {
@@ -548,7 +423,7 @@ static int parse(rd *r, df_gguf *g) {
     }
     gguf_priv *p = g->priv;
     int da = 0, db = 0;
-    rc = hmap_build(&p->kvh, g->kv, g->n_kv, kv_name, &da, &db);
+    rc = df_hmap_build(&p->kvh, g->kv, g->n_kv, df_gguf_kv_name, &da, &db);
     if (rc < 0) return rc;
     if (rc) return df_err(DF_ERR_FORMAT, "%s: duplicate key '%s' (KV #%d and #%d)", r->name,
                           g->kv[db].key, da, db);
@@ -582,7 +457,7 @@ static int parse(rd *r, df_gguf *g) {
         if ((rc = rd_tensor_info(r, t, (int)i))) return rc;
         g->n_tensors++;
     }
-    rc = hmap_build(&p->th, g->tensors, g->n_tensors, tensor_name, &da, &db);
+    rc = df_hmap_build(&p->th, g->tensors, g->n_tensors, df_gguf_tensor_name, &da, &db);
     if (rc < 0) return rc;
     if (rc) return df_err(DF_ERR_FORMAT, "%s: duplicate tensor name '%s' (tensors #%d and #%d)",
                           r->name, g->tensors[db].name, da, db);
@@ -827,7 +702,7 @@ int df_gguf_open(const char *path, df_gguf **out) {
     free(p->th.slot);
     p->th.slot = NULL;
     int da = 0, db = 0;
-    rc = hmap_build(&p->th, g->tensors, g->n_tensors, tensor_name, &da, &db);
+    rc = df_hmap_build(&p->th, g->tensors, g->n_tensors, df_gguf_tensor_name, &da, &db);
     if (rc > 0)
         rc = df_err(DF_ERR_FORMAT, "%s: tensor '%s' appears in shard %d and in shard %d",
                     path, g->tensors[da].name, g->tensors[da].shard + 1, g->tensors[db].shard + 1);
@@ -843,14 +718,14 @@ fail:
 const df_gguf_kv *df_gguf_find(const df_gguf *g, const char *key) {
     if (!g) return NULL;
     const gguf_priv *p = g->priv;
-    int i = hmap_find(&p->kvh, g->kv, kv_name, key);
+    int i = df_hmap_find(&p->kvh, g->kv, df_gguf_kv_name, key);
     return i < 0 ? NULL : &g->kv[i];
 }
 
 const df_gguf_tensor *df_gguf_tensor_find(const df_gguf *g, const char *name) {
     if (!g) return NULL;
     const gguf_priv *p = g->priv;
-    int i = hmap_find(&p->th, g->tensors, tensor_name, name);
+    int i = df_hmap_find(&p->th, g->tensors, df_gguf_tensor_name, name);
     return i < 0 ? NULL : &g->tensors[i];
 }
 
@@ -958,7 +833,7 @@ int df_gguf_get_u32_per_layer(const df_gguf *g, const char *key, uint32_t *out, 
     for (int i = 0; i < n; i++) {
         df_gguf_kv e = {0};
         e.type = kv->arr_type;
-        widen_scalar(&e, kv->arr_type, (const uint8_t *)kv->arr + (size_t)i * g_kv_size[e.type]);
+        df_gguf_widen_scalar(&e, kv->arr_type, (const uint8_t *)kv->arr + (size_t)i * df_gguf_kv_size[e.type]);
         bool neg;
         uint64_t m;
         kv_int(&e, &neg, &m);
@@ -991,430 +866,3 @@ int df_gguf_read(const df_gguf *g, const df_gguf_tensor *t, uint64_t off, void *
     return DF_OK;
 }
 
-/* ---- writer ----------------------------------------------------------------------------- */
-typedef struct {
-    char name[GGUF_MAX_NAME];
-    int type, n_dims;
-    int64_t ne[4];
-    uint64_t nbytes, offset;
-    const void *data;
-} wtensor;
-
-static const char *wtensor_name(const void *arr, int i) { return ((const wtensor *)arr)[i].name; }
-
-struct df_gguf_writer {
-    uint32_t alignment;
-    int n_kv, cap_kv;
-    df_gguf_kv *kv;
-    int n_t, cap_t;
-    wtensor *t;
-    hmap th;          /* tensor name -> index */
-    /* streaming state */
-    bool header_done;
-    int cur;          /* tensor being written */
-    uint64_t cur_done; /* bytes of it written */
-};
-
-df_gguf_writer *df_gguf_writer_new(uint32_t alignment) {
-    if (alignment == 0) alignment = GGUF_DEFAULT_ALIGNMENT;
-    if (alignment & (alignment - 1)) {
-        df_err(DF_ERR_INVALID, "gguf writer: alignment %u is not a power of two", alignment);
-        return NULL;
-    }
-    df_gguf_writer *w = df_calloc(1, sizeof *w);
-    if (w) w->alignment = alignment;
-    return w;
-}
-
-void df_gguf_writer_free(df_gguf_writer *w) {
-    if (!w) return;
-    for (int i = 0; i < w->n_kv; i++) kv_free(&w->kv[i]);
-    free(w->kv);
-    free(w->t);
-    free(w->th.slot);
-    free(w);
-}
-
-static int w_new_kv(df_gguf_writer *w, const char *key, int type, df_gguf_kv **out) {
-    if (!w || !key || !*key) return df_err(DF_ERR_INVALID, "gguf writer: empty key");
-    if (!strcmp(key, "general.alignment") && type != DF_GGUF_U32)
-        return df_err(DF_ERR_INVALID, "gguf writer: general.alignment must be u32");
-    if (w->header_done)
-        return df_err(DF_ERR_INVALID, "gguf writer: KV '%s' added after the header was written",
-                      key);
-    for (int i = 0; i < w->n_kv; i++)
-        if (!strcmp(w->kv[i].key, key))
-            return df_err(DF_ERR_INVALID, "gguf writer: duplicate key '%s'", key);
-    if (w->n_kv == w->cap_kv) {
-        int nc = w->cap_kv ? w->cap_kv * 2 : 32;
-        df_gguf_kv *n = df_realloc(w->kv, (size_t)nc * sizeof *n);
-        if (!n) return DF_ERR_NOMEM;
-        w->kv = n;
-        w->cap_kv = nc;
-    }
-    df_gguf_kv *kv = &w->kv[w->n_kv];
-    memset(kv, 0, sizeof *kv);
-    kv->key = df_strdup(key);
-    if (!kv->key) return DF_ERR_NOMEM;
-    kv->type = type;
-    w->n_kv++;
-    *out = kv;
-    return DF_OK;
-}
-
-static void w_drop_last(df_gguf_writer *w) { kv_free(&w->kv[--w->n_kv]); }
-
-int df_gguf_w_scalar(df_gguf_writer *w, const char *key, int type, const void *v) {
-    if (type < 0 || type >= DF_GGUF_TYPE_COUNT || type == DF_GGUF_ARRAY ||
-        type == DF_GGUF_STRING || !v)
-        return df_err(DF_ERR_INVALID, "gguf writer: KV '%s': bad scalar type %d", key, type);
-    if (key && !strcmp(key, "general.alignment")) {
-        uint32_t a;
-        if (type != DF_GGUF_U32)
-            return df_err(DF_ERR_INVALID, "gguf writer: general.alignment must be u32");
-        memcpy(&a, v, 4);
-        if (!a || (a & (a - 1)))
-            return df_err(DF_ERR_INVALID, "gguf writer: alignment %u is not a power of two", a);
-        if (w && w->n_t)
-            return df_err(DF_ERR_INVALID, "gguf writer: general.alignment set after tensors");
-        if (w) w->alignment = a;
-    }
-    df_gguf_kv *kv;
-    int rc_ = w_new_kv(w, key, type, &kv);
-    if (rc_) return rc_;
-    widen_scalar(kv, type, v);
-    return DF_OK;
-}
-
-int df_gguf_w_u32(df_gguf_writer *w, const char *key, uint32_t v) {
-    return df_gguf_w_scalar(w, key, DF_GGUF_U32, &v);
-}
-int df_gguf_w_i32(df_gguf_writer *w, const char *key, int32_t v) {
-    return df_gguf_w_scalar(w, key, DF_GGUF_I32, &v);
-}
-int df_gguf_w_u64(df_gguf_writer *w, const char *key, uint64_t v) {
-    return df_gguf_w_scalar(w, key, DF_GGUF_U64, &v);
-}
-int df_gguf_w_f32(df_gguf_writer *w, const char *key, float v) {
-    return df_gguf_w_scalar(w, key, DF_GGUF_F32, &v);
-}
-int df_gguf_w_bool(df_gguf_writer *w, const char *key, bool v) {
-    uint8_t b = v;
-    return df_gguf_w_scalar(w, key, DF_GGUF_BOOL, &b);
-}
-
-static int w_str_n(df_gguf_writer *w, const char *key, const char *v, uint64_t len) {
-    df_gguf_kv *kv;
-    int rc_ = w_new_kv(w, key, DF_GGUF_STRING, &kv);
-    if (rc_) return rc_;
-    kv->v.str.data = df_malloc(len + 1);
-    if (!kv->v.str.data) { w_drop_last(w); return DF_ERR_NOMEM; }
-    if (len) memcpy(kv->v.str.data, v, len);
-    kv->v.str.data[len] = 0;
-    kv->v.str.len = len;
-    return DF_OK;
-}
-
-int df_gguf_w_str(df_gguf_writer *w, const char *key, const char *v) {
-    if (!v) return df_err(DF_ERR_INVALID, "gguf writer: KV '%s': NULL string", key ? key : "");
-    return w_str_n(w, key, v, strlen(v));
-}
-
-static int w_arr_strs(df_gguf_writer *w, const char *key, const char *const *cs,
-                      const df_gguf_str *gs, uint64_t n) {
-    if (n > GGUF_MAX_ARRAY_ELEMENTS)
-        return df_err(DF_ERR_INVALID, "gguf writer: KV '%s': array too long", key);
-    df_gguf_kv *kv;
-    int rc_ = w_new_kv(w, key, DF_GGUF_ARRAY, &kv);
-    if (rc_) return rc_;
-    kv->arr_type = DF_GGUF_STRING;
-    df_gguf_str *s = df_calloc(n ? n : 1, sizeof *s);
-    if (!s) { w_drop_last(w); return DF_ERR_NOMEM; }
-    kv->arr = s;
-    kv->arr_n = n;
-    for (uint64_t i = 0; i < n; i++) {
-        const char *src = cs ? cs[i] : gs[i].data;
-        uint64_t len = cs ? (cs[i] ? strlen(cs[i]) : 0) : gs[i].len;
-        s[i].data = df_malloc(len + 1);
-        if (!s[i].data) { w_drop_last(w); return DF_ERR_NOMEM; }
-        if (len) memcpy(s[i].data, src, len);
-        s[i].data[len] = 0;
-        s[i].len = len;
-    }
-    return DF_OK;
-}
-
-int df_gguf_w_arr_str(df_gguf_writer *w, const char *key, const char *const *strs, uint64_t n) {
-    if (!strs && n) return df_err(DF_ERR_INVALID, "gguf writer: KV '%s': NULL array", key);
-    return w_arr_strs(w, key, strs, NULL, n);
-}
-
-int df_gguf_w_arr(df_gguf_writer *w, const char *key, int elem_type, const void *data, uint64_t n) {
-    if (elem_type == DF_GGUF_STRING) return df_gguf_w_arr_str(w, key, data, n);
-    if (elem_type < 0 || elem_type >= DF_GGUF_TYPE_COUNT || elem_type == DF_GGUF_ARRAY)
-        return df_err(DF_ERR_INVALID, "gguf writer: KV '%s': bad array element type %d",
-                      key ? key : "", elem_type);
-    if (n > GGUF_MAX_ARRAY_ELEMENTS || (!data && n))
-        return df_err(DF_ERR_INVALID, "gguf writer: KV '%s': bad array", key ? key : "");
-    df_gguf_kv *kv;
-    int rc_ = w_new_kv(w, key, DF_GGUF_ARRAY, &kv);
-    if (rc_) return rc_;
-    uint64_t sz = n * (uint64_t)g_kv_size[elem_type];
-    kv->arr_type = elem_type;
-    kv->arr = df_malloc(sz ? sz : 1);
-    if (!kv->arr) { w_drop_last(w); return DF_ERR_NOMEM; }
-    if (sz) memcpy(kv->arr, data, sz);
-    kv->arr_n = n;
-    return DF_OK;
-}
-
-int df_gguf_w_copy_kv(df_gguf_writer *w, const df_gguf_kv *kv) {
-    if (!kv) return df_err(DF_ERR_INVALID, "gguf writer: NULL kv");
-    switch (kv->type) {
-    case DF_GGUF_STRING: return w_str_n(w, kv->key, kv->v.str.data, kv->v.str.len);
-    case DF_GGUF_ARRAY:
-        if (kv->arr_type == DF_GGUF_STRING) return w_arr_strs(w, kv->key, NULL, kv->arr, kv->arr_n);
-        return df_gguf_w_arr(w, kv->key, kv->arr_type, kv->arr, kv->arr_n);
-    default: {
-        /* narrow back to the stored type */
-        uint8_t b[8];
-        switch (kv->type) {
-        case DF_GGUF_U8: case DF_GGUF_I8: b[0] = (uint8_t)kv->v.u64; break;
-        case DF_GGUF_BOOL: b[0] = kv->v.b; break;
-        case DF_GGUF_U16: case DF_GGUF_I16: {
-            uint16_t x = (uint16_t)kv->v.u64;
-            memcpy(b, &x, 2);
-        } break;
-        case DF_GGUF_U32: case DF_GGUF_I32: {
-            uint32_t x = (uint32_t)kv->v.u64;
-            memcpy(b, &x, 4);
-        } break;
-        case DF_GGUF_F32: { float x = (float)kv->v.f64; memcpy(b, &x, 4); } break;
-        default: memcpy(b, &kv->v.u64, 8); break; /* u64 i64 f64 */
-        }
-        return df_gguf_w_scalar(w, kv->key, kv->type, b);
-    }
-    }
-}
-
-int df_gguf_w_tensor(df_gguf_writer *w, const char *name, int type, int n_dims, const int64_t *ne,
-                     const void *data) {
-    if (!w || !name) return df_err(DF_ERR_INVALID, "gguf writer: NULL argument");
-    size_t nl = strlen(name);
-    if (nl == 0 || nl >= GGUF_MAX_NAME)
-        return df_err(DF_ERR_INVALID, "gguf writer: tensor name '%s' must be 1..%d bytes", name,
-                      GGUF_MAX_NAME - 1);
-    if (w->header_done)
-        return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s' added after the header", name);
-    if (n_dims < 0 || n_dims > 4 || (!ne && n_dims))
-        return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s': n_dims %d not in 0..4", name,
-                      n_dims);
-    if (w->n_t >= (1 << 29)) return df_err(DF_ERR_RANGE, "gguf writer: too many tensors");
-    wtensor t = {0};
-    memcpy(t.name, name, nl + 1);
-    t.type = type;
-    t.n_dims = n_dims;
-    for (int k = 0; k < 4; k++) t.ne[k] = k < n_dims ? ne[k] : 1;
-    for (int k = 0; k < n_dims; k++)
-        if (ne[k] < 0)
-            return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s': negative ne[%d]", name, k);
-    char why[200];
-    if (tensor_nbytes(type, t.ne, &t.nbytes, why, sizeof why))
-        return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s': %s", name, why);
-    t.offset = 0;
-    if (w->n_t) {
-        const wtensor *p = &w->t[w->n_t - 1];
-        if (!df_add_ok(p->offset, df_pad(p->nbytes, w->alignment), &t.offset))
-            return df_err(DF_ERR_RANGE, "gguf writer: data section too large");
-    }
-    t.data = data;
-    if (w->n_t == w->cap_t) {
-        int nc = w->cap_t ? w->cap_t * 2 : 64;
-        wtensor *n = df_realloc(w->t, (size_t)nc * sizeof *n);
-        if (!n) return DF_ERR_NOMEM;
-        w->t = n;
-        w->cap_t = nc;
-    }
-    w->t[w->n_t] = t;
-    int rc = hmap_insert(&w->th, w->t, wtensor_name, name, w->n_t);
-    if (rc < 0) return rc;
-    if (rc) return df_err(DF_ERR_INVALID, "gguf writer: duplicate tensor name '%s'", name);
-    w->n_t++;
-    return DF_OK;
-}
-
-/* growable byte buffer for the header */
-typedef struct { uint8_t *p; size_t n, cap; bool oom; } wbuf;
-
-static void wb_put(wbuf *b, const void *d, size_t n) {
-    if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->n + n) nc *= 2;
-        uint8_t *np = df_realloc(b->p, nc);
-        if (!np) { b->oom = true; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void wb_u32(wbuf *b, uint32_t v) { wb_put(b, &v, 4); }
-static void wb_u64(wbuf *b, uint64_t v) { wb_put(b, &v, 8); }
-static void wb_str(wbuf *b, const char *s, uint64_t len) { wb_u64(b, len); wb_put(b, s, len); }
-
-static void wb_kv(wbuf *b, const df_gguf_kv *kv) {
-    wb_str(b, kv->key, strlen(kv->key));
-    wb_u32(b, (uint32_t)kv->type);
-    uint8_t x[8];
-    switch (kv->type) {
-    case DF_GGUF_STRING: wb_str(b, kv->v.str.data, kv->v.str.len); return;
-    case DF_GGUF_ARRAY:
-        wb_u32(b, (uint32_t)kv->arr_type);
-        wb_u64(b, kv->arr_n);
-        if (kv->arr_type == DF_GGUF_STRING) {
-            const df_gguf_str *s = kv->arr;
-            for (uint64_t i = 0; i < kv->arr_n; i++) wb_str(b, s[i].data, s[i].len);
-        } else {
-            wb_put(b, kv->arr, kv->arr_n * (uint64_t)g_kv_size[kv->arr_type]);
-        }
-        return;
-    case DF_GGUF_F32: { float f = (float)kv->v.f64; memcpy(x, &f, 4); } break;
-    case DF_GGUF_F64: memcpy(x, &kv->v.f64, 8); break;
-    case DF_GGUF_BOOL: x[0] = kv->v.b; break;
-    default: memcpy(x, &kv->v.u64, 8); break; /* little-endian: low bytes first */
-    }
-    wb_put(b, x, (size_t)g_kv_size[kv->type]);
-}
-
-static int write_all(int fd, const void *d, uint64_t n) {
-    const uint8_t *p = d;
-    while (n) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t k = write(fd, p, chunk);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return df_err(DF_ERR_IO, "gguf writer: write failed: %s", strerror(errno));
-        }
-        p += k;
-        n -= (uint64_t)k;
-    }
-    return DF_OK;
-}
-
-static int write_zeros(int fd, uint64_t n) {
-    static const uint8_t zero[4096];
-    while (n) {
-        uint64_t k = n > sizeof zero ? sizeof zero : n;
-        int rc = write_all(fd, zero, k);
-        if (rc) return rc;
-        n -= k;
-    }
-    return DF_OK;
-}
-
-static int w_serialize(df_gguf_writer *w, wbuf *b) {
-    bool have_al = false;
-    for (int i = 0; i < w->n_kv; i++)
-        if (!strcmp(w->kv[i].key, "general.alignment")) have_al = true;
-    int nkv = w->n_kv + (!have_al && w->alignment != GGUF_DEFAULT_ALIGNMENT);
-    wb_u32(b, GGUF_MAGIC);
-    wb_u32(b, 3);
-    wb_u64(b, (uint64_t)w->n_t);
-    wb_u64(b, (uint64_t)nkv);
-    for (int i = 0; i < w->n_kv; i++) wb_kv(b, &w->kv[i]);
-    if (nkv > w->n_kv) {
-        df_gguf_kv al = {.key = "general.alignment", .type = DF_GGUF_U32};
-        al.v.u64 = w->alignment;
-        wb_kv(b, &al);
-    }
-    for (int i = 0; i < w->n_t; i++) {
-        const wtensor *t = &w->t[i];
-        wb_str(b, t->name, strlen(t->name));
-        wb_u32(b, (uint32_t)t->n_dims);
-        for (int k = 0; k < t->n_dims; k++) wb_u64(b, (uint64_t)t->ne[k]);
-        wb_u32(b, (uint32_t)t->type);
-        wb_u64(b, t->offset);
-    }
-    if (b->oom) return DF_ERR_NOMEM;
-    return DF_OK; /* the caller adds the padding up to the data section */
-}
-
-uint64_t df_gguf_writer_data_start(df_gguf_writer *w) {
-    wbuf b = {0};
-    uint64_t n = w_serialize(w, &b) ? 0 : w->n_t ? df_pad(b.n, w->alignment) : b.n;
-    free(b.p);
-    return n;
-}
-
-uint64_t df_gguf_writer_tensor_offset(const df_gguf_writer *w, int idx) {
-    return (idx >= 0 && idx < w->n_t) ? w->t[idx].offset : UINT64_MAX;
-}
-
-int df_gguf_writer_write_header(df_gguf_writer *w, int fd) {
-    if (!w) return df_err(DF_ERR_INVALID, "gguf writer: NULL");
-    if (w->header_done) return df_err(DF_ERR_INVALID, "gguf writer: header already written");
-    wbuf b = {0};
-    int rc = w_serialize(w, &b);
-    if (!rc) rc = write_all(fd, b.p, b.n);
-    if (!rc && w->n_t) rc = write_zeros(fd, df_pad(b.n, w->alignment) - b.n);
-    free(b.p);
-    if (rc) return rc;
-    w->header_done = true;
-    w->cur = 0;
-    w->cur_done = 0;
-    return DF_OK;
-}
-
-int df_gguf_writer_write_tensor_data(df_gguf_writer *w, int fd, int idx, const void *data,
-                                     uint64_t n) {
-    if (!w || !w->header_done)
-        return df_err(DF_ERR_INVALID, "gguf writer: write the header before tensor data");
-    if (idx != w->cur || idx >= w->n_t)
-        return df_err(DF_ERR_INVALID, "gguf writer: tensor data written out of order (got #%d, "
-                      "expected #%d)", idx, w->cur);
-    const wtensor *t = &w->t[idx];
-    if (n > t->nbytes - w->cur_done)
-        return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s': %" PRIu64 " bytes given, only %"
-                      PRIu64 " remain", t->name, n, t->nbytes - w->cur_done);
-    int rc = write_all(fd, data, n);
-    if (rc) return df_err_prefix(rc, "tensor '%s'", t->name);
-    w->cur_done += n;
-    if (w->cur_done == t->nbytes) {
-        if ((rc = write_zeros(fd, df_pad(t->nbytes, w->alignment) - t->nbytes))) return rc;
-        w->cur++;
-        w->cur_done = 0;
-    }
-    return DF_OK;
-}
-
-int df_gguf_writer_save(df_gguf_writer *w, const char *path) {
-    if (!w || !path) return df_err(DF_ERR_INVALID, "gguf writer: NULL argument");
-    for (int i = 0; i < w->n_t; i++)
-        if (!w->t[i].data && w->t[i].nbytes)
-            return df_err(DF_ERR_INVALID, "gguf writer: tensor '%s' has no data", w->t[i].name);
-    size_t n = strlen(path) + 8;
-    char *tmp = df_malloc(n);
-    if (!tmp) return DF_ERR_NOMEM;
-    snprintf(tmp, n, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int rc = df_err(DF_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    int rc = df_gguf_writer_write_header(w, fd);
-    for (int i = 0; !rc && i < w->n_t; i++)
-        rc = df_gguf_writer_write_tensor_data(w, fd, i, w->t[i].data, w->t[i].nbytes);
-    if (!rc && fsync(fd) < 0) rc = df_err(DF_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
-    if (close(fd) < 0 && !rc) rc = df_err(DF_ERR_IO, "%s: close: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, path) < 0)
-        rc = df_err(DF_ERR_IO, "%s: rename to %s: %s", tmp, path, strerror(errno));
-    if (rc) {
-        unlink(tmp);
-        df_err_prefix(rc, "%s", path);
-    }
-    w->header_done = false; /* allow saving again */
-    free(tmp);
-    return rc;
-}

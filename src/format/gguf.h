@@ -29,7 +29,7 @@ typedef struct df_gguf_kv {
 
 typedef struct df_gguf_tensor {
     char name[64];
-    int type;                 /* ggml type id (see quant.h df_type) */
+    int type;                 /* ggml type id (format/ggml_types.h) */
     int n_dims;
     int64_t ne[4];            /* missing trailing dims are 1 */
     uint64_t nbytes;

@@ -3,7 +3,7 @@
  * OUT.tmp, fsynced, renamed); every index entry of an opened pack lies inside its region. */
 #include "format/pack.h"
 #include "base/hash.h"
-#include "kernels/quant.h"
+#include "format/ggml_types.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -340,7 +340,7 @@ int df_pack_open(const df_gguf *g, df_pack **out) {
             return rc;
         }
         pk_tensor *t = &p->t[l * K_N + k];
-        const df_type_traits *tt = df_type_info((int)types[i]);
+        const df_ggml_type_info *tt = df_ggml_type((int)types[i]); /* file types only */
         if (t->present || !tt || !tt->blck || nes[i * 3 + 2] != ne || !nes[i * 3] || !nes[i * 3 + 1] ||
             nes[i * 3] > (1u << 24) || nes[i * 3 + 1] > (1u << 24) || nes[i * 3] % (uint64_t)tt->blck) {
             rc = df_err(DF_ERR_FORMAT, "%s: pack: tensor '%s': bad or duplicate type/shape", path, names[i].data);
@@ -350,7 +350,7 @@ int df_pack_open(const df_gguf *g, df_pack **out) {
         t->present = true;
         t->type = (int)types[i];
         for (int d = 0; d < 3; d++) t->ne[d] = (int64_t)nes[i * 3 + d];
-        t->slice = df_row_bytes(tt, t->ne[0]) * (uint64_t)t->ne[1];
+        t->slice = (uint64_t)(t->ne[0] / tt->blck) * (uint64_t)tt->bytes * (uint64_t)t->ne[1];
         p->names[i] = df_strdup(names[i].data);
         p->name_layer[i] = l;
         p->name_kind[i] = k;

@@ -66,7 +66,7 @@ static const void *slice(const df_tensor *w, int h) {
 
 static bool tiled_attn(int nt, int dv) {
     /* as session.c: llama.cpp's tiled F32 flash-attention path for >= 64 queries */
-    int epr = !strcmp(df_kernels()->name, "avx512") ? 16 : 8;
+    const int epr = df_kernels()->f32_epr; /* GGML_F32_EPR of the build the table stands for */
     return nt >= 64 && dv % epr == 0;
 }
 

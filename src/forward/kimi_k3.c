@@ -119,30 +119,6 @@ static void k3_mix_rows(struct deltafin_ctx *c, k3_bufs *b, const df_tensor *w, 
 }
 
 /* ---- KDA ------------------------------------------------------------------------------------ */
-/* ggml_vec_dot_f32 as llama.cpp's AVX-512 build computes it (the reference these files are
- * checked against): 4 × 16-lane FMA accumulators over blocks of 64, reduced x0+x2, x1+x3,
- * then x0+x1, then gcc's _mm512_reduce_add_ps tree (8 + 8, 4 + 4, 2 + 2, 1 + 1); leftovers
- * added one by one (not contracted: checked against llama.cpp on head size 16, where every
- * term is a leftover). Scalar code with fmaf gives the same bits on any CPU. */
-static inline __attribute__((always_inline)) float kda_dot(int n, const float *x, const float *y) {
-    const int np = n & ~63;
-    float sumf = 0.0f;
-    if (np) {
-        float acc[4][16];
-        memset(acc, 0, sizeof acc);
-        for (int i = 0; i < np; i += 64)
-            for (int j = 0; j < 4; j++)
-                for (int l = 0; l < 16; l++) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
-        float r[16], t8[8], t4[4];
-        for (int l = 0; l < 16; l++) r[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-        for (int l = 0; l < 8; l++) t8[l] = r[8 + l] + r[l];
-        for (int l = 0; l < 4; l++) t4[l] = t8[4 + l] + t8[l];
-        sumf = (t4[0] + t4[2]) + (t4[1] + t4[3]);
-    }
-    for (int i = np; i < n; i++) sumf += x[i] * y[i];
-    return sumf;
-}
-
 typedef struct {
     const df_hparams *hp;
     float *st;                       /* delta state of the layer */
@@ -151,64 +127,22 @@ typedef struct {
     int nt;
 } kda_job;
 
-static inline __attribute__((always_inline)) void kda_head_body(const kda_job *j, int h) {
+/* one head's gated delta rule over the batch: the kernel table's (kernels.h df_kda_head_fn;
+ * ggml_vec_dot_f32's AVX-512 order in every table) */
+static void kda_head(void *ctx, int h, int thread) {
+    (void)thread;
+    const kda_job *j = ctx;
     const int S = j->hp->kda_head_dim, H = j->hp->n_head;
-    const int64_t DI = (int64_t)H * S;
-    const float scale = 1.0f / sqrtf((float)S);
-    float *M = j->st + (int64_t)h * S * S; /* row jv (value) holds St[:, jv] over keys i */
-    float dec[4096], del[4096];
-    for (int t = 0; t < j->nt; t++) {
-        const float *q = j->q + t * DI + (int64_t)h * S, *k = j->k + t * DI + (int64_t)h * S;
-        const float *v = j->v + t * DI + (int64_t)h * S, *g = j->g + t * DI + (int64_t)h * S;
-        const float b = j->beta[(int64_t)t * H + h];
-        float *o = j->o + t * DI + (int64_t)h * S;
-        for (int i = 0; i < S; i++) dec[i] = expf(g[i]);
-        for (int jv = 0; jv < S; jv++) {
-            float *row = M + (int64_t)jv * S;
-            for (int i = 0; i < S; i++) row[i] *= dec[i];
-        }
-        for (int jv = 0; jv < S; jv++) {
-            const float s = kda_dot(S, M + (int64_t)jv * S, k);
-            del[jv] = (v[jv] - s) * b;
-        }
-        for (int jv = 0; jv < S; jv++) {
-            float *row = M + (int64_t)jv * S;
-            const float d = del[jv];
-            for (int i = 0; i < S; i++) row[i] = fmaf(k[i], d, row[i]);
-        }
-        for (int jv = 0; jv < S; jv++) {
-            o[jv] = kda_dot(S, M + (int64_t)jv * S, q) * scale;
-        }
-    }
+    const int64_t DI = (int64_t)H * S, off = (int64_t)h * S;
+    df_kernels()->kda_head(j->st + (int64_t)h * S * S, S, j->nt, j->q + off, j->k + off, j->v + off, j->g + off, DI,
+                           j->beta + h, H, j->o + off);
 }
-
-/* The same code compiled with hardware FMA where the CPU has it (fmaf inlines to vfmadd; the
- * results are bit-identical: fmaf is exact either way and nothing else is contracted under
- * -std=c11). */
-static void kda_head_generic(void *ctx, int h, int thread) {
-    (void)thread;
-    kda_head_body(ctx, h);
-}
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) static void kda_head_fma(void *ctx, int h, int thread) {
-    (void)thread;
-    kda_head_body(ctx, h);
-}
-static df_task_fn kda_head_fn(void) {
-    static int have = -1;
-    if (have < 0) have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return have ? kda_head_fma : kda_head_generic;
-}
-#else
-static df_task_fn kda_head_fn(void) { return kda_head_generic; }
-#endif
 
 /* causal depthwise conv of one stream over nt tokens, in place, then silu; state updated. In
  * ggml's order as llama.cpp's SSM_CONV + SILU: the tap sum as an FMA chain (gcc contracts ggml's
  * `sumf += s * c`), then ggml_vec_silu_f32 on each token's row of DI. */
 static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const float *taps, float *win) {
     const int cs = C - 1;
-    const int gg = df_ggml_order();
     for (int64_t ch = 0; ch < DI; ch++) {
         float *st = state + ch * cs;
         const float *w = taps + ch * C;
@@ -216,16 +150,12 @@ static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const fl
         for (int t = 0; t < nt; t++) win[cs + t] = x[t * DI + ch];
         for (int t = 0; t < nt; t++) {
             float s = 0.0f;
-            if (gg)
-                for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
-            else
-                for (int i = 0; i < C; i++) s += win[t + i] * w[i];
-            x[t * DI + ch] = gg ? s : df_silu(s);
+            for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
+            x[t * DI + ch] = s;
         }
         for (int i = 0; i < cs; i++) st[i] = win[nt + i];
     }
-    if (gg)
-        for (int t = 0; t < nt; t++) df_silu_row(x + t * DI, (int)DI);
+    for (int t = 0; t < nt; t++) df_silu_row(x + t * DI, (int)DI);
 }
 
 static void l2_heads(float *x, int nt, int H, int S, float eps) {
@@ -280,7 +210,7 @@ static int kda_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
     /* 6. gated delta rule, sequential over tokens, heads in parallel */
     kda_job j = {.hp = hp, .st = delta_st, .q = b->q, .k = b->k, .v = b->v, .g = b->g, .beta = b->beta,
                  .o = b->o, .nt = nt};
-    df_pool_run(c->pool, H, kda_head_fn(), &j);
+    df_pool_run(c->pool, H, kda_head, &j);
     /* 7. per-head RMS norm (shared weight) and sigmoid gate */
     mmw(c, L->ssm_g, x, E, nt, b->g2, DI);
     for (int64_t r = 0; r < (int64_t)nt * H; r++)

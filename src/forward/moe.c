@@ -22,11 +22,8 @@ static void router_logits(struct deltafin_ctx *c, const df_tensor *w, const floa
     mm(c, w, x, ldx, nt, y, ldy);
 }
 
-/* ggml_soft_max in place: ggml's vector order and exp when df_ggml_order() */
-static void softmax(float *x, int n) {
-    if (df_ggml_order()) df_softmax_ggml(x, x, n);
-    else df_softmax(x, x, n);
-}
+/* ggml_soft_max in place: ggml's vector order and exp */
+static void softmax(float *x, int n) { df_softmax_ggml(x, x, n); }
 
 /* Steps 1-9 for nt rows of x into idx/w ([nt][K]); select_only (look-ahead) stops after the
  * top-k choice (step 5): no weights, no routing counts. Scratch: c->router, c->selbuf. */

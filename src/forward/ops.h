@@ -1,11 +1,12 @@
 /* ops.h — elementwise / row operations of the forward pass, with llama.cpp's numerics
  * (formats.md §2.7, §3.0): RMSNorm with a double sum, RoPE (NORM / NEOX pairing, YaRN,
- * rope_freqs divisors, angles by repeated F32 multiplication), softmax with a double sum,
- * SiLU / SwiGLU.
+ * rope_freqs divisors, angles by repeated F32 multiplication), softmax with a double sum; the
+ * vector ops (ggml's softmax, SwiGLU, silu) go to the kernel table.
  * Threading: pure functions on caller-owned buffers; reentrant. */
 #ifndef DF_OPS_H
 #define DF_OPS_H
 #include "base/util.h"
+#include "kernels/kernels.h" /* df_silu, df_sigmoid */
 #include "model/rope.h"
 #include <math.h>
 
@@ -17,26 +18,18 @@ void df_rope_apply(const df_rope *r, const float *cache, float *x, int n_head, i
 
 /* y = (x * 1/sqrt(mean(x^2) + eps)) * w   (w may be NULL: no weight). y may alias x. */
 void df_rmsnorm(const float *x, const float *w, float *y, int n, float eps);
-/* y = softmax(x) over n (y may alias x). */
+/* y = softmax(x) over n (y may alias x): max, libm expf, the sum in double (deltafin's own
+ * scalar form, where llama.cpp's op is not ggml_soft_max). */
 void df_softmax(const float *x, float *y, int n);
-static inline float df_silu(float x) { return x / (1.0f + expf(-x)); }
-static inline float df_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-/* g[i] = silu(g[i]) * u[i]. In ggml's order (df_ggml_order()) the n values are one row of
- * ggml's SwiGLU (df_swiglu_ggml); for several rows whose width is not a multiple of the SIMD width
- * (16 on avx512, 8 on avx2) use df_swiglu_rows. */
-void df_swiglu(float *g, const float *u, int n);
-/* The same over nrows rows of ncols (row-wise in ggml's order, as ggml_swiglu). */
-void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
-
-/* ggml's float order and exp approximation (used when df_ggml_order(), the default; see
- * ops.c): bit-identical to a -march=native ggml CPU build on the same machine for deltafin's
- * avx512 and avx2 kernel sets (ggml_vec_soft_max_f32 + scale, ggml_vec_swiglu_f32 on one row);
- * other kernel sets use the scalar form (libm expf), as ggml without SIMD. y may alias x. */
+/* ggml_soft_max of one row (ggml_vec_soft_max_f32 + scale) in the selected kernel table's
+ * order: bit-identical to a -march=native ggml CPU build on the same machine for the avx512 and
+ * avx2 tables; the others use libm expf, as ggml without SIMD. y may alias x. */
 void df_softmax_ggml(const float *x, float *y, int n);
-/* u == NULL: silu alone (ggml_vec_silu_f32: the same operations without the product) */
-void df_swiglu_ggml(float *g, const float *u, int n);
-/* x[i] = silu(x[i]) over one row of n: in ggml's order as ggml_vec_silu_f32 (SIMD exp on whole
- * vectors, libm expf for the n % width leftover), else df_silu on every element. */
+/* g[i] = silu(g[i]) * u[i] over nrows rows of ncols, row by row as ggml_swiglu (the vectors
+ * restart at each row: matters when ncols is not a multiple of the SIMD width) */
+void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
+/* x[i] = silu(x[i]) over one row of n as ggml_vec_silu_f32 (SIMD exp on whole vectors, libm
+ * expf for the n % width leftover) */
 void df_silu_row(float *x, int n);
 /* y[i] += x[i] */
 void df_add(float *y, const float *x, int n);

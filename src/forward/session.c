@@ -1,6 +1,6 @@
 /* session.c — deltafin_ctx: one sequence's F16 KV cache and scratch, the forward pass of the
  * transformer over a batch of tokens (matrix-matrix work, n_batch tokens per step), logits,
- * cancellation and statistics; plus the public vocabulary / chat wrappers.
+ * cancellation and statistics.
  * Layer skeleton (formats.md §3.0): h += Attn(RMSNorm(h)); h += FFN_or_MoE(RMSNorm(h)).
  * Invariant: no allocation inside deltafin_decode except growing the all-logits buffer once
  * per call; all scratch is carved at create time from one block (df_session_scratch_bytes).
@@ -15,8 +15,6 @@
 #include <math.h>
 #include <sys/mman.h>
 
-#include "text/tokenizer.h"
-#include "text/chat.h"
 
 /* ---- architecture hooks ------------------------------------------------------------------
  * One line per architecture with forward hooks; the others run the generic blocks. */
@@ -126,15 +124,34 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     for (int l = 0; l < hp->n_layer; l++)
         if (m->layers[l].is_moe && (!m->w || !m->w->has_ex))
             return df_err(DF_ERR_INVALID, "model loaded without routed experts and no expert provider set");
-    if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    /* the memory plan reserved KV for plan.n_seq sequences of plan.n_ctx tokens and scratch
+     * for prompt chunks of plan.n_batch: under a memory limit a context beyond that is refused
+     * (the process would leave the limit), without one it is allowed */
+    const deltafin_plan *pl = &m->plan;
+    if (p.n_ctx <= 0) p.n_ctx = pl->n_ctx > 0 ? pl->n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (p.n_ctx <= 0) p.n_ctx = 4096;
     if (p.n_ctx > (1 << 24)) return df_err(DF_ERR_INVALID, "n_ctx %d too large", p.n_ctx);
     if (p.n_batch <= 0) p.n_batch = 512;
+    if (pl->n_batch > 0 && p.n_batch > pl->n_batch) p.n_batch = pl->n_batch;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    if (m->params.mem_limit && pl->n_ctx > 0 && p.n_ctx > pl->n_ctx)
+        return df_err(DF_ERR_RANGE, "a context of %d tokens exceeds the memory plan (KV for %d tokens x %d "
+                      "sequences under --mem-limit): load the model with that context (-c %d)",
+                      p.n_ctx, pl->n_ctx, pl->n_seq, p.n_ctx);
+    if (m->params.mem_limit && pl->n_seq > 0 && atomic_fetch_add(&m->n_ctx_live, 1) >= pl->n_seq) {
+        atomic_fetch_sub(&m->n_ctx_live, 1);
+        return df_err(DF_ERR_RANGE, "the memory plan has KV for %d sequence%s (in use); plan more at load "
+                      "(--parallel / n_seq)", pl->n_seq, pl->n_seq == 1 ? "" : "s");
+    }
+    const bool counted = m->params.mem_limit && pl->n_seq > 0;
     int nth = p.n_threads > 0 ? p.n_threads : m->params.n_threads;
     deltafin_ctx *c = df_calloc(1, sizeof *c);
-    if (!c) return DF_ERR_NOMEM;
+    if (!c) {
+        if (counted) atomic_fetch_sub(&m->n_ctx_live, 1);
+        return DF_ERR_NOMEM;
+    }
     c->m = m;
+    c->counted = counted;
     c->w = m->w;
     c->fwd = df_arch_fwd_find(m->arch->name);
     c->n_ctx = p.n_ctx;
@@ -192,12 +209,19 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     c->attn_stride = df_attn_scratch_per_thread(hp->n_embd_head_k, hp->n_embd_head_v);
     c->logits_cap = 1;
     c->n_logits = 0;
+    c->acct_kv = c->kv_bytes + 2 * c->rs_bytes;
+    c->acct_scratch = c->mem_bytes;
+    atomic_fetch_add(&m->kv_live, c->acct_kv);
+    atomic_fetch_add(&m->scratch_live, c->acct_scratch);
     *out = c;
     return DF_OK;
 }
 
 void deltafin_ctx_free(deltafin_ctx *c) {
     if (!c) return;
+    if (c->counted) atomic_fetch_sub(&c->m->n_ctx_live, 1);
+    atomic_fetch_sub(&c->m->kv_live, c->acct_kv);
+    atomic_fetch_sub(&c->m->scratch_live, c->acct_scratch);
     if (c->pool) df_pool_free(c->pool);
     if (c->kv_mem) munmap(c->kv_mem, (size_t)(c->kv_bytes ? c->kv_bytes : 1));
     free(c->k_l);
@@ -299,7 +323,7 @@ static void add_bias(float *Y, int64_t ldy, int nt, const df_tensor *b) {
 static bool use_tiled_attn(int nt, int dv) {
     /* llama.cpp switches to its tiled F32 kernel for >= 64 queries when DV is a multiple of
      * the SIMD width (16 floats with AVX-512, 8 otherwise). */
-    int epr = !strcmp(df_kernels()->name, "avx512") ? 16 : 8;
+    const int epr = df_kernels()->f32_epr; /* GGML_F32_EPR of the build the table stands for */
     return nt >= 64 && dv % epr == 0;
 }
 
@@ -507,66 +531,4 @@ const float *deltafin_logits(const deltafin_ctx *c, int i) {
     if (i < 0) i = c->n_logits - 1;
     if (i >= c->n_logits) return NULL;
     return c->logits + (int64_t)i * c->m->hp.n_vocab;
-}
-
-/* ---- vocabulary / chat wrappers ------------------------------------------------------------ */
-
-static int no_tok(const deltafin_model *m) {
-    if (!m->tokenizer) return df_err(DF_ERR_UNSUPPORTED, "model has no tokenizer");
-    return DF_OK;
-}
-
-int deltafin_tokenize(const deltafin_model *m, const char *text, size_t len, bool add_special,
-                      bool parse_special, int32_t *ids, int cap) {
-    int rc = no_tok(m);
-    if (rc < 0) return rc;
-    return df_tokenize(m->tokenizer, text, len, add_special, parse_special, ids, cap);
-}
-int deltafin_token_to_piece(const deltafin_model *m, int32_t id, bool special, char *buf, int cap) {
-    int rc = no_tok(m);
-    if (rc < 0) return rc;
-    return df_token_to_piece(m->tokenizer, id, special, buf, cap);
-}
-bool deltafin_token_is_eog(const deltafin_model *m, int32_t id) {
-    return m->tokenizer && df_token_is_eog(m->tokenizer, id);
-}
-int32_t deltafin_token_bos(const deltafin_model *m) {
-    return m->tokenizer ? df_tokenizer_bos(m->tokenizer) : -1;
-}
-int32_t deltafin_token_eos(const deltafin_model *m) {
-    return m->tokenizer ? df_tokenizer_eos(m->tokenizer) : -1;
-}
-
-static char *piece_str(const deltafin_model *m, int32_t id) {
-    if (id < 0) return NULL;
-    char buf[256];
-    int n = deltafin_token_to_piece(m, id, true, buf, (int)sizeof buf - 1);
-    if (n < 0 || n >= (int)sizeof buf) return NULL;
-    return df_strndup(buf, (size_t)n);
-}
-
-int deltafin_chat_render(const deltafin_model *m, const char *template_name,
-                         const deltafin_chat_msg *msgs, int n_msgs, const char *tools_json,
-                         bool add_generation_prompt, char **out) {
-    *out = NULL;
-    const char *src = NULL;
-    if (template_name && *template_name) {
-        src = df_chat_builtin_template(template_name);
-        if (!src) return df_err(DF_ERR_INVALID, "unknown chat template '%s'", template_name);
-    } else {
-        src = deltafin_model_meta_str(m, "tokenizer.chat_template");
-        if (!src) src = df_chat_builtin_template("chatml");
-        if (!src) return df_err(DF_ERR_UNSUPPORTED, "model has no chat template");
-    }
-    char *mj = NULL;
-    int rc = df_chat_msgs_to_json(msgs, n_msgs, &mj);
-    if (rc < 0) return rc;
-    char *bos = piece_str(m, deltafin_token_bos(m));
-    char *eos = piece_str(m, deltafin_token_eos(m));
-    rc = df_chat_render_json(src, mj, tools_json, add_generation_prompt, bos ? bos : "",
-                             eos ? eos : "", NULL, out);
-    free(bos);
-    free(eos);
-    free(mj);
-    return rc;
 }

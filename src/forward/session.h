@@ -36,6 +36,8 @@ struct deltafin_ctx {
     df_model *m;
     struct df_weights *w;        /* m->w: the weight bytes (weights/weights.h) */
     const df_arch_fwd *fwd;      /* df_arch_fwd_find(m->arch->name) */
+    bool counted;                /* holds one of the plan's sequences (m->n_ctx_live) */
+    uint64_t acct_kv, acct_scratch; /* added to m->kv_live / m->scratch_live (budget report) */
     df_pool *pool;
     int n_threads;
     int n_ctx, n_batch;

@@ -661,6 +661,9 @@ static void from_q8_1(const float *x, void *dst, int64_t n) { df_quantize_row_q8
 
 void df_kernels_fill_neon(df_kernel_table *t) {
     t->name = "neon";
+    t->isa = DF_ISA_NEON;
+    /* the float slots stay the reference table's: deltafin has no NEON forms of ggml's vector
+     * exp / F16 dots yet (ggml's NEON build would use its own; results are ref's here) */
     for (int i = 0; i < 128; i++) {
         uint64_t v = 0;
         for (int j = 0; j < 8; j++) v |= (uint64_t)((df_ksigns_iq2xs[i] >> j) & 1 ? 0xFF : 0x01) << (8 * j);

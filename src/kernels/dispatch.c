@@ -1,5 +1,5 @@
-/* dispatch.c — picks the kernel table once (CPU detection, env DELTAFIN_ISA=ref|avx2|avx512|neon
- * overrides) and runs matrix products over the thread pool.
+/* dispatch.c — picks the kernel table once (the only CPU detection of the engine; env
+ * DELTAFIN_ISA=ref|avx2|avx512|neon overrides) and runs matrix products over the thread pool.
  * Matmul work split: output rows are cut into chunks handed out dynamically; inside a chunk the
  * weight rows are walked once per tile of activation rows, so for n_tok > 1 each weight byte
  * comes from DRAM once per chunk (the chunk stays in L2) instead of once per token.
@@ -15,6 +15,7 @@
 #endif
 
 #include "kernels/kernels_impl.h"
+#include "base/env.h"
 
 static df_kernel_table g_ref, g_avx2, g_avx512, g_neon;
 static bool g_have_avx2, g_have_avx512, g_have_neon;
@@ -32,6 +33,7 @@ static const df_kernel_table *table_by_name(const char *name) {
 }
 
 static void init_tables(void) {
+    df_init(); /* the F16 table the kernels read, the log level */
     df_kernels_fill_ref(&g_ref);
 #if defined(__x86_64__)
     __builtin_cpu_init();
@@ -46,7 +48,9 @@ static void init_tables(void) {
         /* starts from the AVX2 table: slots without an AVX-512 kernel keep the AVX2 one
          * (an AVX-512 CPU has AVX2/FMA/F16C) instead of falling back to scalar */
         g_avx512 = g_avx2;
-        df_kernels_fill_avx512(&g_avx512);
+        const df_cpu_caps caps = {.avx512vbmi = __builtin_cpu_supports("avx512vbmi"),
+                                  .avx512bitalg = __builtin_cpu_supports("avx512bitalg")};
+        df_kernels_fill_avx512(&g_avx512, &caps);
         g_have_avx512 = true;
     }
 #endif
@@ -64,8 +68,8 @@ static void init_tables(void) {
     }
 #endif
     g_sel = g_have_avx512 ? &g_avx512 : g_have_avx2 ? &g_avx2 : g_have_neon ? &g_neon : &g_ref;
-    const char *isa = getenv("DELTAFIN_ISA");
-    if (isa && *isa) {
+    const char *isa = df_env()->isa;
+    if (isa) {
         const df_kernel_table *t = table_by_name(isa);
         if (t) g_sel = t;
         else
@@ -166,21 +170,6 @@ void df_quantize_act_mt(df_pool *pool, int wtype, const float *X, int64_t ldx, i
     df_pool_run(pool, (int)((n_tok + j.per_task - 1) / j.per_task), qa_task, &j);
 }
 
-/* ggml's float summation orders (the kernels here, attn_gqa.c's flash attention, ops.c's
- * softmax / SwiGLU / F32 GEMM / RoPE, the KDA convolution): the default since 2026-12-02, because they make deltafin's logits
- * bit-identical to llama.cpp's on this kind of CPU (docs/testing.md, "ggml's summation order").
- * DELTAFIN_GGML_ORDER=0 selects deltafin's own earlier orders (for comparisons). */
-int df_ggml_order(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("DELTAFIN_GGML_ORDER");
-        v = !(e && !strcmp(e, "0"));
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
 typedef struct {
     df_vec_dot_fn dot;
     df_vec_dot4_fn dot4;
@@ -258,6 +247,18 @@ static void mm_task(void *ctx, int task, int thread) {
     }
 }
 
+bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt) {
+    const df_kernel_table *k = df_kernels();
+    return k->gemm_f32 && nt >= 2 && n_in > 0 && n_in % k->f32_epr == 0 && n_out % 4 == 0;
+}
+
+void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nt,
+                      float *Y, int64_t ldy) {
+    const df_kernel_table *k = df_kernels();
+    DF_ASSERT(k->gemm_f32);
+    k->gemm_f32(W, n_in, r0, r1, X, ldx, nt, Y, ldy);
+}
+
 typedef struct {
     const float *w, *x;
     int64_t n_in, ldy;
@@ -279,9 +280,9 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     const df_type_traits *t = df_type_info(wtype);
     DF_ASSERT(t && n_in % t->blck == 0);
     const df_kernel_table *k = df_kernels();
-    if (wtype == DF_TYPE_F32 && kind != MM_ID && n_tok >= 2 && df_ggml_order() &&
+    if (wtype == DF_TYPE_F32 && kind != MM_ID && n_tok >= 2 &&
         df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok) && n_tok <= 0x7fffffff) {
-        /* ggml's mul_mat of F32 weights runs a batch through llamafile's tinyBLAS (ops.c) */
+        /* ggml's mul_mat of F32 weights runs a batch through llamafile's tinyBLAS */
         f32_gemm_job g = {W, act, n_in, ldy, (int)n_tok, Y};
         df_pool_run(pool, (int)(n_out / 4), f32_gemm_task, &g);
         return;

@@ -1,15 +1,24 @@
-/* kernels.h — compute kernels over quantized weights, chosen once at start by CPU detection
- * (env DELTAFIN_ISA=ref|avx2|avx512|neon overrides, for tests).
- * Every slot has a scalar reference (kernels/ref.c, the oracle); SIMD tables (x86_avx2.c,
- * x86_avx512.c, arm_neon.c) fill the slots they accelerate; the others fall back to ref (AVX-512:
- * to the AVX2 kernel).
+/* kernels.h — the kernel table: every SIMD operation of the engine, chosen once at start by
+ * CPU detection in dispatch.c (env DELTAFIN_ISA=ref|avx2|avx512|neon overrides, for tests).
+ * Slots: dot products of quantized weight rows with converted activations (vec_dot and its
+ * 4-token / repacked / ggml-order forms), the activation converters, the F32 row ops in ggml's
+ * vector orders (softmax, SwiGLU, silu), flash attention's F16 dots and multiply-adds, the KDA
+ * delta rule, the F32 batch GEMM, and the facts the callers need about the table (the F32
+ * vector width ggml's build uses, which weights to repack).
+ * Every mandatory slot has a scalar reference (kernels/ref.c, the oracle, which is the table of
+ * a ggml build without SIMD); SIMD tables (x86_avx2.c, x86_avx512.c, arm_neon.c) start as a
+ * copy of the reference table (AVX-512: of the AVX2 table) and override the slots they
+ * accelerate. Optional slots (marked so) are float orders of a particular ggml build; NULL
+ * means "the plain slot", which is what that build does too.
  * Numerics follow llama.cpp (formats.md §2.6): activations are converted to the weight type's
  * vec_dot_type (Q8_0 / Q8_1 / Q8_K / F16 / BF16 / F32) and dotted with exact integer sums.
+ * Callers outside kernels/ contain no intrinsics and no CPU checks; they call the table.
  * Threading: tables are immutable after df_kernels_init(); kernels are reentrant. */
 #ifndef DF_KERNELS_H
 #define DF_KERNELS_H
 #include "kernels/quant.h"
 #include "base/threadpool.h"
+#include <math.h>
 
 /* s = dot(weight row w (type T, n elements), activation row xq (vec_dot_type of T, n elems)) */
 typedef void (*df_vec_dot_fn)(int64_t n, float *s, const void *w, const void *xq);
@@ -27,14 +36,50 @@ typedef void (*df_vec_dot4_x8_fn)(int64_t n, float *s, size_t lds, const void *w
 /* Convert an F32 activation row into a vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16/F32 copy). */
 typedef void (*df_from_float_fn)(const float *x, void *dst, int64_t n);
 
+/* y = softmax(x) over n (y may alias x) as ggml_vec_soft_max_f32 + ggml_vec_scale_f32: max,
+ * exp(x - max) with the vector exp on whole vectors and libm expf on the leftover, the
+ * per-vector lane sums added in double, then y *= 1/sum. */
+typedef void (*df_softmax_fn)(const float *x, float *y, int n);
+/* g[i] = silu(g[i]) * u[i] over one row as ggml_vec_swiglu_f32 (vector exp on whole vectors,
+ * df_silu on the leftover); the row restarts the vectors. */
+typedef void (*df_swiglu_fn)(float *g, const float *u, int n);
+/* x[i] = silu(x[i]) over one row as ggml_vec_silu_f32 (= the SwiGLU above without the exact
+ * product by u) */
+typedef void (*df_silu_fn)(float *x, int n);
+/* dot of two F16 rows of n (flash attention's K·Q) */
+typedef float (*df_dot_f16_fn)(const df_f16 *x, const df_f16 *y, int n);
+/* dot of an F16 row with an F32 row of n (the F32-accumulator attention path) */
+typedef float (*df_dot_f16_f32_fn)(const df_f16 *x, const float *y, int n);
+/* acc[i] = f16(fma(v[i], s, acc[i])) for i < n (F16 accumulator) */
+typedef void (*df_mad_f16_fn)(df_f16 *acc, const df_f16 *v, float s, int n);
+/* acc[i] = fma(v[i], s, acc[i]) for i < n (F32 accumulator, F16 values) */
+typedef void (*df_mad_f32_fn)(float *acc, const df_f16 *v, float s, int n);
+/* The gated delta rule of one KDA head over nt tokens, sequentially (llama.cpp's fused op):
+ * for each token t, with q, k, v, g, o the S-wide rows at q + t*ld ..., b = beta[t*ldb]:
+ *   M[jv][i] *= exp(g[i]); del[jv] = (v[jv] - dot(M[jv], k)) * b; M[jv][i] = fma(k[i], del[jv],
+ *   M[jv][i]); o[jv] = dot(M[jv], q) / sqrt(S)
+ * with dot ggml_vec_dot_f32's AVX-512 order (4 x 16 lanes over n & ~63, its reduction tree,
+ * then the leftovers one by one) in every table. M is the head's S x S state (row jv = value
+ * jv over keys i), updated in place; S <= 4096. */
+typedef void (*df_kda_head_fn)(float *M, int S, int nt, const float *q, const float *k, const float *v,
+                               const float *g, int64_t ld, const float *beta, int64_t ldb, float *o);
+/* F32 batch product as llamafile's tinyBLAS (ggml's mul_mat for F32 weights and 2+ tokens):
+ * Y[t*ldy + r] = W[r] . X[t*ldx] for rows r in [r0, r1) (a multiple of 4) and t < nt, W
+ * row-major [.][n_in], n_in a multiple of the table's f32_epr. */
+typedef void (*df_gemm_f32_fn)(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
+                               int nt, float *Y, int64_t ldy);
+
+enum df_isa { DF_ISA_REF, DF_ISA_AVX2, DF_ISA_AVX512, DF_ISA_NEON };
+
 typedef struct df_kernel_table {
-    const char *name;                        /* "ref", "avx2", "avx512", "neon" */
+    const char *name;                        /* "ref", "avx2", "avx512", "neon" (reports) */
+    int isa;                                 /* enum df_isa: which build's orders (tests, reports) */
     df_vec_dot_fn vec_dot[DF_TYPE_COUNT];    /* indexed by weight type */
     df_from_float_fn from_float[DF_TYPE_COUNT]; /* indexed by vec_dot_type */
     df_vec_dot4_fn vec_dot4[DF_TYPE_COUNT];  /* optional (NULL: vec_dot per row) */
-    /* Optional, set only with DELTAFIN_GGML_ORDER: the float orders ggml uses for weights it
-     * repacks to 8 interleaved rows on this CPU (2-D or expert tensors with rows % 8 == 0, e.g.
-     * Q4_K as q4_K_8x8 on AVX2/AVX-512): _r8 its gemv (one token, the last n_tok % 4 tokens of
+    /* Optional: the float orders ggml uses for weights it repacks to 8 interleaved rows on
+     * this CPU (2-D or expert tensors with rows % 8 == 0, e.g. Q4_K as q4_K_8x8 on
+     * AVX2/AVX-512): _r8 its gemv (one token, the last n_tok % 4 tokens of
      * a plain matmul, every token of an expert matmul), _r8g its gemm (the first
      * n_tok - n_tok % 4 tokens of a plain matmul). df_matmul uses them for n_out % 8 == 0,
      * df_matmul_3d never (ggml does not repack weights of 3-D plain matmuls). NULL: vec_dot. */
@@ -42,17 +87,50 @@ typedef struct df_kernel_table {
     df_vec_dot4_fn vec_dot4_r8[DF_TYPE_COUNT];
     df_vec_dot_fn vec_dot_r8g[DF_TYPE_COUNT];
     df_vec_dot4_fn vec_dot4_r8g[DF_TYPE_COUNT];
-    /* Indexed by a repacked type (DF_TYPE_Q4_K_X8). The reference table has scalar forms;
-     * a table whose slot differs from the reference one is what makes weights get repacked. */
+    /* Indexed by a repacked type (DF_TYPE_Q4_K_X8). The reference table has scalar forms. */
     df_vec_dot_x8_fn vec_dot_x8[DF_TYPE_COUNT];
     df_vec_dot4_x8_fn vec_dot4_x8[DF_TYPE_COUNT];  /* 4 tokens in the gemv order (optional) */
     df_vec_dot4_x8_fn vec_dot4_x8g[DF_TYPE_COUNT]; /* 4 tokens in the gemm order */
+    /* Indexed by a file type: the in-memory type this table's kernels want its matmul weights
+     * repacked to (DF_TYPE_Q4_K_X8 for Q4_K where the table has native x8 kernels), 0 = keep
+     * the file's layout (the scalar x8 forms are slower than the per-row SIMD kernels). */
+    uint8_t repack[DF_TYPE_COUNT];
     /* Optional, indexed by weight type: this table's activation layout for that type's kernels
      * (same bytes per row as its vec_dot_type; df_quantize_act uses it). Set for MXFP4 on
      * AVX-512 VBMI: Q8_0 split into the row's n quants then its n/32 F16 scales
      * (df_q8_0_split), so the kernel loads 64 quants at once and 8 scales as one vector. */
     df_from_float_fn from_float_w[DF_TYPE_COUNT];
+
+    /* F32 row ops in ggml's vector orders: the vector width and exp approximation follow the
+     * table (16 lanes AVX-512, 8 AVX2; the reference and NEON tables use libm expf on every
+     * element, as ggml without SIMD) */
+    df_softmax_fn softmax;
+    df_swiglu_fn swiglu;
+    df_silu_fn silu;
+    /* flash attention (forward/attn_gqa.c), llama.cpp's one-chunk kernel: K·Q as
+     * ggml_vec_dot_f16 (x86: 4 accumulators of 16 / 8 lanes with FMA, pairwise, lane
+     * reduction, leftovers in double; ref: 8 float lanes then the leftovers in double), V
+     * accumulated in F16; attn_fma_sum: the softmax sum is S = fma(S, ms, vs), as gcc
+     * contracts ggml's S*ms + vs in an FMA build (else a plain multiply-add). */
+    df_dot_f16_fn attn_dot_f16;
+    df_mad_f16_fn attn_mad_f16;
+    bool attn_fma_sum;
+    /* and its tiled path (F32 Q and accumulator): the same results in every table */
+    df_dot_f16_f32_fn attn_dot_f16_f32;
+    df_mad_f32_fn attn_mad_f32;
+    df_kda_head_fn kda_head; /* KDA's gated delta rule (forward/kimi_k3.c); same bits everywhere */
+    /* Optional: F32 weights x 2+ tokens in tinyBLAS's order (NULL: vec_dot per output, as
+     * ggml without tinyBLAS); df_matmul uses it when df_gemm_f32_ggml_applies() */
+    df_gemm_f32_fn gemm_f32;
+    /* floats per vector register in the ggml build this table stands for (GGML_F32_EPR: 16
+     * AVX-512, 8 AVX2; the reference and NEON tables say 8): decides llama.cpp's tiled
+     * attention (DV % f32_epr == 0) and tinyBLAS's shapes (n_in % f32_epr == 0) */
+    int f32_epr;
 } df_kernel_table;
+
+/* ggml's scalar silu / sigmoid (libm expf) */
+static inline float df_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float df_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* Rewrite one Q8_0 row of n elements into the split layout (n int8 quants, then n/32 F16
  * scales, same bytes); src and dst must not overlap. */
@@ -77,23 +155,19 @@ static inline int df_q4kx8_min(const df_block_q4_Kx8 *x, int k) {
     return (k < 32 ? x->mlo[k] & 0xF : x->mlo[k - 32] >> 4) | (x->sc[k] >> 6) << 4;
 }
 
-/* The in-memory layout the selected kernels want for weights of file type wtype that are only
+/* The in-memory layout the selected table wants for weights of file type wtype that are only
  * used by df_matmul / df_matmul_id (not df_matmul_3d, not row lookups), or -1 to keep the
- * file's layout: DF_TYPE_Q4_K_X8 for Q4_K when the table has a native (AVX2 / AVX-512) kernel
- * for it and ggml's orders are on. Env DELTAFIN_REPACK=0 turns repacking off (A/B measurements, tests). */
+ * file's layout (the table's repack slot). Env DELTAFIN_REPACK=0 turns repacking off (A/B
+ * measurements, tests). */
 int df_repack_type(int wtype);
 /* Repack n_rows (a multiple of 8) rows of n_in columns in place from type `from` to `to`
  * (Q4_K -> Q4_K_X8 or back), 8-row groups spread over the pool (may be NULL).
  * DF_ERR_INVALID for other pairs or shapes, DF_ERR_NOMEM. */
 int df_repack_rows(df_pool *pool, int from, int to, void *data, int64_t n_in, int64_t n_rows);
 
-/* Non-zero (the default) unless env DELTAFIN_GGML_ORDER is "0": every float summation order
- * that matters for parity follows ggml's, bit-identical to a -march=native llama.cpp CPU build
- * on the same machine (docs/testing.md, "Quantized parity"). Read once; kernel tables are
- * filled according to it. */
-int df_ggml_order(void);
-
-void df_kernels_init(void);                     /* called by df_init() */
+/* Choose the table (CPU detection, DELTAFIN_ISA); calls df_init() first. Idempotent and
+ * thread-safe; the model loader calls it, and df_kernels() does on first use. */
+void df_kernels_init(void);
 const df_kernel_table *df_kernels(void);        /* the selected table */
 const df_kernel_table *df_kernels_ref(void);    /* the scalar oracle */
 const df_kernel_table *df_kernels_by_name(const char *name); /* NULL if not available here */
@@ -101,10 +175,10 @@ const df_kernel_table *df_kernels_by_name(const char *name); /* NULL if not avai
  * thread runs kernels. Returns DF_ERR_UNSUPPORTED if `name` is not available here. */
 int df_kernels_select(const char *name);
 
-/* F32 matrix product of a batch as llamafile's tinyBLAS (used by ggml's mul_mat for F32 weights
- * and nt >= 2 tokens when n_in is a multiple of the vector width and n_out of 4):
- * Y[t*ldy + r] = W[r] . X[t*ldx] for rows r in [r0, r1) (a multiple of 4 rows) and t < nt,
- * W row-major [n_out][n_in]. Only when df_gemm_f32_ggml_applies() (avx512 / avx2 sets). */
+/* F32 matrix product of a batch as llamafile's tinyBLAS (ggml's mul_mat for F32 weights and
+ * nt >= 2 tokens when n_in is a multiple of the vector width and n_out of 4), with the selected
+ * table's gemm_f32: Y[t*ldy + r] = W[r] . X[t*ldx] for rows r in [r0, r1) (a multiple of 4
+ * rows) and t < nt, W row-major [n_out][n_in]. Only when df_gemm_f32_ggml_applies(). */
 bool df_gemm_f32_ggml_applies(int64_t n_in, int64_t n_out, int nt);
 void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx, int nt,
                       float *Y, int64_t ldy);

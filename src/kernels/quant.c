@@ -1,4 +1,4 @@
-/* quant.c — ggml tensor type table, row (de)quantization (formats.md §1.6, §2).
+/* quant.c — compute facts of the ggml tensor types (quant.h), row (de)quantization (formats.md §2).
  * Quantizers follow llama.cpp's reference algorithms (quantize_row_*_ref, no importance matrix)
  * so files we write match llama-quantize: Q8_0 byte-identical, k-quants near-identical.
  * Invariant: every function here is pure; n is a multiple of the type's block size (callers
@@ -8,51 +8,24 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <strings.h>
 
 const int8_t df_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                      1,    13,   25,  38,  53,  69,  89,  113};
 const int8_t df_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-/* name, blck, bytes, vec_dot_type, can_compute, can_quantize — compute/quantize flags are
- * completed from the function tables below at lookup time. */
-static const df_type_traits g_types[DF_TYPE_COUNT] = {
-    [DF_TYPE_F32] = {"F32", 1, 4, DF_TYPE_F32, 0, 0},
-    [DF_TYPE_F16] = {"F16", 1, 2, DF_TYPE_F16, 0, 0},
-    [DF_TYPE_Q4_0] = {"Q4_0", 32, 18, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_Q4_1] = {"Q4_1", 32, 20, DF_TYPE_Q8_1, 0, 0},
-    [DF_TYPE_Q5_0] = {"Q5_0", 32, 22, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_Q5_1] = {"Q5_1", 32, 24, DF_TYPE_Q8_1, 0, 0},
-    [DF_TYPE_Q8_0] = {"Q8_0", 32, 34, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_Q8_1] = {"Q8_1", 32, 36, DF_TYPE_Q8_1, 0, 0},
-    [DF_TYPE_Q2_K] = {"Q2_K", 256, 84, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_Q3_K] = {"Q3_K", 256, 110, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_Q4_K] = {"Q4_K", 256, 144, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_Q5_K] = {"Q5_K", 256, 176, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_Q6_K] = {"Q6_K", 256, 210, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_Q8_K] = {"Q8_K", 256, 292, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_IQ2_XXS] = {"IQ2_XXS", 256, 66, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_IQ2_XS] = {"IQ2_XS", 256, 74, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_IQ3_XXS] = {"IQ3_XXS", 256, 98, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_IQ1_S] = {"IQ1_S", 256, 50, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_IQ4_NL] = {"IQ4_NL", 32, 18, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_IQ3_S] = {"IQ3_S", 256, 110, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_IQ2_S] = {"IQ2_S", 256, 82, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_IQ4_XS] = {"IQ4_XS", 256, 136, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_I8] = {"I8", 1, 1, DF_TYPE_I8, 0, 0},
-    [DF_TYPE_I16] = {"I16", 1, 2, DF_TYPE_I16, 0, 0},
-    [DF_TYPE_I32] = {"I32", 1, 4, DF_TYPE_I32, 0, 0},
-    [DF_TYPE_I64] = {"I64", 1, 8, DF_TYPE_I64, 0, 0},
-    [DF_TYPE_F64] = {"F64", 1, 8, DF_TYPE_F64, 0, 0},
-    [DF_TYPE_IQ1_M] = {"IQ1_M", 256, 56, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_BF16] = {"BF16", 1, 2, DF_TYPE_BF16, 0, 0},
-    [DF_TYPE_TQ1_0] = {"TQ1_0", 256, 54, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_TQ2_0] = {"TQ2_0", 256, 66, DF_TYPE_Q8_K, 0, 0},
-    [DF_TYPE_MXFP4] = {"MXFP4", 32, 17, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_NVFP4] = {"NVFP4", 64, 36, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_Q1_0] = {"Q1_0", 128, 18, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_Q2_0] = {"Q2_0", 64, 18, DF_TYPE_Q8_0, 0, 0},
-    [DF_TYPE_Q4_K_X8] = {"Q4_K_X8", 256, 144, DF_TYPE_Q8_K, 0, 0}, /* in-memory layout only */
+/* The activation type each weight type is dotted with (formats.md §2.6); the file facts
+ * (name, block size, bytes) come from format/ggml_types.c, can_compute / can_quantize from the
+ * function tables below, at first lookup. Types not listed pair with themselves. */
+static const int8_t g_vec_dot_type[DF_TYPE_COUNT] = {
+    [DF_TYPE_Q4_0] = DF_TYPE_Q8_0,    [DF_TYPE_Q4_1] = DF_TYPE_Q8_1,    [DF_TYPE_Q5_0] = DF_TYPE_Q8_0,
+    [DF_TYPE_Q5_1] = DF_TYPE_Q8_1,    [DF_TYPE_Q2_K] = DF_TYPE_Q8_K,    [DF_TYPE_Q3_K] = DF_TYPE_Q8_K,
+    [DF_TYPE_Q4_K] = DF_TYPE_Q8_K,    [DF_TYPE_Q5_K] = DF_TYPE_Q8_K,    [DF_TYPE_Q6_K] = DF_TYPE_Q8_K,
+    [DF_TYPE_IQ2_XXS] = DF_TYPE_Q8_K, [DF_TYPE_IQ2_XS] = DF_TYPE_Q8_K,  [DF_TYPE_IQ3_XXS] = DF_TYPE_Q8_K,
+    [DF_TYPE_IQ1_S] = DF_TYPE_Q8_K,   [DF_TYPE_IQ4_NL] = DF_TYPE_Q8_0,  [DF_TYPE_IQ3_S] = DF_TYPE_Q8_K,
+    [DF_TYPE_IQ2_S] = DF_TYPE_Q8_K,   [DF_TYPE_IQ4_XS] = DF_TYPE_Q8_K,  [DF_TYPE_IQ1_M] = DF_TYPE_Q8_K,
+    [DF_TYPE_TQ1_0] = DF_TYPE_Q8_K,   [DF_TYPE_TQ2_0] = DF_TYPE_Q8_K,   [DF_TYPE_MXFP4] = DF_TYPE_Q8_0,
+    [DF_TYPE_NVFP4] = DF_TYPE_Q8_0,   [DF_TYPE_Q1_0] = DF_TYPE_Q8_0,    [DF_TYPE_Q2_0] = DF_TYPE_Q8_0,
+    [DF_TYPE_Q4_K_X8] = DF_TYPE_Q8_K,
 };
 
 /* ------------------------------------------------------------------ helpers */
@@ -1266,25 +1239,26 @@ static df_type_traits g_info[DF_TYPE_COUNT];
 static pthread_once_t g_info_once = PTHREAD_ONCE_INIT;
 static void info_init(void) {
     for (int t = 0; t < DF_TYPE_COUNT; t++) {
-        g_info[t] = g_types[t];
-        if (!g_info[t].name) continue;
-        g_info[t].can_compute = g_deq[t] && has_dot(t);
-        g_info[t].can_quantize = g_q[t] != NULL && t != DF_TYPE_Q8_1 && t != DF_TYPE_Q8_K;
+        /* the repacked layout has Q4_K's block size and bytes per row */
+        const df_ggml_type_info *f = df_ggml_type(t == DF_TYPE_Q4_K_X8 ? DF_TYPE_Q4_K : t);
+        if (!f) continue;
+        df_type_traits *ti = &g_info[t];
+        ti->name = t == DF_TYPE_Q4_K_X8 ? "Q4_K_X8" : f->name;
+        ti->blck = f->blck;
+        ti->bytes = f->bytes;
+        ti->vec_dot_type = g_vec_dot_type[t] ? g_vec_dot_type[t] : t;
+        ti->can_compute = g_deq[t] && has_dot(t);
+        ti->can_quantize = g_q[t] != NULL && t != DF_TYPE_Q8_1 && t != DF_TYPE_Q8_K;
     }
 }
 
 const df_type_traits *df_type_info(int type) {
-    if (type < 0 || type >= DF_TYPE_COUNT || !g_types[type].name) return NULL;
+    if (type < 0 || type >= DF_TYPE_COUNT) return NULL;
     pthread_once(&g_info_once, info_init);
-    return &g_info[type];
+    return g_info[type].name ? &g_info[type] : NULL;
 }
 
-int df_type_from_name(const char *name) {
-    if (!name) return -1;
-    for (int t = 0; t < DF_TYPE_COUNT; t++)
-        if (g_types[t].name && t != DF_TYPE_Q4_K_X8 && !strcasecmp(g_types[t].name, name)) return t;
-    return -1;
-}
+int df_type_from_name(const char *name) { return df_ggml_type_from_name(name); }
 
 uint64_t df_type_row_bytes(int type, int64_t n) {
     const df_type_traits *t = df_type_info(type);
@@ -1307,7 +1281,7 @@ int df_dequantize_row(int type, const void *src, float *dst, int64_t n) {
     int rc = check_args(type, n, "dequantize");
     if (rc) return rc;
     if (!g_deq[type])
-        return df_err(DF_ERR_UNSUPPORTED, "dequantize: type %s not supported", g_types[type].name);
+        return df_err(DF_ERR_UNSUPPORTED, "dequantize: type %s not supported", df_type_info(type)->name);
     g_deq[type](src, dst, n);
     return DF_OK;
 }
@@ -1316,7 +1290,7 @@ int df_quantize_row(int type, const float *src, void *dst, int64_t n) {
     int rc = check_args(type, n, "quantize");
     if (rc) return rc;
     if (!g_q[type])
-        return df_err(DF_ERR_UNSUPPORTED, "quantize: type %s not supported", g_types[type].name);
+        return df_err(DF_ERR_UNSUPPORTED, "quantize: type %s not supported", df_type_info(type)->name);
     g_q[type](src, dst, n);
     return DF_OK;
 }

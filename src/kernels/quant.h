@@ -1,29 +1,25 @@
-/* quant.h — ggml tensor types: block layouts, sizes, (de)quantization (formats.md §2).
- * The reference quantizers reproduce llama.cpp's algorithms (Q8_0 byte-identical).
+/* quant.h — what the engine computes on each ggml tensor type: the file facts (name, block
+ * size and bytes, block layouts) come from format/ggml_types.h, this adds the activation type
+ * a weight type is dotted with, whether kernels and quantizers exist, (de)quantization
+ * (formats.md §2) and the in-memory layouts (DF_TYPE_Q4_K_X8). The reference quantizers
+ * reproduce llama.cpp's algorithms (Q8_0 byte-identical).
  * Threading: pure functions, thread-safe. */
 #ifndef DF_QUANT_H
 #define DF_QUANT_H
-#include "base/util.h"
+#include "format/ggml_types.h"
 
-typedef enum {
-    DF_TYPE_F32 = 0, DF_TYPE_F16 = 1, DF_TYPE_Q4_0 = 2, DF_TYPE_Q4_1 = 3, DF_TYPE_Q5_0 = 6,
-    DF_TYPE_Q5_1 = 7, DF_TYPE_Q8_0 = 8, DF_TYPE_Q8_1 = 9, DF_TYPE_Q2_K = 10, DF_TYPE_Q3_K = 11,
-    DF_TYPE_Q4_K = 12, DF_TYPE_Q5_K = 13, DF_TYPE_Q6_K = 14, DF_TYPE_Q8_K = 15,
-    DF_TYPE_IQ2_XXS = 16, DF_TYPE_IQ2_XS = 17, DF_TYPE_IQ3_XXS = 18, DF_TYPE_IQ1_S = 19,
-    DF_TYPE_IQ4_NL = 20, DF_TYPE_IQ3_S = 21, DF_TYPE_IQ2_S = 22, DF_TYPE_IQ4_XS = 23,
-    DF_TYPE_I8 = 24, DF_TYPE_I16 = 25, DF_TYPE_I32 = 26, DF_TYPE_I64 = 27, DF_TYPE_F64 = 28,
-    DF_TYPE_IQ1_M = 29, DF_TYPE_BF16 = 30, DF_TYPE_TQ1_0 = 34, DF_TYPE_TQ2_0 = 35,
-    DF_TYPE_MXFP4 = 39, DF_TYPE_NVFP4 = 40, DF_TYPE_Q1_0 = 41, DF_TYPE_Q2_0 = 42,
-    /* Not a file type: Q4_K weights repacked in memory as groups of 8 interleaved rows
-     * (df_block_q4_Kx8, kernels.h) for the matrix kernels. Same bytes per row as Q4_K; rows
-     * only make sense 8 at a time; no dequantization. GGUF files cannot carry it. */
-    DF_TYPE_Q4_K_X8 = 43,
-    DF_TYPE_COUNT = 44
-} df_type;
+/* Types beyond the file's (format/ggml_types.h): in-memory layouts of the matrix kernels. */
+enum {
+    /* Q4_K weights repacked in memory as groups of 8 interleaved rows (df_block_q4_Kx8,
+     * kernels.h) for the matrix kernels. Same bytes per row as Q4_K; rows only make sense 8 at
+     * a time; no dequantization. GGUF files cannot carry it. */
+    DF_TYPE_Q4_K_X8 = DF_GGML_TYPE_COUNT,
+    DF_TYPE_COUNT
+};
 
 typedef struct {
-    const char *name;     /* "Q8_0" ... ; NULL for removed/invalid ids */
-    int blck;             /* elements per block (0 = invalid id) */
+    const char *name;     /* "Q8_0" ... (file types: as format/ggml_types.c) */
+    int blck;             /* elements per block */
     int bytes;            /* bytes per block */
     int vec_dot_type;     /* activation format paired in dot products (formats.md §2.6) */
     bool can_compute;     /* this build has dequant + dot kernels for it */
@@ -32,7 +28,7 @@ typedef struct {
 
 /* NULL if id is out of range or a removed id. */
 const df_type_traits *df_type_info(int type);
-int df_type_from_name(const char *name); /* case-insensitive, -1 if unknown */
+int df_type_from_name(const char *name); /* file types only (df_ggml_type_from_name), -1 if unknown */
 /* Bytes of n elements (n must be a multiple of the block size). */
 static inline uint64_t df_row_bytes(const df_type_traits *t, int64_t n) {
     return (uint64_t)(n / t->blck) * (uint64_t)t->bytes;
@@ -45,34 +41,6 @@ int df_dequantize_row(int type, const void *src, float *dst, int64_t n);
 bool df_can_dequantize(int type);
 /* Quantize n elements with llama.cpp's reference algorithm (no importance matrix). */
 int df_quantize_row(int type, const float *src, void *dst, int64_t n);
-
-/* ---- Block layouts (formats.md §2), byte-exact with ggml's structs. ---- */
-#define DF_QK 32   /* legacy block */
-#define DF_QK_K 256 /* k-quant super-block */
-typedef struct { df_f16 d; uint8_t qs[16]; } df_block_q4_0;
-typedef struct { df_f16 d, m; uint8_t qs[16]; } df_block_q4_1;
-typedef struct { df_f16 d; uint8_t qh[4]; uint8_t qs[16]; } df_block_q5_0;
-typedef struct { df_f16 d, m; uint8_t qh[4]; uint8_t qs[16]; } df_block_q5_1;
-typedef struct { df_f16 d; int8_t qs[32]; } df_block_q8_0;
-typedef struct { df_f16 d, s; int8_t qs[32]; } df_block_q8_1;
-typedef struct { uint8_t e; uint8_t qs[16]; } df_block_mxfp4;
-typedef struct { df_f16 d; uint8_t qs[16]; } df_block_iq4_nl;
-typedef struct { uint8_t scales[16]; uint8_t qs[64]; df_f16 d, dmin; } df_block_q2_K;
-typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; df_f16 d; } df_block_q3_K;
-typedef struct { df_f16 d, dmin; uint8_t scales[12]; uint8_t qs[128]; } df_block_q4_K;
-typedef struct { df_f16 d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } df_block_q5_K;
-typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; df_f16 d; } df_block_q6_K;
-typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } df_block_q8_K;
-typedef struct { df_f16 d; df_f16 scales_h; uint8_t scales_l[4]; uint8_t qs[128]; } df_block_iq4_xs;
-typedef struct { df_f16 d; uint16_t qs[32]; } df_block_iq2_xxs;
-typedef struct { df_f16 d; uint16_t qs[32]; uint8_t scales[8]; } df_block_iq2_xs;
-typedef struct { df_f16 d; uint8_t qs[64]; uint8_t qh[8]; uint8_t scales[8]; } df_block_iq2_s;
-typedef struct { df_f16 d; uint8_t qs[96]; } df_block_iq3_xxs;
-typedef struct { df_f16 d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; } df_block_iq3_s;
-typedef struct { df_f16 d; uint8_t qs[32]; uint16_t qh[8]; } df_block_iq1_s;
-typedef struct { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; } df_block_iq1_m;
-typedef struct { uint8_t qs[48]; uint8_t qh[4]; df_f16 d; } df_block_tq1_0;
-typedef struct { uint8_t qs[64]; df_f16 d; } df_block_tq2_0;
 
 /* llama.cpp's nearest_int: round to nearest even via the 1.5*2^23 trick (|x| < 2^22). */
 static inline int df_nearest_int(float fval) {

@@ -1,6 +1,8 @@
-/* ref.c — scalar reference kernels: the oracle every SIMD table is tested against.
+/* ref.c — scalar reference kernels: the oracle every SIMD table is tested against; fills every
+ * mandatory slot of the table (the optional ones are float orders of particular ggml builds).
  * Formulas are those of llama.cpp's generic CPU kernels (formats.md §2.6): exact integer sums per
- * block, scaled in F32; F32/F16/BF16 dots accumulate in double (ggml_float).
+ * block, scaled in F32; F32/F16/BF16 dots accumulate in double (ggml_float); row ops use libm
+ * expf on every element.
  * Threading: pure functions. */
 #include <math.h>
 
@@ -560,11 +562,74 @@ static void dot4_q4_Kx8_q8_K(int64_t n, float *s, size_t lds, const void *w, con
     }
 }
 
+/* ------------------------------------------------------------------ F32 row ops
+ * ggml without SIMD: libm expf on every element, the sum in double. */
+
+static void softmax_ref(const float *x, float *y, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float e = expf(x[i] - mx);
+        sum += (double)e;
+        y[i] = e;
+    }
+    const float is = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) y[i] *= is;
+}
+
+static void swiglu_ref(float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) g[i] = df_silu(g[i]) * u[i];
+}
+
+static void silu_ref(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = df_silu(x[i]);
+}
+
+/* ------------------------------------------------------------------ attention
+ * K·Q in 8 float lanes, (l0+l4 + l1+l5) + (l2+l6 + l3+l7), plus the n % 8 leftover products
+ * added in double; the softmax sum stays a plain multiply-add (attn_fma_sum false). */
+static float attn_dot_f16(const df_f16 *a, const df_f16 *b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += df_f16_to_f32(a[i + j]) * df_f16_to_f32(b[i + j]);
+    double s = 0.0;
+    for (; i < n; i++) s += (double)(df_f16_to_f32(a[i]) * df_f16_to_f32(b[i]));
+    float t = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    return (float)(t + s);
+}
+
+static float attn_dot_f16_f32(const df_f16 *a, const float *b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += df_f16_to_f32(a[i + j]) * b[i + j];
+    for (; i < n; i++) acc[0] += df_f16_to_f32(a[i]) * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static void attn_mad_f16(df_f16 *acc, const df_f16 *v, float s, int n) {
+    for (int i = 0; i < n; i++) acc[i] = df_f32_to_f16(fmaf(df_f16_to_f32(v[i]), s, df_f16_to_f32(acc[i])));
+}
+
+static void attn_mad_f32(float *acc, const df_f16 *v, float s, int n) {
+    for (int i = 0; i < n; i++) acc[i] = fmaf(df_f16_to_f32(v[i]), s, acc[i]);
+}
+
+/* ------------------------------------------------------------------ KDA */
+
+static void kda_head_ref(float *M, int S, int nt, const float *q, const float *k, const float *v, const float *g,
+                         int64_t ld, const float *beta, int64_t ldb, float *o) {
+    df_kda_head_body(M, S, nt, q, k, v, g, ld, beta, ldb, o);
+}
+
 /* ------------------------------------------------------------------ table */
 
 void df_kernels_fill_ref(df_kernel_table *t) {
     memset(t, 0, sizeof *t);
     t->name = "ref";
+    t->isa = DF_ISA_REF;
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
@@ -599,4 +664,16 @@ void df_kernels_fill_ref(df_kernel_table *t) {
     t->from_float[DF_TYPE_Q8_0] = df_quantize_row_q8_0_ref;
     t->from_float[DF_TYPE_Q8_1] = df_quantize_row_q8_1_ref;
     t->from_float[DF_TYPE_Q8_K] = df_quantize_row_q8_K_ref;
+
+    t->softmax = softmax_ref;
+    t->swiglu = swiglu_ref;
+    t->silu = silu_ref;
+    t->attn_dot_f16 = attn_dot_f16;
+    t->attn_mad_f16 = attn_mad_f16;
+    t->attn_fma_sum = false;
+    t->attn_dot_f16_f32 = attn_dot_f16_f32;
+    t->attn_mad_f32 = attn_mad_f32;
+    t->kda_head = kda_head_ref;
+    t->gemm_f32 = NULL; /* optional: F32 batches take vec_dot per output */
+    t->f32_epr = 8;
 }

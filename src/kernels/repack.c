@@ -8,21 +8,12 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "base/env.h"
 
 int df_repack_type(int wtype) {
-    static _Atomic int off = -1;
-    int o = off;
-    if (o < 0) {
-        const char *e = getenv("DELTAFIN_REPACK");
-        o = e && !strcmp(e, "0");
-        off = o;
-    }
-    if (o || wtype != DF_TYPE_Q4_K || !df_ggml_order()) return -1;
-    const df_kernel_table *k = df_kernels();
-    const df_kernel_table *r = df_kernels_ref();
-    if (!k->vec_dot_x8[DF_TYPE_Q4_K_X8] || k->vec_dot_x8[DF_TYPE_Q4_K_X8] == r->vec_dot_x8[DF_TYPE_Q4_K_X8])
-        return -1; /* the scalar form is slower than the per-row SIMD kernels: keep the file's layout */
-    return DF_TYPE_Q4_K_X8;
+    if (df_env()->repack_off || wtype < 0 || wtype >= DF_TYPE_COUNT) return -1;
+    const int to = df_kernels()->repack[wtype];
+    return to ? to : -1;
 }
 
 /* 8 standard blocks (one per row) -> one x8 record */

@@ -1,5 +1,5 @@
-/* x86_avx2.c — AVX2 + FMA + F16C kernels (Haswell/Zen and later). Only called after
- * dispatch.c checked the CPU flags.
+/* x86_avx2.c — AVX2 + FMA + F16C kernels of quantized dots (Haswell/Zen and later; the float
+ * slots: x86_avx2_f32.c). Only called after dispatch.c checked the CPU flags.
  * Integer formats use maddubs (u8 x s8 -> s16 pairs; |q| <= 128 and |y| <= 127 so no
  * saturation) + madd to int32, scaled per block in float as llama.cpp's AVX2 code does.
  * Threading: pure functions. */
@@ -97,32 +97,7 @@ static inline __m256i dot_s8(__m256i x, __m256i y) {
 
 /* ------------------------------------------------------------------ Q8_0 */
 
-static void dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
-    const df_block_q8_0 *x = w, *y = xq;
-    const int64_t nb = n / 32;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t ib = 0;
-    for (; ib + 2 <= nb; ib += 2) {
-        __m256i p0 = dot_s8(_mm256_loadu_si256((const __m256i *)x[ib].qs),
-                            _mm256_loadu_si256((const __m256i *)y[ib].qs));
-        __m256i p1 = dot_s8(_mm256_loadu_si256((const __m256i *)x[ib + 1].qs),
-                            _mm256_loadu_si256((const __m256i *)y[ib + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
-                               _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),
-                               _mm256_set1_ps(df_f16_to_f32(x[ib + 1].d) * df_f16_to_f32(y[ib + 1].d)),
-                               acc1);
-    }
-    for (; ib < nb; ib++) {
-        __m256i p0 = dot_s8(_mm256_loadu_si256((const __m256i *)x[ib].qs),
-                            _mm256_loadu_si256((const __m256i *)y[ib].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),
-                               _mm256_set1_ps(df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d)), acc0);
-    }
-    *s = hsum256(_mm256_add_ps(acc0, acc1));
-}
-
-/* DELTAFIN_GGML_ORDER=1: ggml_vec_dot_q8_0_q8_0's AVX2 order (and tinyBLAS_Q0_AVX's): one
+/* ggml_vec_dot_q8_0_q8_0's AVX2 order (and tinyBLAS_Q0_AVX's): one
  * accumulator, block after block, then hsum_float_8 (x86_avx512.c has the same). */
 static void dot_q8_0_q8_0_ggml(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q8_0 *x = w, *y = xq;
@@ -257,8 +232,8 @@ static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
     memcpy(m + 4, &m1, 4);
 }
 
-/* GG: float order, as q4k_dot_nt in x86_avx512.c (0 deltafin's, 1 ggml_vec_dot_q4_K_q8_K's,
- * 2 ggml's repacked q4_K_8x8 gemv, 3 its gemm); the integer sums are exact in all of them. */
+/* GG: float order, as q4k_dot_nt in x86_avx512.c (1 ggml_vec_dot_q4_K_q8_K's, 2 ggml's
+ * repacked q4_K_8x8 gemv, 3 its gemm); the integer sums are exact in all of them. */
 static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, const void *w,
                                                           const void *xq, const int GG) {
     const df_block_q4_K *x = w;
@@ -267,7 +242,7 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i dup = _mm256_set_epi8(15, 14, 15, 14, 13, 12, 13, 12, 11, 10, 11, 10, 9, 8, 9, 8,
                                         7, 6, 7, 6, 5, 4, 5, 4, 3, 2, 3, 2, 1, 0, 1, 0);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     __m128 accm4 = _mm_setzero_ps();
     float accs = 0.0f, accms = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
@@ -294,10 +269,7 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
             }
         }
         const float dx = df_f16_to_f32(x[i].d), dmx = df_f16_to_f32(x[i].dmin);
-        if (GG == 0) {
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dx * y[i].d), acc);
-            accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-(dmx * y[i].d)), accm);
-        } else if (GG == 1) {
+        if (GG == 1) {
             acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * dx), _mm256_cvtepi32_ps(isum), acc);
             const __m256i h = _mm256_hadd_epi32(mprod, mprod);
             const __m128i p4 = _mm_unpacklo_epi64(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
@@ -319,9 +291,7 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
             accms = __builtin_fmaf((float)_mm_extract_epi32(r, 1), dmx * y[i].d, accms);
         }
     }
-    if (GG == 0) {
-        *s = hsum256(_mm256_add_ps(acc, accm));
-    } else if (GG == 1) {
+    if (GG == 1) {
         __m128 a = _mm_add_ps(accm4, _mm_movehl_ps(accm4, accm4));
         a = _mm_add_ss(a, _mm_movehdup_ps(a));
         *s = hsum256(acc) + _mm_cvtss_f32(a);
@@ -330,7 +300,6 @@ static inline __attribute__((always_inline)) void q4k_dot(int64_t n, float *s, c
     }
 }
 
-static void dot_q4_K_q8_K(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 0); }
 static void dot_q4_K_q8_K_ggml(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 1); }
 static void dot_q4_K_q8_K_ggml8(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 2); }
 static void dot_q4_K_q8_K_ggml8g(int64_t n, float *s, const void *w, const void *xq) { q4k_dot(n, s, w, xq, 3); }
@@ -785,22 +754,7 @@ static void dot_q4_1_q8_1(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
-static void dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *xq) {
-    const df_block_q5_0 *x = w;
-    const df_block_q8_0 *y = xq;
-    const __m256i h16 = _mm256_set1_epi8(0x10), off = _mm256_set1_epi8(16);
-    float sumf = 0;
-    for (int64_t ib = 0; ib < n / 32; ib++) {
-        uint32_t qh;
-        memcpy(&qh, x[ib].qh, 4);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(nibbles(x[ib].qs), _mm256_and_si256(bits_to_bytes(qh), h16)), off);
-        const int sumi = (int)hsum_i32_8(dot_s8(q, _mm256_loadu_si256((const __m256i *)y[ib].qs)));
-        sumf += sumi * (df_f16_to_f32(x[ib].d) * df_f16_to_f32(y[ib].d));
-    }
-    *s = sumf;
-}
-
-/* DELTAFIN_GGML_ORDER=1: ggml_vec_dot_q5_0_q8_0's AVX2 order (and tinyBLAS_Q0_AVX's for
+/* ggml_vec_dot_q5_0_q8_0's AVX2 order (and tinyBLAS_Q0_AVX's for
  * batches): one 8-lane accumulator, acc = fma(d_x*d_y, lane sums, acc), then hsum_float_8. */
 static void dot_q5_0_q8_0_ggml(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q5_0 *x = w;
@@ -1042,6 +996,7 @@ static void dot4_q4_Kx8_q8_K_g(int64_t n, float *s, size_t lds, const void *w, c
 
 void df_kernels_fill_avx2(df_kernel_table *t) {
     t->name = "avx2";
+    t->isa = DF_ISA_AVX2;
     for (int e = 0; e < 256; e++) k_e8m0_half[e] = df_e8m0_half((uint8_t)e);
     for (int i = 0; i < 128; i++) {
         uint64_t v = 0;
@@ -1051,23 +1006,22 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_F32] = dot_f32;
     t->vec_dot[DF_TYPE_F16] = dot_f16;
     t->vec_dot[DF_TYPE_BF16] = dot_bf16;
-    t->vec_dot[DF_TYPE_Q8_0] = df_ggml_order() ? dot_q8_0_q8_0_ggml : dot_q8_0_q8_0;
+    t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0_ggml;
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
-    t->vec_dot[DF_TYPE_Q4_K] = df_ggml_order() ? dot_q4_K_q8_K_ggml : dot_q4_K_q8_K;
-    if (df_ggml_order()) {
-        t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
-        t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;
-        for (int j = 0; j < 8; j++)
-            for (int b = 0; b < 32; b++) {
-                const int k = (b % 16) / 2; /* int16 k of the 128-bit lane */
-                k_q4kx8_scidx[j][b] = b % 2 ? 0x80 : (uint8_t)(8 * (k / 4) + j);
-            }
-        t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K;
-        t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K;
-        t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g;
-    }
+    t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml;
+    t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
+    t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;
+    for (int j = 0; j < 8; j++)
+        for (int b = 0; b < 32; b++) {
+            const int k = (b % 16) / 2; /* int16 k of the 128-bit lane */
+            k_q4kx8_scidx[j][b] = b % 2 ? 0x80 : (uint8_t)(8 * (k / 4) + j);
+        }
+    t->vec_dot_x8[DF_TYPE_Q4_K_X8] = dot_q4_Kx8_q8_K;
+    t->vec_dot4_x8[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K;
+    t->vec_dot4_x8g[DF_TYPE_Q4_K_X8] = dot4_q4_Kx8_q8_K_g;
+    t->repack[DF_TYPE_Q4_K] = DF_TYPE_Q4_K_X8;
     t->vec_dot[DF_TYPE_Q6_K] = dot_q6_K_q8_K;
     t->vec_dot[DF_TYPE_Q5_K] = dot_q5_K_q8_K;
     t->vec_dot[DF_TYPE_IQ4_XS] = dot_iq4_xs_q8_K;
@@ -1083,10 +1037,11 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_TQ2_0] = dot_tq2_0_q8_K;
     t->vec_dot[DF_TYPE_TQ1_0] = dot_tq1_0_q8_K;
     t->vec_dot[DF_TYPE_Q4_1] = dot_q4_1_q8_1;
-    t->vec_dot[DF_TYPE_Q5_0] = df_ggml_order() ? dot_q5_0_q8_0_ggml : dot_q5_0_q8_0;
+    t->vec_dot[DF_TYPE_Q5_0] = dot_q5_0_q8_0_ggml;
     t->vec_dot[DF_TYPE_Q5_1] = dot_q5_1_q8_1;
     t->from_float[DF_TYPE_F16] = from_f16;
     t->from_float[DF_TYPE_Q8_K] = from_q8_K;
     t->from_float[DF_TYPE_Q8_0] = from_q8_0;
     t->from_float[DF_TYPE_Q8_1] = from_q8_1;
+    df_kernels_fill_avx2_f32(t);
 }

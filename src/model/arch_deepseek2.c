@@ -90,61 +90,52 @@ static int deepseek2_hparams(df_model *m) {
     return DF_OK;
 }
 
-static int deepseek2_bind(df_model *m) {
-    const df_hparams *hp = &m->hp;
-    const int64_t H = hp->n_embd, nh = hp->n_head, dr = hp->n_rot, dq = hp->n_embd_head_k_mla;
-    const int64_t dn = dq - dr, dv = hp->n_embd_head_v_mla, rkv = hp->n_lora_kv, rq = hp->n_lora_q;
-    df_bind_output(m, true);
-    for (int il = 0; il < hp->n_layer; il++) {
-        df_layer *L = &m->layers[il];
-        L->attn_norm = df_model_tensor(m, "blk.%d.attn_norm.weight", il, DF_T_NORM, 1, H, 0, 0);
-        if (rq > 0) {
-            L->q_a_norm = df_model_tensor(m, "blk.%d.attn_q_a_norm.weight", il, DF_T_NORM, 1, rq, 0, 0);
-            L->wq_a = df_model_tensor(m, "blk.%d.attn_q_a.weight", il, 0, 2, H, rq, 0);
-            L->wq_b = df_model_tensor(m, "blk.%d.attn_q_b.weight", il, 0, 2, rq, nh * dq, 0);
-        } else {
-            L->wq = df_model_tensor(m, "blk.%d.attn_q.weight", il, 0, 2, H, nh * dq, 0);
-        }
-        L->kv_a_norm = df_model_tensor(m, "blk.%d.attn_kv_a_norm.weight", il, DF_T_NORM, 1, rkv, 0, 0);
-        L->wkv_a_mqa = df_model_tensor(m, "blk.%d.attn_kv_a_mqa.weight", il, 0, 2, H, rkv + dr, 0);
-        if (hp->is_mla) {
-            L->wk_b = df_model_tensor(m, "blk.%d.attn_k_b.weight", il, 0, 3, dn, rkv, nh);
-            L->wv_b = df_model_tensor(m, "blk.%d.attn_v_b.weight", il, 0, 3, rkv, dv, nh);
-        } else {
-            L->wkv_b = df_model_tensor(m, "blk.%d.attn_kv_b.weight", il, 0, 2, rkv, nh * (dn + dv), 0);
-        }
-        L->wo = df_model_tensor(m, "blk.%d.attn_output.weight", il, 0, 2, nh * dv, H, 0);
-        L->ffn_norm = df_model_tensor(m, "blk.%d.ffn_norm.weight", il, DF_T_NORM, 1, H, 0, 0);
-        if (il < hp->n_layer_dense_lead) {
-            L->ffn_gate = df_model_tensor(m, "blk.%d.ffn_gate.weight", il, 0, 2, H, hp->n_ff, 0);
-            L->ffn_down = df_model_tensor(m, "blk.%d.ffn_down.weight", il, 0, 2, hp->n_ff, H, 0);
-            L->ffn_up = df_model_tensor(m, "blk.%d.ffn_up.weight", il, 0, 2, H, hp->n_ff, 0);
-        } else {
-            char fused[64];
-            snprintf(fused, sizeof fused, "blk.%d.ffn_gate_up_exps.weight", il);
-            if (df_gguf_tensor_find(m->gguf, fused) || (m->pack && df_model_pack_tensor(m, fused))) {
-                L->is_moe = true;
-                L->gate_inp = df_model_tensor(m, "blk.%d.ffn_gate_inp.weight", il, 0, 2, H, hp->n_expert, 0);
-                L->exps[DF_EXPERT_GATE] = L->exps[DF_EXPERT_UP] =
-                    df_model_tensor(m, "blk.%d.ffn_gate_up_exps.weight", il, DF_T_EXPERT, 3, H,
-                                    2 * (int64_t)hp->n_ff_exp, hp->n_expert);
-                L->exps[DF_EXPERT_DOWN] = df_model_tensor(m, "blk.%d.ffn_down_exps.weight", il, DF_T_EXPERT, 3,
-                                                          hp->n_ff_exp, H, hp->n_expert);
-            } else {
-                df_bind_moe_exps(m, il, hp->n_ff_exp);
-            }
-            L->exp_probs_b = df_model_tensor(m, "blk.%d.exp_probs_b.bias", il, DF_T_OPTIONAL | DF_T_NORM, 1,
-                                             hp->n_expert, 0, 0);
-            const int64_t fs = (int64_t)hp->n_ff_exp * hp->n_expert_shared;
-            if (fs > 0) {
-                L->gate_shexp = df_model_tensor(m, "blk.%d.ffn_gate_shexp.weight", il, 0, 2, H, fs, 0);
-                L->down_shexp = df_model_tensor(m, "blk.%d.ffn_down_shexp.weight", il, 0, 2, fs, H, 0);
-                L->up_shexp = df_model_tensor(m, "blk.%d.ffn_up_shexp.weight", il, 0, 2, H, fs, 0);
-            }
-        }
-    }
-    return m->bind_status;
+/* layer properties of the table below */
+enum { DS2_QLORA = DF_W_ARCH(0), DS2_MLA = DF_W_ARCH(1), DS2_SHEXP = DF_W_ARCH(2) };
+
+static uint32_t deepseek2_props(const df_hparams *hp, int il) {
+    (void)il;
+    return (hp->n_lora_q > 0 ? DS2_QLORA : 0) | (hp->is_mla ? DS2_MLA : 0) |
+           ((int64_t)hp->n_ff_exp * hp->n_expert_shared > 0 ? DS2_SHEXP : 0);
 }
+
+#define MOE DF_W_MOE
+#define FUSED DF_W_FUSED_GATE_UP
+static const df_tensor_spec deepseek2_tensors[] = {
+    DF_SCHEMA_TOK_EMBD,
+    DF_TS("blk.%d.attn_norm.weight", DF_LF(attn_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_EMBD),
+    /* q LoRA (V2/V3/K2), or the Lite attn_q */
+    DF_TS("blk.%d.attn_q_a.weight", DF_LF(wq_a), 0, DF_R_MAT, DS2_QLORA, 0, DF_D_EMBD, DF_D_LORA_Q),
+    DF_TS("blk.%d.attn_q_a_norm.weight", DF_LF(q_a_norm), DF_T_NORM, DF_R_NORM, DS2_QLORA, 0, DF_D_LORA_Q),
+    DF_TS("blk.%d.attn_q_b.weight", DF_LF(wq_b), 0, DF_R_MAT, DS2_QLORA, 0, DF_D_LORA_Q, DF_D_MLA_Q),
+    DF_TS("blk.%d.attn_q.weight", DF_LF(wq), 0, DF_R_MAT, 0, DS2_QLORA, DF_D_EMBD, DF_D_MLA_Q),
+    /* compressed KV + shared rope key; absorbed k_b / v_b (MLA files) or the legacy kv_b */
+    DF_TS("blk.%d.attn_kv_a_mqa.weight", DF_LF(wkv_a_mqa), 0, DF_R_MAT, 0, 0, DF_D_EMBD, DF_D_KV_A),
+    DF_TS("blk.%d.attn_kv_a_norm.weight", DF_LF(kv_a_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_LORA_KV),
+    DF_TS("blk.%d.attn_kv_b.weight", DF_LF(wkv_b), 0, DF_R_MAT, 0, DS2_MLA, DF_D_LORA_KV, DF_D_MLA_KV_B),
+    DF_TS("blk.%d.attn_k_b.weight", DF_LF(wk_b), 0, DF_R_MAT, DS2_MLA, 0, DF_D_MLA_NOPE, DF_D_LORA_KV, DF_D_HEAD),
+    DF_TS("blk.%d.attn_v_b.weight", DF_LF(wv_b), 0, DF_R_MAT, DS2_MLA, 0, DF_D_LORA_KV, DF_D_MLA_V, DF_D_HEAD),
+    DF_TS("blk.%d.attn_output.weight", DF_LF(wo), 0, DF_R_MAT, 0, 0, DF_D_MLA_O, DF_D_EMBD),
+    DF_SCHEMA_FFN_NORM,
+    DF_SCHEMA_FFN_DENSE,       /* the leading dense layers */
+    DF_SCHEMA_MOE_ROUTER,
+    DF_TS("blk.%d.exp_probs_b.bias", DF_LF(exp_probs_b), DF_T_OPTIONAL | DF_T_NORM, DF_R_BIAS, MOE, 0,
+          DF_D_EXPERT),
+    /* fused ffn_gate_up_exps {n_embd, 2 n_ff_exp, E}: exps[GATE] == exps[UP] (model.h) */
+    {"blk.%d.ffn_gate_up_exps.weight", DF_LF(exps[DF_EXPERT_GATE]), DF_LF(exps[DF_EXPERT_UP]), DF_T_EXPERT,
+     DF_R_MAT, MOE | FUSED, 0, {DF_D_EMBD, DF_DX(2, DF_D_FF_EXP), DF_D_EXPERT}},
+    DF_TS("blk.%d.ffn_gate_exps.weight", DF_LF(exps[DF_EXPERT_GATE]), DF_T_EXPERT, DF_R_MAT, MOE, FUSED,
+          DF_D_EMBD, DF_D_FF_EXP, DF_D_EXPERT),
+    DF_TS("blk.%d.ffn_down_exps.weight", DF_LF(exps[DF_EXPERT_DOWN]), DF_T_EXPERT, DF_R_MAT, MOE, 0,
+          DF_D_FF_EXP, DF_D_EMBD, DF_D_EXPERT),
+    DF_TS("blk.%d.ffn_up_exps.weight", DF_LF(exps[DF_EXPERT_UP]), DF_T_EXPERT, DF_R_MAT, MOE, FUSED,
+          DF_D_EMBD, DF_D_FF_EXP, DF_D_EXPERT),
+    DF_SCHEMA_SHEXP(0, DS2_SHEXP),  /* n_ff_shexp = n_ff_exp · expert_shared_count */
+    DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
+};
+#undef MOE
+#undef FUSED
+static const df_schema_probe deepseek2_probes[] = {{DF_W_FUSED_GATE_UP, "blk.%d.ffn_gate_up_exps.weight"}};
 
 static void deepseek2_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) {
     (void)il;
@@ -162,6 +153,8 @@ static void deepseek2_kv_row(const df_model *m, int il, int64_t *k_row, int64_t 
 const df_arch df_arch_deepseek2 = {
     .name = "deepseek2",
     .load_hparams = deepseek2_hparams,
-    .bind = deepseek2_bind,
+    DF_SCHEMA(deepseek2_tensors),
+    DF_PROBES(deepseek2_probes),
+    .layer_props = deepseek2_props,
     .kv_row = deepseek2_kv_row,
 };

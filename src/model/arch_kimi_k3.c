@@ -76,86 +76,104 @@ static int k3_hparams(df_model *m) {
     return DF_OK;
 }
 
-static int k3_bind(df_model *m) {
-    const df_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, H = hp->n_head, S = hp->kda_head_dim, DI = H * S, C = hp->ssm_conv;
-    const int64_t dr = hp->n_rot, dq = hp->n_embd_head_k_mla, dn = dq - dr, dv = hp->n_embd_head_v_mla;
-    const int64_t rkv = hp->n_lora_kv, rq = hp->n_lora_q;
-    const int64_t Lt = hp->n_latent > 0 ? hp->n_latent : E;
-    const bool res = hp->attn_res_block > 0;
-    df_bind_output(m, false);
-    if (res) m->output_res_score = df_model_tensor(m, "output_res_score.weight", 0, DF_T_NORM, 1, E, 0, 0);
-    for (int il = 0; il < hp->n_layer; il++) {
-        df_layer *L = &m->layers[il];
-        L->attn_norm = df_model_tensor(m, "blk.%d.attn_norm.weight", il, DF_T_NORM, 1, E, 0, 0);
-        L->ffn_norm = df_model_tensor(m, "blk.%d.ffn_norm.weight", il, DF_T_NORM, 1, E, 0, 0);
-        if (res) {
-            L->attn_res_score = df_model_tensor(m, "blk.%d.attn_res_score.weight", il, DF_T_NORM, 1, E, 0, 0);
-            L->ffn_res_score = df_model_tensor(m, "blk.%d.ffn_res_score.weight", il, DF_T_NORM, 1, E, 0, 0);
-        }
-        if (hp->layer_recr[il]) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "blk.%d.attn_qkv.weight", il);
-            if (df_gguf_tensor_find(m->gguf, nm))
-                return df_err(DF_ERR_UNSUPPORTED, "%s: fused attn_qkv in a kimi-k3 KDA layer is not supported "
-                              "(llama.cpp cannot run it either)", m->path);
-            static const char *cv[3] = {"blk.%d.ssm_conv1d_q.weight", "blk.%d.ssm_conv1d_k.weight",
-                                        "blk.%d.ssm_conv1d_v.weight"};
-            for (int s = 0; s < 3; s++) L->ssm_conv[s] = df_model_tensor(m, cv[s], il, DF_T_NORM, 3, C, 1, DI);
-            L->wq = df_model_tensor(m, "blk.%d.attn_q.weight", il, 0, 2, E, DI, 0);
-            L->wk = df_model_tensor(m, "blk.%d.attn_k.weight", il, 0, 2, E, DI, 0);
-            L->wv = df_model_tensor(m, "blk.%d.attn_v.weight", il, 0, 2, E, DI, 0);
-            L->ssm_f_a = df_model_tensor(m, "blk.%d.ssm_f_a.weight", il, 0, 2, E, S, 0);
-            L->ssm_f_b = df_model_tensor(m, "blk.%d.ssm_f_b.weight", il, 0, 2, S, DI, 0);
-            L->ssm_beta = df_model_tensor(m, "blk.%d.ssm_beta.weight", il, 0, 2, E, H, 0);
-            L->ssm_a = df_model_tensor(m, "blk.%d.ssm_a", il, DF_T_NORM, 1, H, 0, 0);
-            L->ssm_dt_b = df_model_tensor(m, "blk.%d.ssm_dt.bias", il, DF_T_NORM, 1, DI, 0, 0);
-            L->ssm_g = df_model_tensor(m, "blk.%d.ssm_g.weight", il, 0, 2, E, DI, 0);
-            L->ssm_o_norm = df_model_tensor(m, "blk.%d.ssm_norm.weight", il, DF_T_NORM, 1, S, 0, 0);
-            L->wo = df_model_tensor(m, "blk.%d.attn_output.weight", il, 0, 2, DI, E, 0);
-        } else {
-            L->q_a_norm = df_model_tensor(m, "blk.%d.attn_q_a_norm.weight", il, DF_T_NORM | DF_T_OPTIONAL, 1, rq, 0, 0);
-            if (L->q_a_norm) {
-                L->wq_a = df_model_tensor(m, "blk.%d.attn_q_a.weight", il, 0, 2, E, rq, 0);
-                L->wq_b = df_model_tensor(m, "blk.%d.attn_q_b.weight", il, 0, 2, rq, H * dq, 0);
-            } else {
-                L->wq = df_model_tensor(m, "blk.%d.attn_q.weight", il, 0, 2, E, H * dq, 0);
-            }
-            L->kv_a_norm = df_model_tensor(m, "blk.%d.attn_kv_a_norm.weight", il, DF_T_NORM, 1, rkv, 0, 0);
-            L->wkv_a_mqa = df_model_tensor(m, "blk.%d.attn_kv_a_mqa.weight", il, 0, 2, E, rkv + dr, 0);
-            L->wk_b = df_model_tensor(m, "blk.%d.attn_k_b.weight", il, 0, 3, dn, rkv, H);
-            L->wv_b = df_model_tensor(m, "blk.%d.attn_v_b.weight", il, 0, 3, rkv, dv, H);
-            L->attn_gate = df_model_tensor(m, "blk.%d.attn_gate.weight", il, DF_T_OPTIONAL, 2, E, H * dv, 0);
-            L->wo = df_model_tensor(m, "blk.%d.attn_output.weight", il, 0, 2, H * dv, E, 0);
-        }
-        if (il < hp->n_layer_dense_lead) {
-            L->ffn_gate = df_model_tensor(m, "blk.%d.ffn_gate.weight", il, 0, 2, E, hp->n_ff, 0);
-            L->ffn_down = df_model_tensor(m, "blk.%d.ffn_down.weight", il, 0, 2, hp->n_ff, E, 0);
-            L->ffn_up = df_model_tensor(m, "blk.%d.ffn_up.weight", il, 0, 2, E, hp->n_ff, 0);
-        } else {
-            const int64_t fe = hp->n_ff_exp, X = hp->n_expert;
-            L->is_moe = true;
-            L->gate_inp = df_model_tensor(m, "blk.%d.ffn_gate_inp.weight", il, 0, 2, E, X, 0);
-            L->exp_probs_b = df_model_tensor(m, "blk.%d.exp_probs_b.bias", il, DF_T_NORM, 1, X, 0, 0);
-            L->exps[DF_EXPERT_GATE] = df_model_tensor(m, "blk.%d.ffn_gate_exps.weight", il, DF_T_EXPERT, 3, Lt, fe, X);
-            L->exps[DF_EXPERT_DOWN] = df_model_tensor(m, "blk.%d.ffn_down_exps.weight", il, DF_T_EXPERT, 3, fe, Lt, X);
-            L->exps[DF_EXPERT_UP] = df_model_tensor(m, "blk.%d.ffn_up_exps.weight", il, DF_T_EXPERT, 3, Lt, fe, X);
-            if (hp->n_latent > 0) {
-                L->routed_down = df_model_tensor(m, "blk.%d.ffn_routed_down.weight", il, 0, 2, E, Lt, 0);
-                L->routed_up = df_model_tensor(m, "blk.%d.ffn_routed_up.weight", il, 0, 2, Lt, E, 0);
-                L->routed_norm = df_model_tensor(m, "blk.%d.ffn_routed_norm.weight", il, DF_T_NORM | DF_T_OPTIONAL, 1, Lt, 0, 0);
-            }
-            const int64_t fs = hp->n_ff_shexp;
-            L->gate_shexp = df_model_tensor(m, "blk.%d.ffn_gate_shexp.weight", il, DF_T_OPTIONAL, 2, E, fs, 0);
-            L->down_shexp = df_model_tensor(m, "blk.%d.ffn_down_shexp.weight", il, DF_T_OPTIONAL, 2, fs, E, 0);
-            L->up_shexp = df_model_tensor(m, "blk.%d.ffn_up_shexp.weight", il, DF_T_OPTIONAL, 2, E, fs, 0);
-            if (m->bind_status == DF_OK && (!L->gate_shexp) != (!L->up_shexp))
-                return df_err(DF_ERR_FORMAT, "%s: layer %d: ffn_gate_shexp and ffn_up_shexp come together", m->path, il);
-            if (m->bind_status == DF_OK && L->gate_shexp && !L->down_shexp)
-                return df_err(DF_ERR_FORMAT, "%s: layer %d: ffn_down_shexp missing", m->path, il);
-        }
+/* layer properties and dims of the table below */
+enum { K3_RES = DF_W_ARCH(0), K3_LATENT = DF_W_ARCH(1), K3_QLORA = DF_W_ARCH(2) /* probe */ };
+enum { K3_DI = DF_D_ARCH, K3_S, K3_CONV, K3_LT };
+
+static uint32_t k3_props(const df_hparams *hp, int il) {
+    (void)il;
+    return (hp->attn_res_block > 0 ? K3_RES : 0) | (hp->n_latent > 0 ? K3_LATENT : 0);
+}
+
+static void k3_dims(const df_hparams *hp, int il, int64_t *d) {
+    (void)il;
+    d[K3_S] = hp->kda_head_dim;
+    d[K3_DI] = (int64_t)hp->n_head * hp->kda_head_dim; /* KDA inner width H·S */
+    d[K3_CONV] = hp->ssm_conv;
+    d[K3_LT] = hp->n_latent > 0 ? hp->n_latent : hp->n_embd; /* experts' width */
+}
+
+#define KDA DF_W_RECR
+#define MLA DF_W_ATTN
+#define MOE DF_W_MOE
+#define F32 DF_T_NORM
+#define OPT DF_T_OPTIONAL
+static const df_tensor_spec k3_tensors[] = {
+    DF_SCHEMA_TOK_EMBD,
+    DF_TS("blk.%d.attn_norm.weight", DF_LF(attn_norm), F32, DF_R_NORM, 0, 0, DF_D_EMBD),
+    DF_TS("blk.%d.attn_res_score.weight", DF_LF(attn_res_score), F32, DF_R_RES, K3_RES, 0, DF_D_EMBD),
+    /* KDA layers */
+    DF_TS("blk.%d.attn_q.weight", DF_LF(wq), 0, DF_R_MAT, KDA, 0, DF_D_EMBD, K3_DI),
+    DF_TS("blk.%d.attn_k.weight", DF_LF(wk), 0, DF_R_MAT, KDA, 0, DF_D_EMBD, K3_DI),
+    DF_TS("blk.%d.attn_v.weight", DF_LF(wv), 0, DF_R_MAT, KDA, 0, DF_D_EMBD, K3_DI),
+    DF_TS("blk.%d.ssm_conv1d_q.weight", DF_LF(ssm_conv[0]), F32, DF_R_CONV, KDA, 0, K3_CONV, DF_D_ONE, K3_DI),
+    DF_TS("blk.%d.ssm_conv1d_k.weight", DF_LF(ssm_conv[1]), F32, DF_R_CONV, KDA, 0, K3_CONV, DF_D_ONE, K3_DI),
+    DF_TS("blk.%d.ssm_conv1d_v.weight", DF_LF(ssm_conv[2]), F32, DF_R_CONV, KDA, 0, K3_CONV, DF_D_ONE, K3_DI),
+    DF_TS("blk.%d.ssm_f_a.weight", DF_LF(ssm_f_a), 0, DF_R_MAT, KDA, 0, DF_D_EMBD, K3_S),
+    DF_TS("blk.%d.ssm_f_b.weight", DF_LF(ssm_f_b), 0, DF_R_MAT, KDA, 0, K3_S, K3_DI),
+    DF_TS("blk.%d.ssm_beta.weight", DF_LF(ssm_beta), 0, DF_R_MAT, KDA, 0, DF_D_EMBD, DF_D_HEAD),
+    DF_TS("blk.%d.ssm_a", DF_LF(ssm_a), F32, DF_R_SSM_A, KDA, 0, DF_D_HEAD),
+    DF_TS("blk.%d.ssm_dt.bias", DF_LF(ssm_dt_b), F32, DF_R_DT, KDA, 0, K3_DI),
+    DF_TS("blk.%d.ssm_g.weight", DF_LF(ssm_g), 0, DF_R_MAT, KDA, 0, DF_D_EMBD, K3_DI),
+    DF_TS("blk.%d.ssm_norm.weight", DF_LF(ssm_o_norm), F32, DF_R_NORM, KDA, 0, K3_S),
+    DF_TS("blk.%d.attn_output.weight", DF_LF(wo), 0, DF_R_MAT, KDA, 0, K3_DI, DF_D_EMBD),
+    /* MLA layers (no RoPE): q LoRA when the file has attn_q_a_norm, else attn_q */
+    DF_TS("blk.%d.attn_q_a.weight", DF_LF(wq_a), 0, DF_R_MAT, MLA | K3_QLORA, 0, DF_D_EMBD, DF_D_LORA_Q),
+    DF_TS("blk.%d.attn_q_a_norm.weight", DF_LF(q_a_norm), F32, DF_R_NORM, MLA | K3_QLORA, 0, DF_D_LORA_Q),
+    DF_TS("blk.%d.attn_q_b.weight", DF_LF(wq_b), 0, DF_R_MAT, MLA | K3_QLORA, 0, DF_D_LORA_Q, DF_D_MLA_Q),
+    DF_TS("blk.%d.attn_q.weight", DF_LF(wq), 0, DF_R_MAT, MLA, K3_QLORA, DF_D_EMBD, DF_D_MLA_Q),
+    DF_TS("blk.%d.attn_kv_a_mqa.weight", DF_LF(wkv_a_mqa), 0, DF_R_MAT, MLA, 0, DF_D_EMBD, DF_D_KV_A),
+    DF_TS("blk.%d.attn_kv_a_norm.weight", DF_LF(kv_a_norm), F32, DF_R_NORM, MLA, 0, DF_D_LORA_KV),
+    DF_TS("blk.%d.attn_k_b.weight", DF_LF(wk_b), 0, DF_R_MAT, MLA, 0, DF_D_MLA_NOPE, DF_D_LORA_KV, DF_D_HEAD),
+    DF_TS("blk.%d.attn_v_b.weight", DF_LF(wv_b), 0, DF_R_MAT, MLA, 0, DF_D_LORA_KV, DF_D_MLA_V, DF_D_HEAD),
+    DF_TS("blk.%d.attn_gate.weight", DF_LF(attn_gate), OPT, DF_R_MAT, MLA, 0, DF_D_EMBD, DF_D_MLA_O),
+    DF_TS("blk.%d.attn_output.weight", DF_LF(wo), 0, DF_R_MAT, MLA, 0, DF_D_MLA_O, DF_D_EMBD),
+    /* FFN: dense lead layers, then latent MoE with shared experts */
+    DF_SCHEMA_FFN_NORM,
+    DF_TS("blk.%d.ffn_res_score.weight", DF_LF(ffn_res_score), F32, DF_R_RES, K3_RES, 0, DF_D_EMBD),
+    DF_SCHEMA_FFN_DENSE,
+    DF_SCHEMA_MOE_ROUTER,
+    DF_TS("blk.%d.exp_probs_b.bias", DF_LF(exp_probs_b), F32, DF_R_BIAS, MOE, 0, DF_D_EXPERT),
+    DF_TS("blk.%d.ffn_gate_exps.weight", DF_LF(exps[DF_EXPERT_GATE]), DF_T_EXPERT, DF_R_MAT, MOE, 0, K3_LT,
+          DF_D_FF_EXP, DF_D_EXPERT),
+    DF_TS("blk.%d.ffn_down_exps.weight", DF_LF(exps[DF_EXPERT_DOWN]), DF_T_EXPERT, DF_R_MAT, MOE, 0,
+          DF_D_FF_EXP, K3_LT, DF_D_EXPERT),
+    DF_TS("blk.%d.ffn_up_exps.weight", DF_LF(exps[DF_EXPERT_UP]), DF_T_EXPERT, DF_R_MAT, MOE, 0, K3_LT,
+          DF_D_FF_EXP, DF_D_EXPERT),
+    DF_TS("blk.%d.ffn_routed_down.weight", DF_LF(routed_down), 0, DF_R_MAT, MOE | K3_LATENT, 0, DF_D_EMBD, K3_LT),
+    DF_TS("blk.%d.ffn_routed_up.weight", DF_LF(routed_up), 0, DF_R_MAT, MOE | K3_LATENT, 0, K3_LT, DF_D_EMBD),
+    DF_TS("blk.%d.ffn_routed_norm.weight", DF_LF(routed_norm), F32 | OPT, DF_R_NORM, MOE | K3_LATENT, 0, K3_LT),
+    DF_SCHEMA_SHEXP(OPT, 0),   /* optional, but all three or none (k3_post_bind) */
+    DF_SCHEMA_OUTPUT(0),
+    DF_TS("output_res_score.weight", DF_MF(output_res_score), F32, DF_R_RES, K3_RES, 0, DF_D_EMBD),
+};
+#undef KDA
+#undef MLA
+#undef MOE
+#undef F32
+#undef OPT
+static const df_schema_probe k3_probes[] = {{K3_QLORA, "blk.%d.attn_q_a_norm.weight"}};
+
+static int k3_pre_bind(df_model *m) {
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "blk.%d.attn_qkv.weight", il);
+        if (m->hp.layer_recr[il] && df_gguf_tensor_find(m->gguf, nm))
+            return df_err(DF_ERR_UNSUPPORTED, "%s: fused attn_qkv in a kimi-k3 KDA layer is not supported "
+                          "(llama.cpp cannot run it either)", m->path);
     }
-    return m->bind_status;
+    return DF_OK;
+}
+
+static int k3_post_bind(df_model *m) {
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const df_layer *L = &m->layers[il];
+        if ((!L->gate_shexp) != (!L->up_shexp))
+            return df_err(DF_ERR_FORMAT, "%s: layer %d: ffn_gate_shexp and ffn_up_shexp come together", m->path, il);
+        if (L->gate_shexp && !L->down_shexp)
+            return df_err(DF_ERR_FORMAT, "%s: layer %d: ffn_down_shexp missing", m->path, il);
+    }
+    return DF_OK;
 }
 
 static void k3_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) {
@@ -176,7 +194,12 @@ static uint64_t k3_state_bytes(const df_model *m) {
 const df_arch df_arch_kimi_k3 = {
     .name = "kimi-k3",
     .load_hparams = k3_hparams,
-    .bind = k3_bind,
+    DF_SCHEMA(k3_tensors),
+    DF_PROBES(k3_probes),
+    .layer_props = k3_props,
+    .dims = k3_dims,
+    .pre_bind = k3_pre_bind,
+    .post_bind = k3_post_bind,
     .kv_row = k3_kv_row,
     .state_bytes = k3_state_bytes,
     .head_kv_per_layer = true,

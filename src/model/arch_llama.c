@@ -19,27 +19,23 @@ static int llama_hparams(df_model *m) {
     return DF_OK;
 }
 
-static int llama_bind(df_model *m) {
-    const df_hparams *hp = &m->hp;
-    df_bind_output(m, true);
-    m->rope_freqs = df_model_tensor(m, "rope_freqs.weight", 0, DF_T_OPTIONAL | DF_T_NORM, 1,
-                                    hp->n_rot / 2, 0, 0);
-    for (int il = 0; il < hp->n_layer; il++) {
-        df_layer *L = &m->layers[il];
-        df_bind_attn(m, il, true);
-        L->ffn_norm = df_model_tensor(m, "blk.%d.ffn_norm.weight", il, DF_T_NORM, 1, hp->n_embd, 0, 0);
-        if (hp->n_expert == 0) {
-            L->ffn_gate = df_model_tensor(m, "blk.%d.ffn_gate.weight", il, 0, 2, hp->n_embd, hp->n_ff, 0);
-            L->ffn_down = df_model_tensor(m, "blk.%d.ffn_down.weight", il, 0, 2, hp->n_ff, hp->n_embd, 0);
-            L->ffn_up = df_model_tensor(m, "blk.%d.ffn_up.weight", il, 0, 2, hp->n_embd, hp->n_ff, 0);
-            L->ffn_gate_b = df_model_tensor(m, "blk.%d.ffn_gate.bias", il, DF_T_OPTIONAL | DF_T_NORM, 1, hp->n_ff, 0, 0);
-            L->ffn_down_b = df_model_tensor(m, "blk.%d.ffn_down.bias", il, DF_T_OPTIONAL | DF_T_NORM, 1, hp->n_embd, 0, 0);
-            L->ffn_up_b = df_model_tensor(m, "blk.%d.ffn_up.bias", il, DF_T_OPTIONAL | DF_T_NORM, 1, hp->n_ff, 0, 0);
-        } else {
-            df_bind_moe_exps(m, il, hp->n_ff);
-        }
-    }
-    return m->bind_status;
-}
+#define OPT_F32 (DF_T_OPTIONAL | DF_T_NORM)
+static const df_tensor_spec llama_tensors[] = {
+    DF_SCHEMA_TOK_EMBD,
+    DF_SCHEMA_GQA_IN,
+    DF_SCHEMA_ATTN_OUT,
+    DF_TS("blk.%d.attn_output.bias", DF_LF(bo), OPT_F32, DF_R_BIAS, 0, 0, DF_D_EMBD),
+    DF_SCHEMA_FFN_NORM,
+    DF_SCHEMA_FFN_DENSE,
+    DF_TS("blk.%d.ffn_gate.bias", DF_LF(ffn_gate_b), OPT_F32, DF_R_BIAS, DF_W_DENSE, 0, DF_D_FF),
+    DF_TS("blk.%d.ffn_down.bias", DF_LF(ffn_down_b), OPT_F32, DF_R_BIAS, DF_W_DENSE, 0, DF_D_EMBD),
+    DF_TS("blk.%d.ffn_up.bias", DF_LF(ffn_up_b), OPT_F32, DF_R_BIAS, DF_W_DENSE, 0, DF_D_FF),
+    DF_SCHEMA_MOE_ROUTER,     /* Mixtral: expert width n_ff (n_ff_exp = n_ff) */
+    DF_SCHEMA_MOE_EXPS,
+    DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
+    DF_TS("rope_freqs.weight", DF_MF(rope_freqs), OPT_F32, DF_R_NORM, 0, 0, DF_D_ROT_HALF),
+};
+static const df_schema_probe llama_probes[] = {DF_SCHEMA_GQA_PROBES};
 
-const df_arch df_arch_llama = {.name = "llama", .load_hparams = llama_hparams, .bind = llama_bind};
+const df_arch df_arch_llama = {.name = "llama", .load_hparams = llama_hparams, DF_SCHEMA(llama_tensors),
+                               DF_PROBES(llama_probes)};

@@ -18,20 +18,18 @@ static int olmoe_hparams(df_model *m) {
     return DF_OK;
 }
 
-static int olmoe_bind(df_model *m) {
-    const df_hparams *hp = &m->hp;
-    df_bind_output(m, false);
-    int64_t n_embd_gqa = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
-    for (int il = 0; il < hp->n_layer; il++) {
-        df_layer *L = &m->layers[il];
-        df_bind_attn(m, il, false);
-        L->q_norm = df_model_tensor(m, "blk.%d.attn_q_norm.weight", il, DF_T_NORM, 1,
-                                    (int64_t)hp->n_head * hp->n_embd_head_k, 0, 0);
-        L->k_norm = df_model_tensor(m, "blk.%d.attn_k_norm.weight", il, DF_T_NORM, 1, n_embd_gqa, 0, 0);
-        L->ffn_norm = df_model_tensor(m, "blk.%d.ffn_norm.weight", il, DF_T_NORM, 1, hp->n_embd, 0, 0);
-        df_bind_moe_exps(m, il, hp->n_ff_exp);
-    }
-    return m->bind_status;
-}
+static const df_tensor_spec olmoe_tensors[] = {
+    DF_SCHEMA_TOK_EMBD,
+    DF_SCHEMA_GQA_IN,
+    DF_TS("blk.%d.attn_q_norm.weight", DF_LF(q_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_Q), /* full q */
+    DF_TS("blk.%d.attn_k_norm.weight", DF_LF(k_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_K),
+    DF_SCHEMA_ATTN_OUT,
+    DF_SCHEMA_FFN_NORM,
+    DF_SCHEMA_MOE_ROUTER,
+    DF_SCHEMA_MOE_EXPS,
+    DF_SCHEMA_OUTPUT(0),
+};
+static const df_schema_probe olmoe_probes[] = {DF_SCHEMA_GQA_PROBES};
 
-const df_arch df_arch_olmoe = {.name = "olmoe", .load_hparams = olmoe_hparams, .bind = olmoe_bind};
+const df_arch df_arch_olmoe = {.name = "olmoe", .load_hparams = olmoe_hparams, DF_SCHEMA(olmoe_tensors),
+                               DF_PROBES(olmoe_probes)};

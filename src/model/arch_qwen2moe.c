@@ -17,20 +17,19 @@ static int qwen2moe_hparams(df_model *m) {
     return DF_OK;
 }
 
-static int qwen2moe_bind(df_model *m) {
-    const df_hparams *hp = &m->hp;
-    df_bind_output(m, false);
-    for (int il = 0; il < hp->n_layer; il++) {
-        df_layer *L = &m->layers[il];
-        df_bind_attn(m, il, false);
-        L->ffn_norm = df_model_tensor(m, "blk.%d.ffn_norm.weight", il, DF_T_NORM, 1, hp->n_embd, 0, 0);
-        df_bind_moe_exps(m, il, hp->n_ff_exp);
-        L->gate_inp_shexp = df_model_tensor(m, "blk.%d.ffn_gate_inp_shexp.weight", il, 0, 1, hp->n_embd, 0, 0);
-        L->gate_shexp = df_model_tensor(m, "blk.%d.ffn_gate_shexp.weight", il, 0, 2, hp->n_embd, hp->n_ff_shexp, 0);
-        L->down_shexp = df_model_tensor(m, "blk.%d.ffn_down_shexp.weight", il, 0, 2, hp->n_ff_shexp, hp->n_embd, 0);
-        L->up_shexp = df_model_tensor(m, "blk.%d.ffn_up_shexp.weight", il, 0, 2, hp->n_embd, hp->n_ff_shexp, 0);
-    }
-    return m->bind_status;
-}
+static const df_tensor_spec qwen2moe_tensors[] = {
+    DF_SCHEMA_TOK_EMBD,
+    DF_SCHEMA_GQA_IN,          /* q/k/v biases: optional here, present in Qwen files */
+    DF_SCHEMA_ATTN_OUT,
+    DF_SCHEMA_FFN_NORM,
+    DF_SCHEMA_MOE_ROUTER,
+    DF_SCHEMA_MOE_EXPS,
+    /* the shared expert's gate: one row used as a dot product (any type) */
+    DF_TS("blk.%d.ffn_gate_inp_shexp.weight", DF_LF(gate_inp_shexp), 0, DF_R_MAT, DF_W_MOE, 0, DF_D_EMBD),
+    DF_SCHEMA_SHEXP(0, 0),
+    DF_SCHEMA_OUTPUT(0),
+};
+static const df_schema_probe qwen2moe_probes[] = {DF_SCHEMA_GQA_PROBES};
 
-const df_arch df_arch_qwen2moe = {.name = "qwen2moe", .load_hparams = qwen2moe_hparams, .bind = qwen2moe_bind};
+const df_arch df_arch_qwen2moe = {.name = "qwen2moe", .load_hparams = qwen2moe_hparams,
+                                  DF_SCHEMA(qwen2moe_tensors), DF_PROBES(qwen2moe_probes)};

@@ -16,18 +16,18 @@ static int qwen3moe_hparams(df_model *m) {
     return DF_OK;
 }
 
-static int qwen3moe_bind(df_model *m) {
-    const df_hparams *hp = &m->hp;
-    df_bind_output(m, true);
-    for (int il = 0; il < hp->n_layer; il++) {
-        df_layer *L = &m->layers[il];
-        df_bind_attn(m, il, false);
-        L->k_norm = df_model_tensor(m, "blk.%d.attn_k_norm.weight", il, DF_T_NORM, 1, hp->n_embd_head_k, 0, 0);
-        L->q_norm = df_model_tensor(m, "blk.%d.attn_q_norm.weight", il, DF_T_NORM, 1, hp->n_embd_head_k, 0, 0);
-        L->ffn_norm = df_model_tensor(m, "blk.%d.ffn_norm.weight", il, DF_T_NORM, 1, hp->n_embd, 0, 0);
-        df_bind_moe_exps(m, il, hp->n_ff_exp);
-    }
-    return m->bind_status;
-}
+static const df_tensor_spec qwen3moe_tensors[] = {
+    DF_SCHEMA_TOK_EMBD,
+    DF_SCHEMA_GQA_IN,
+    DF_TS("blk.%d.attn_q_norm.weight", DF_LF(q_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_HEAD_K), /* per head */
+    DF_TS("blk.%d.attn_k_norm.weight", DF_LF(k_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_HEAD_K),
+    DF_SCHEMA_ATTN_OUT,
+    DF_SCHEMA_FFN_NORM,
+    DF_SCHEMA_MOE_ROUTER,
+    DF_SCHEMA_MOE_EXPS,
+    DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
+};
+static const df_schema_probe qwen3moe_probes[] = {DF_SCHEMA_GQA_PROBES};
 
-const df_arch df_arch_qwen3moe = {.name = "qwen3moe", .load_hparams = qwen3moe_hparams, .bind = qwen3moe_bind};
+const df_arch df_arch_qwen3moe = {.name = "qwen3moe", .load_hparams = qwen3moe_hparams,
+                                  DF_SCHEMA(qwen3moe_tensors), DF_PROBES(qwen3moe_probes)};

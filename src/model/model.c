@@ -211,11 +211,9 @@ static void fmt_shape(char *buf, size_t cap, int n, const int64_t *ne) {
     if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-df_tensor *df_model_tensor(df_model *m, const char *fmt, int il, int flags, int n_dims,
-                           int64_t ne0, int64_t ne1, int64_t ne2) {
+static df_tensor *bind_named(df_model *m, const char *name, int flags, int n_dims, int64_t ne0, int64_t ne1,
+                             int64_t ne2) {
     if (m->bind_status < 0) return NULL;
-    char name[128];
-    snprintf(name, sizeof name, fmt, il);
     const df_gguf_tensor *t = df_gguf_tensor_find(m->gguf, name);
     if (!t && m->pack && (flags & DF_T_EXPERT)) t = df_model_pack_tensor(m, name); /* packed model */
     if (!t) {
@@ -264,58 +262,54 @@ df_tensor *df_model_tensor(df_model *m, const char *fmt, int il, int flags, int 
     d->type = t->type;
     memcpy(d->ne, t->ne, sizeof d->ne);
     d->data = NULL;
-    (void)(flags & DF_T_EXPERT);
+    d->flags = (uint8_t)flags;
     return d;
 }
 
-int df_bind_output(df_model *m, bool output_optional) {
-    const df_hparams *hp = &m->hp;
-    m->tok_embd = df_model_tensor(m, "token_embd.weight", 0, 0, 2, hp->n_embd, hp->n_vocab, 0);
-    m->output_norm = df_model_tensor(m, "output_norm.weight", 0, DF_T_NORM, 1, hp->n_embd, 0, 0);
-    m->output = df_model_tensor(m, "output.weight", 0, output_optional ? DF_T_OPTIONAL : 0, 2,
-                                hp->n_embd, hp->n_vocab, 0);
-    if (!m->output && m->bind_status == DF_OK) m->output = m->tok_embd; /* tied */
-    return m->bind_status;
+df_tensor *df_model_tensor(df_model *m, const char *fmt, int il, int flags, int n_dims,
+                           int64_t ne0, int64_t ne1, int64_t ne2) {
+    char name[128];
+    snprintf(name, sizeof name, fmt, il);
+    return bind_named(m, name, flags, n_dims, ne0, ne1, ne2);
 }
 
-void df_bind_attn(df_model *m, int il, bool out_bias) {
+bool df_model_has_tensor(df_model *m, const char *name) {
+    return df_gguf_tensor_find(m->gguf, name) || (m->pack && df_model_pack_tensor(m, name));
+}
+
+/* The schema walk's callbacks for binding: probes ask the file, every entry that applies is
+ * bound with its flags and stored in its members. */
+static bool bind_has(void *ud, uint32_t bit, const char *name) {
+    (void)bit;
+    return df_model_has_tensor(ud, name);
+}
+
+static int bind_visit(void *ud, const df_tensor_spec *s, int il, const char *name, int n_dims, const int64_t ne[3]) {
+    df_model *m = ud;
+    int flags = s->flags;
+    if (il >= 0 && il >= m->hp.n_layer - m->hp.n_layer_nextn) flags |= DF_T_UNUSED; /* NextN / MTP layer */
+    df_tensor *t = bind_named(m, name, flags, n_dims, ne[0], ne[1], ne[2]);
+    if (m->bind_status < 0) return m->bind_status;
+    char *base = il < 0 ? (char *)m : (char *)&m->layers[il];
+    if (s->field) *(df_tensor **)(base + s->field - 1) = t;
+    if (s->field2) *(df_tensor **)(base + s->field2 - 1) = t;
+    return DF_OK;
+}
+
+int df_model_bind_schema(df_model *m) {
     const df_hparams *hp = &m->hp;
-    df_layer *L = &m->layers[il];
-    int64_t nq = (int64_t)hp->n_head * hp->n_embd_head_k;
-    int64_t nk = (int64_t)hp->n_head_kv * hp->n_embd_head_k;
-    int64_t nv = (int64_t)hp->n_head_kv * hp->n_embd_head_v;
-    int64_t no = (int64_t)hp->n_head * hp->n_embd_head_v;
-    const int opt = DF_T_OPTIONAL;
-    L->attn_norm = df_model_tensor(m, "blk.%d.attn_norm.weight", il, DF_T_NORM, 1, hp->n_embd, 0, 0);
-    char qkvname[64];
-    snprintf(qkvname, sizeof qkvname, "blk.%d.attn_qkv.weight", il);
-    if (df_gguf_tensor_find(m->gguf, qkvname)) {
-        L->wqkv = df_model_tensor(m, "blk.%d.attn_qkv.weight", il, 0, 2, hp->n_embd, nq + nk + nv, 0);
-        L->bqkv = df_model_tensor(m, "blk.%d.attn_qkv.bias", il, opt | DF_T_NORM, 1, nq + nk + nv, 0, 0);
-    } else {
-        L->wq = df_model_tensor(m, "blk.%d.attn_q.weight", il, 0, 2, hp->n_embd, nq, 0);
-        L->wk = df_model_tensor(m, "blk.%d.attn_k.weight", il, 0, 2, hp->n_embd, nk, 0);
-        L->wv = df_model_tensor(m, "blk.%d.attn_v.weight", il, 0, 2, hp->n_embd, nv, 0);
-        L->bq = df_model_tensor(m, "blk.%d.attn_q.bias", il, opt | DF_T_NORM, 1, nq, 0, 0);
-        L->bk = df_model_tensor(m, "blk.%d.attn_k.bias", il, opt | DF_T_NORM, 1, nk, 0, 0);
-        L->bv = df_model_tensor(m, "blk.%d.attn_v.bias", il, opt | DF_T_NORM, 1, nv, 0, 0);
+    if (m->arch->pre_bind) {
+        int rc = m->arch->pre_bind(m);
+        if (rc < 0) return rc;
     }
-    L->wo = df_model_tensor(m, "blk.%d.attn_output.weight", il, 0, 2, no, hp->n_embd, 0);
-    if (out_bias)
-        L->bo = df_model_tensor(m, "blk.%d.attn_output.bias", il, opt | DF_T_NORM, 1, hp->n_embd, 0, 0);
-}
-
-void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp) {
-    const df_hparams *hp = &m->hp;
-    df_layer *L = &m->layers[il];
-    L->is_moe = true;
-    L->gate_inp = df_model_tensor(m, "blk.%d.ffn_gate_inp.weight", il, 0, 2, hp->n_embd, hp->n_expert, 0);
-    L->exps[DF_EXPERT_GATE] = df_model_tensor(m, "blk.%d.ffn_gate_exps.weight", il, DF_T_EXPERT, 3,
-                                              hp->n_embd, n_ff_exp, hp->n_expert);
-    L->exps[DF_EXPERT_UP] = df_model_tensor(m, "blk.%d.ffn_up_exps.weight", il, DF_T_EXPERT, 3,
-                                            hp->n_embd, n_ff_exp, hp->n_expert);
-    L->exps[DF_EXPERT_DOWN] = df_model_tensor(m, "blk.%d.ffn_down_exps.weight", il, DF_T_EXPERT, 3,
-                                              n_ff_exp, hp->n_embd, hp->n_expert);
+    const df_schema_ops ops = {.has = bind_has, .visit = bind_visit, .ud = m};
+    int rc = df_schema_walk(m->arch, hp, &ops);
+    if (rc < 0) return rc;
+    for (int il = 0; il < hp->n_layer; il++)
+        m->layers[il].is_moe = (df_schema_props(m->arch, hp, il) & DF_W_MOE) != 0;
+    if (!m->output) m->output = m->tok_embd; /* tied (output.weight optional in the schema) */
+    if (m->arch->post_bind) rc = m->arch->post_bind(m);
+    return rc < 0 ? rc : m->bind_status;
 }
 
 /* ---- expert locations and the resident provider ------------------------------------------- */
@@ -419,8 +413,7 @@ int df_model_describe(df_model *m) {
     m->tensors = df_calloc((size_t)(m->cap_bound ? m->cap_bound : 1), sizeof(df_tensor));
     if (!m->layers || !m->tensors) return DF_ERR_NOMEM;
     m->rope_freqs = NULL;
-    rc = m->arch->bind(m);
-    if (rc == DF_OK) rc = m->bind_status;
+    rc = df_model_bind_schema(m);
     /* a packed file replaces its expert tensors by deltafin.pack.experts + .index */
     if (rc == DF_OK && m->n_bound != m->gguf->n_tensors + (m->pack ? m->n_pack_tensors - 2 : 0)) {
         /* like llama.cpp's "wrong number of tensors", but name the culprit */

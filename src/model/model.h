@@ -7,10 +7,12 @@
  * Threading: a model is read-only after load and shared by any number of contexts. */
 #ifndef DF_MODEL_H
 #define DF_MODEL_H
+#include <stdatomic.h>
 #include "deltafin.h"
 #include "format/gguf.h"
 #include "format/pack.h"
 #include "model/rope.h"
+#include "model/schema.h"
 
 #define DF_MAX_LAYERS 512
 
@@ -19,6 +21,7 @@ typedef struct df_tensor {
     void *data;                 /* resident bytes, or NULL (routed experts not loaded) */
     int type;                   /* ggml type */
     int64_t ne[4];
+    uint8_t flags;              /* the schema entry's DF_T_* flags (DF_T_UNUSED: loaded, not run) */
 } df_tensor;
 
 enum df_gating { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3,
@@ -60,6 +63,9 @@ typedef struct df_hparams {
     int n_latent;                /* expert_latent_length (0: experts at n_embd) */
     int attn_res_block;          /* attn_res.block_size B (0: plain residual stream) */
     uint8_t layer_recr[DF_MAX_LAYERS]; /* 1: layer il is recurrent (head_count_kv[il] == 0) */
+    /* for the architectures to come (set by their hparams hook; schema.h DF_W_SWA / _NEXTN) */
+    uint8_t layer_swa[DF_MAX_LAYERS];  /* 1: layer il uses sliding-window attention */
+    int n_layer_nextn;           /* last layers that are NextN / MTP heads: loaded, not run */
 } df_hparams;
 
 enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1 };
@@ -94,15 +100,26 @@ struct deltafin_model;
 typedef struct deltafin_model df_model;
 struct deltafin_ctx;
 
-/* An architecture family's description (src/model/arch_<name>.c): hyperparameters, tensors,
- * KV rows and recurrent state. Its forward-pass hooks, where it has any, are a df_arch_fwd of
- * the same name in src/forward/ (forward/session.h). */
+/* An architecture family's description (src/model/arch_<name>.c): hyperparameters, the tensor
+ * schema (schema.h), KV rows and recurrent state. Its forward-pass hooks, where it has any, are
+ * a df_arch_fwd of the same name in src/forward/ (forward/session.h). */
 typedef struct df_arch {
     const char *name;            /* general.architecture */
     /* Arch-specific keys and flags; common keys are already read into m->hp. */
     int (*load_hparams)(df_model *m);
-    /* Bind tensors with df_model_tensor(); return DF_OK or the first error. */
-    int (*bind)(df_model *m);
+    /* The tensors, in file order (schema.h); the binder and gen-random walk this table. */
+    const df_tensor_spec *tensors;
+    int n_tensors;
+    const df_schema_probe *probes; /* "file has X" alternatives (fused qkv, fused gate_up ...) */
+    int n_probes;
+    /* Optional: the arch's own layer properties DF_W_ARCH(n) for layer il (-1: globals). */
+    uint32_t (*layer_props)(const df_hparams *hp, int il);
+    /* Optional: the arch's own symbolic dims d[DF_D_ARCH + i] for layer il (-1: globals). */
+    void (*dims)(const df_hparams *hp, int il, int64_t *d);
+    /* Optional procedural checks the table cannot say: before the schema is bound (may look
+     * at m->gguf) and after it was bound without error. Return DF_OK or an error. */
+    int (*pre_bind)(df_model *m);
+    int (*post_bind)(df_model *m);
     /* Optional (NULL = generic GQA): F16 elements per token that layer il keeps in the KV
      * cache for K and for V (MLA: latent + rope part in k_row, v_row 0; linear-attention
      * layers: 0 and 0 and their own state). */
@@ -115,6 +132,8 @@ typedef struct df_arch {
      * values go to hp.layer_recr and hp.n_head_kv becomes the largest one. */
     bool head_kv_per_layer;
 } df_arch;
+#define DF_SCHEMA(table) .tensors = (table), .n_tensors = (int)(sizeof(table) / sizeof((table)[0]))
+#define DF_PROBES(table) .probes = (table), .n_probes = (int)(sizeof(table) / sizeof((table)[0]))
 
 /* Fused ffn_gate_up_exps {n_embd, 2 n_ff, E} (deepseek2): exps[GATE] == exps[UP]; within
  * each expert rows [0, n_ff) are gate, [n_ff, 2 n_ff) up. Shapes/locations/acquire split it. */
@@ -148,13 +167,16 @@ struct deltafin_model {
     deltafin_model_params params;
     deltafin_plan plan;          /* the memory plan it was loaded with */
     int plan_status;             /* DF_OK, or why the plan failed (meta-only loads keep going) */
+    atomic_int n_ctx_live;       /* contexts holding one of the plan's sequences */
+    _Atomic uint64_t kv_live, scratch_live; /* bytes the live contexts hold (budget report) */
     char plan_error[512];
 };
 
 enum {
     DF_T_OPTIONAL = 1,   /* absent is fine (returns NULL) */
     DF_T_EXPERT = 2,     /* routed expert 3-D tensor: loading may be skipped */
-    DF_T_NORM = 4,       /* 1-D vector that must be F32 */
+    DF_T_NORM = 4,       /* must be F32 (norms, biases, other small vectors) */
+    DF_T_UNUSED = 8,     /* bound (the file's tensor count) but not used by the forward pass */
 };
 
 /* Bind tensor `name` (printf format with the layer index, e.g. "blk.%d.attn_q.weight")
@@ -162,14 +184,13 @@ enum {
  * type: records the first error in m->bind_status and returns NULL. */
 df_tensor *df_model_tensor(df_model *m, const char *fmt, int il, int flags, int n_dims,
                            int64_t ne0, int64_t ne1, int64_t ne2);
-/* Common bindings shared by several archs. */
-int df_bind_output(df_model *m, bool output_optional);
-/* q/k/v (or fused qkv) with optional biases, attn_output (+ optional bias if out_bias). */
-void df_bind_attn(df_model *m, int il, bool out_bias);
+/* Bind every tensor of the arch's schema (and the tied output); DF_OK or the first error. */
+int df_model_bind_schema(df_model *m);
+/* The file (or its pack) has tensor `name`. */
+bool df_model_has_tensor(df_model *m, const char *name);
 /* Keys with the "{arch}." prefix; absent optional keys leave *out untouched. */
 int df_model_key_u32(df_model *m, const char *suffix, uint32_t *out, bool required);
 int df_model_key_f32(df_model *m, const char *suffix, float *out, bool required);
-void df_bind_moe_exps(df_model *m, int il, int64_t n_ff_exp);
 
 /* Everything but the weight bytes, for m->gguf (m->path set): the pack of a packed file, the
  * architecture, hyperparameters, every tensor bound and shape-checked (all tensors of the file
@@ -204,6 +225,6 @@ typedef struct df_footprint {
 } df_footprint;
 void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out);
 
-/* Registered architectures (one file per family in src/models). */
+/* Registered architectures (one file per family: src/model/arch_<name>.c). */
 const df_arch *df_arch_find(const char *name);
 #endif

@@ -54,8 +54,7 @@ int deltafin_io_engine_check(const char *name) {
 }
 
 int deltafin_model_n_layer(const deltafin_model *m) { return m->hp.n_layer; }
-uint64_t deltafin_model_size(const deltafin_model *m) { return m->plan.dense_total_bytes + m->plan.expert_total_bytes; }
-const char *deltafin_kernels_name(void) { return df_kernels()->name; }
+
 int deltafin_model_n_expert(const deltafin_model *m) { return m->hp.n_expert; }
 
 /* ---- memory plan ------------------------------------------------------------------------ */
@@ -106,6 +105,43 @@ const char *deltafin_model_plan_str(const deltafin_model *m, char *buf, size_t c
                  q.n_experts_total ? "resident" : "(none)", df_fmt_bytes(q.kv_bytes, k, sizeof k),
                  df_fmt_bytes(q.scratch_bytes, s, sizeof s), d);
     }
+    return buf;
+}
+
+/* ---- budget use ------------------------------------------------------------------------- */
+void deltafin_model_memory_use(const deltafin_model *m, deltafin_memory_use *out) {
+    memset(out, 0, sizeof *out);
+    const df_weights *w = m->w;
+    if (w) {
+        out->dense_bytes = w->dense_bytes + m->plan.dense_buffers * m->plan.dense_buffer_bytes;
+        out->experts_bytes = w->expert_bytes;
+        if (w->store) {
+            df_store_stats st;
+            df_store_get_stats(w->store, &st);
+            out->cache_bytes = st.cache_bytes;
+        }
+    }
+    out->kv_bytes = atomic_load(&((deltafin_model *)m)->kv_live);
+    out->scratch_bytes = atomic_load(&((deltafin_model *)m)->scratch_live);
+    out->rss_bytes = df_cur_rss();
+    out->peak_rss_bytes = df_peak_rss();
+    const deltafin_plan *p = &m->plan;
+    out->plan_bytes = p->dense_bytes + p->kv_bytes + p->scratch_bytes + p->overhead_bytes + p->cache_bytes +
+                      (p->experts_stream ? 0 : p->expert_total_bytes);
+    out->limit = p->limit;
+}
+
+const char *deltafin_memory_use_str(const deltafin_memory_use *u, char *buf, size_t cap) {
+    char d[32], e[32], c[32], k[32], s[32], o[32], r[32], p[32], l[32];
+    const uint64_t parts = u->dense_bytes + u->experts_bytes + u->cache_bytes + u->kv_bytes + u->scratch_bytes;
+    snprintf(buf, cap, "budget use: dense %s, experts %s, cache %s, KV %s, scratch %s, other %s = peak RSS %s of "
+             "the plan's %s (limit %s)",
+             df_fmt_bytes(u->dense_bytes, d, sizeof d), df_fmt_bytes(u->experts_bytes, e, sizeof e),
+             df_fmt_bytes(u->cache_bytes, c, sizeof c), df_fmt_bytes(u->kv_bytes, k, sizeof k),
+             df_fmt_bytes(u->scratch_bytes, s, sizeof s),
+             df_fmt_bytes(u->peak_rss_bytes > parts ? u->peak_rss_bytes - parts : 0, o, sizeof o),
+             df_fmt_bytes(u->peak_rss_bytes, r, sizeof r), df_fmt_bytes(u->plan_bytes, p, sizeof p),
+             df_fmt_bytes(u->limit, l, sizeof l));
     return buf;
 }
 

@@ -17,21 +17,34 @@
 #include "forward/session.h"
 #include "forward/ops.h"
 #include "dist/dist.h"
+#include "kernels/kernels.h"
 #include "base/env.h"
 #include "base/sysmem.h"
 #include "text/tokenizer.h"
 
-/* ---- the planned context ------------------------------------------------------------------ */
+#include <unistd.h>
+
+/* ---- what the plan reserves for ------------------------------------------------------------- */
+/* the context: the caller's n_ctx, else the ctx default min(training context, 4096) */
 static int plan_ctx(const df_model *m) {
     int n = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (m->params.n_ctx > 0) n = m->params.n_ctx;
     if (df_env()->plan_ctx > 0) n = df_env()->plan_ctx;
     return n;
 }
 
-/* the context's default batch, never more than the planned context */
+/* the prompt chunk asked for (the ctx default 512), never more than the planned context */
 static int plan_batch(const df_model *m) {
-    int c = plan_ctx(m);
-    return c < 512 ? c : 512;
+    int c = plan_ctx(m), b = m->params.n_batch > 0 ? m->params.n_batch : 512;
+    return c < b ? c : b;
+}
+
+static int plan_seq(const df_model *m) { return m->params.n_seq > 0 ? m->params.n_seq : 1; }
+
+static int plan_threads(const df_model *m) {
+    if (m->params.n_threads > 0) return m->params.n_threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 /* ---- routed experts: where they are in the files -------------------------------------------- */
@@ -154,6 +167,7 @@ static int attach_store(df_model *m, df_weights *w, const expert_layout *x, cons
     sp.io.engine = engine;
     sp.budget_bytes = plan->cache_bytes;
     sp.prefetch = m->params.prefetch;
+    sp.mlock = m->params.mlock;
     df_store *s = NULL;
     int rc = df_store_create(&sp, &s);
     free(paths);
@@ -164,6 +178,26 @@ static int attach_store(df_model *m, df_weights *w, const expert_layout *x, cons
 }
 
 /* ---- the plan ------------------------------------------------------------------------------ */
+/* What the process needs besides the plan's parts. A function of the model and the parameters,
+ * not of the moment it is computed, so `info` and `run` plan the same: the process base (code,
+ * libraries, the f16 table: 9-10 MiB peak RSS for `deltafin --version` and for runs of the
+ * demo model, docs/experiments.tsv; 12 MiB counted), the tokenizer (64 B per token and 48 B per
+ * merge, its tables and strings), the expert store's tables, the thread stacks of the I/O engines
+ * and of the contexts' pools, and 4 MiB of slack for the allocator and the kernel's page
+ * tables. `run -v` prints what "other" really took ("budget use"). */
+static uint64_t plan_overhead(const df_model *m, int n_pool_threads) {
+    const uint64_t base = 12ull << 20, per_thread = 256u << 10; /* touched stack, TLS, arena headers */
+    const uint64_t io_threads = 2ull * (uint64_t)df_io_default_params().n_threads; /* store + dense stream */
+    const uint64_t pairs = (uint64_t)m->hp.n_layer * (uint64_t)(m->hp.n_expert > 0 ? m->hp.n_expert : 0);
+    const uint64_t store_tables = pairs * (DF_EXPERT_NPARTS * sizeof(df_expert_loc) + sizeof(df_expert_record) + 32);
+    uint64_t tok = 0;
+    const df_gguf_kv *kv = df_gguf_find(m->gguf, "tokenizer.ggml.tokens");
+    if (kv && kv->type == DF_GGUF_ARRAY) tok += kv->arr_n * 64;
+    kv = df_gguf_find(m->gguf, "tokenizer.ggml.merges");
+    if (kv && kv->type == DF_GGUF_ARRAY) tok += kv->arr_n * 48;
+    return base + tok + store_tables + (io_threads + (uint64_t)n_pool_threads) * per_thread + (4ull << 20);
+}
+
 /* A worker holds no dense weights and no KV cache: its limit goes to the expert cache of its
  * share, less the buffers for computing and for messages at the planned batch. */
 static int make_worker_plan(df_model *m, int engine, const expert_layout *x, const df_footprint *fp, df_plan *plan) {
@@ -186,6 +220,7 @@ static int make_worker_plan(df_model *m, int engine, const expert_layout *x, con
     }
     in.stream_experts = 1;
     in.force_resident = -1;
+    in.overhead_bytes = plan_overhead(m, plan_threads(m));
     int rc = df_plan_make(&in, plan);
     return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
 }
@@ -209,8 +244,23 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     in.slot_bytes = x->slot_bytes;
     in.n_expert_pairs = x->n_pairs;
     in.n_expert_used = m->hp.n_expert_used;
-    in.kv_bytes = fp.kv_bytes;
-    in.scratch_bytes = df_session_scratch_bytes(m, plan_batch(m), 1);
+    const uint64_t n_seq = (uint64_t)plan_seq(m);
+    in.kv_bytes = fp.kv_bytes * n_seq;
+    /* prompt chunks the plan may choose: the one asked for, then halves down to 64 tokens
+     * (batches of 64 and more take the same attention path: same tokens) */
+    int batch[8];
+    uint64_t scratch[8];
+    int nb = 0;
+    for (int b = plan_batch(m); nb < 8 && (nb == 0 || b >= 64); b /= 2) {
+        batch[nb] = b;
+        scratch[nb] = df_session_scratch_bytes(m, b, plan_threads(m)) * n_seq;
+        nb++;
+        if (b < 128) break;
+    }
+    in.n_batch_opts = nb;
+    in.batch_fixed = m->params.n_batch > 0;
+    in.batch = batch;
+    in.batch_scratch = scratch;
     in.mem_limit = m->params.mem_limit;
     in.mem_reserve = m->params.mem_reserve;
     in.mem_available = m->params.mem_limit ? 0 : df_mem_available();
@@ -227,6 +277,7 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     }
     in.dense_stream = !env->dense_stream_off;
     in.force_resident = env->dense_resident;
+    in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq);
     int rc = df_plan_make(&in, plan);
     return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
 }
@@ -242,7 +293,24 @@ static void publish_plan(df_model *m, const df_plan *p) {
         .dense_layers_streamed = p->n_streamed, .dense_buffers = p->n_buf, .dense_buffer_bytes = p->buf_bytes,
         .dense_total_bytes = p->dense_total, .dense_global_bytes = p->dense_global,
         .dense_layers_bytes = p->layers_bytes, .dense_read_per_token = p->read_per_pass,
+        .n_ctx = plan_ctx(m), .n_batch = p->n_batch, .n_seq = plan_seq(m),
     };
+}
+
+/* The plan for m's current parameters (info / doctor at another limit): the footprint again
+ * and df_plan_make; m is not changed. */
+int df_loader_plan(df_model *m, df_plan *out) {
+    expert_layout x = {0};
+    df_dense_footprint dfp = {0};
+    int engine = DF_IO_AUTO;
+    const dist_role dr = {0}; /* one process: the whole model */
+    int rc = m->params.io_engine ? df_io_engine_parse(m->params.io_engine, &engine) : DF_OK;
+    if (rc == DF_OK) rc = expert_layout_make(m, &dr, &x);
+    if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
+    if (rc == DF_OK) rc = make_plan(m, 0, engine, &x, &dfp, &dr, out);
+    expert_layout_free(&x);
+    df_dense_footprint_free(&dfp);
+    return rc;
 }
 
 /* ---- loading ----------------------------------------------------------------------------- */
@@ -342,6 +410,7 @@ static int dist_setup(df_model *m, int flags, dist_role *dr, struct df_dist **dd
 
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out) {
     df_init();
+    df_kernels_init(); /* the kernel table is chosen at load (its DELTAFIN_ISA warning here) */
     *out = NULL;
     df_model *m = df_calloc(1, sizeof *m);
     if (!m) return DF_ERR_NOMEM;
@@ -360,6 +429,13 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     if (rc == DF_OK) rc = dist_setup(m, flags, &dr, &dd);
     if (rc == DF_OK) rc = expert_layout_make(m, &dr, &x);
     if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
+    /* the tokenizer before the plan: the overhead it measures includes it */
+    if (rc == DF_OK && !(flags & DF_LOAD_NO_TOKENIZER) && df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
+        df_tokenizer *tok = NULL;
+        rc = df_tokenizer_load(m->gguf, &tok);
+        if (rc < 0) rc = df_err_prefix(rc, "%s", path);
+        else m->tokenizer = tok;
+    }
     df_plan plan;
     if (rc == DF_OK) {
         rc = make_plan(m, flags, engine, &x, &dfp, &dr, &plan);
@@ -377,12 +453,6 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
         if (rc == DF_OK) dd = NULL;
     }
     df_dist_free(dd);
-    if (rc == DF_OK && !(flags & DF_LOAD_NO_TOKENIZER) && df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
-        df_tokenizer *tok = NULL;
-        rc = df_tokenizer_load(m->gguf, &tok);
-        if (rc < 0) rc = df_err_prefix(rc, "%s", path);
-        else m->tokenizer = tok;
-    }
     expert_layout_free(&x);
     df_dense_footprint_free(&dfp);
     if (rc < 0) { deltafin_model_free(m); return rc; }

@@ -16,6 +16,8 @@ static int plan_dense(const df_plan_in *in, uint64_t limit, uint64_t other, uint
     out->dense_total = in->dense_total;
     out->dense_global = in->dense_global;
     out->n_resident = L;
+    out->n_streamed = out->n_buf = 0;
+    out->buf_bytes = out->layers_bytes = out->read_per_pass = 0;
     out->dense_bytes = in->dense_total;
     if (!in->dense_stream || L <= 0 || !sb) return DF_OK;
     uint64_t *smax = df_calloc((size_t)L + 1, sizeof(uint64_t)); /* largest buffer of layers >= l */
@@ -120,12 +122,14 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
         out->limit_from_ram = true;
     }
     out->kv_bytes = in->kv_bytes;
-    out->scratch_bytes = in->scratch_bytes;
-    out->overhead_bytes = DF_PLAN_OVERHEAD;
+    out->scratch_bytes = in->n_batch_opts > 0 ? in->batch_scratch[0] : in->scratch_bytes;
+    out->n_batch = in->n_batch_opts > 0 ? in->batch[0] : 0;
+    out->overhead_bytes = in->overhead_bytes ? in->overhead_bytes : DF_PLAN_OVERHEAD;
+    const uint64_t ovh = out->overhead_bytes;
     out->expert_total_bytes = in->expert_bytes;
     out->n_experts_total = in->n_expert_pairs;
     out->slot_bytes = in->slot_bytes;
-    const uint64_t other = in->kv_bytes + in->scratch_bytes + DF_PLAN_OVERHEAD;
+    uint64_t other = in->kv_bytes + out->scratch_bytes + ovh;
 
     /* 1. do the routed experts stream? */
     if (in->has_experts) {
@@ -133,7 +137,23 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
         else if (in->stream_experts < 0)
             out->experts_stream = in->dense_total + in->expert_bytes + other > out->limit;
     }
-    /* 2. dense layers (an exact expert cache keeps every dense layer resident unless forced) */
+    /* 2. prompt chunks under memory pressure: scratch for a long chunk is idle during
+     * generation while the expert cache works on every token, so when experts stream the chunk
+     * shrinks (halving, down to the smallest choice) until its scratch is at most 1/16 of what
+     * the limit leaves after KV, overhead and all dense weights. An exact cache size or a chunk
+     * the caller chose (batch_fixed) keeps the chunk. */
+    if (out->experts_stream && in->n_batch_opts > 1 && !in->cache_bytes && !in->batch_fixed) {
+        const uint64_t fixed = in->dense_total + in->kv_bytes + ovh;
+        const uint64_t room = out->limit > fixed ? out->limit - fixed : 0;
+        const bool all_fit = in->slot_bytes && room >= out->scratch_bytes &&
+                             (room - out->scratch_bytes) / in->slot_bytes >= (uint64_t)in->n_expert_pairs;
+        int i = 0;
+        while (!all_fit && i + 1 < in->n_batch_opts && in->batch_scratch[i] > room / 16) i++;
+        out->scratch_bytes = in->batch_scratch[i];
+        out->n_batch = in->batch[i];
+        other = in->kv_bytes + out->scratch_bytes + ovh;
+    }
+    /* 3. dense layers (an exact expert cache keeps every dense layer resident unless forced) */
     uint64_t slot = 0;
     int want = 0, min = 0;
     if (out->experts_stream) {
@@ -147,7 +167,7 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
     if (in->force_resident < 0 && out->experts_stream && in->cache_bytes) din.dense_stream = false;
     int rc = plan_dense(&din, out->limit, other + (out->experts_stream ? 0 : in->expert_bytes), slot, want, min, out);
     if (rc < 0) return rc;
-    /* 3. the expert cache */
+    /* 4. the expert cache */
     if (out->experts_stream) return plan_cache(in, out);
     return DF_OK;
 }

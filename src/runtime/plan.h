@@ -3,6 +3,8 @@
  * stream through layer buffers, whether routed experts stream, and how many expert cache
  * slots the rest buys. The loader gathers the footprint (model/, weights/, forward/), calls
  * df_plan_make and builds the weights the plan describes; `info` prints the same plan.
+ * Order: 1. do routed experts stream, 2. the prompt chunk, 3. which dense layers stream,
+ * 4. the expert cache.
  * Invariant: the plan never assigns more than the limit; it refuses (DF_ERR_RANGE, a message
  * with the bytes needed) only when the smallest working set does not fit.
  * Threading: pure functions. */
@@ -23,8 +25,18 @@ typedef struct {
     uint64_t slot_bytes;         /* one expert cache slot */
     int n_expert_pairs;          /* (layer, expert) pairs with weights */
     int n_expert_used;           /* experts per token */
-    uint64_t kv_bytes;           /* KV cache at the planned context (+ recurrent state) */
-    uint64_t scratch_bytes;      /* activations for the planned batch */
+    uint64_t kv_bytes;           /* KV cache of all sequences at the planned context (+ state) */
+    /* activations of all sequences for prompt chunks of batch[i] tokens, i = 0..n_batch_opts-1:
+     * batch[0] is what was asked for, the others smaller choices (descending) the plan may take
+     * under memory pressure */
+    int n_batch_opts;
+    const int *batch;
+    const uint64_t *batch_scratch;
+    uint64_t scratch_bytes;      /* with n_batch_opts == 0: the scratch, fixed */
+    bool batch_fixed;            /* the caller chose batch[0]: keep it */
+    uint64_t overhead_bytes;     /* what the process needs besides the plan's parts (code,
+                                  * libraries, tokenizer, store tables, thread stacks, slack),
+                                  * measured by the loader; 0: DF_PLAN_OVERHEAD */
     /* limits and choices */
     uint64_t mem_limit;          /* 0: mem_available - mem_reserve */
     uint64_t mem_reserve;        /* 0: 1 GiB */
@@ -50,6 +62,7 @@ typedef struct {
     uint64_t read_per_pass;      /* dense bytes read per forward pass */
     uint64_t dense_bytes;        /* what the dense weights occupy (global + layers + buffers) */
     uint64_t kv_bytes, scratch_bytes, overhead_bytes;
+    int n_batch;                 /* the prompt chunk chosen (batch[i]), 0 with a fixed scratch */
     /* routed experts */
     uint64_t expert_total_bytes;
     int n_experts_total;
@@ -61,7 +74,7 @@ typedef struct {
     uint64_t need_min;           /* fixed + the smallest working set of slots */
 } df_plan;
 
-/* The runtime overhead the plan keeps free (runtime, I/O buffers, slack). */
+/* The overhead assumed when none is given (tests of the pure plan). */
 #define DF_PLAN_OVERHEAD (64ull << 20)
 
 int df_plan_make(const df_plan_in *in, df_plan *out);

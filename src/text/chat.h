@@ -28,6 +28,13 @@
  *   - not supported (syntax error): {% call %}, {% filter %}, {% include/extends/block %},
  *     recursive loops, *args and **kwargs, loop.cycle.
  *
+ * JSON inputs (messages, tools, extra variables) are read as Python's json.loads reads them
+ * (ints stay ints, "2.0" is a float; control characters in strings, non-JSON whitespace and
+ * numbers such as "1." are errors), parsed by cJSON; two cJSON limits remain: a string holding
+ * \u0000 ends there, and a lone surrogate escape (\ud800) is a syntax error.
+ * Implementation: jinja_lex.c, jinja_parse.c, jinja_values.c, jinja_eval.c, jinja_builtins.c
+ * (internals in jinja_impl.h), this module's entry points in chat.c.
+ *
  * Status codes: DF_ERR_FORMAT  syntax error in the template, malformed JSON input;
  *               DF_ERR_INVALID the template called raise_exception() or hit a runtime type
  *                              error (e.g. `'x' in none`, undefined attribute of undefined);
@@ -58,11 +65,6 @@ typedef struct {
 int df_chat_render_ex(const char *template_src, const char *messages_json, const df_chat_opts *o,
                       char **out);
 
-/* Convenience form of df_chat_render_ex (strftime_now uses the current time). */
-int df_chat_render_json(const char *template_src, const char *messages_json,
-                        const char *tools_json, bool add_generation_prompt, const char *bos_token,
-                        const char *eos_token, const char *extra_vars_json, char **out);
-
 /* Built-in template source by name: "kimi-k3", "kimi-k2", "kimi-k2-base", "deepseek-v3",
  * "qwen3", "qwen3-coder", "gpt-oss", "llama3", "mistral", "glm-4.6", "chatml" (plus aliases
  * "deepseek-v3.1", "llama3.1", "mistral-nemo", "glm4.6"). NULL if unknown. */
@@ -80,11 +82,11 @@ const char *df_chat_detect(const char *template_src);
  * convention the templates expect), tool_call_id and name when non-NULL. *out is malloc'ed. */
 int df_chat_msgs_to_json(const deltafin_chat_msg *msgs, int n, char **out);
 
-/* Everything deltafin_chat_render needs except the model: template_name (built-in, e.g.
- * "qwen3") wins if non-NULL (DF_ERR_NOTFOUND if unknown), else template_src (the GGUF's
- * tokenizer.chat_template), else, when that is NULL or empty, the ChatML fallback.
- * bos/eos: the vocab's BOS/EOS token text (NULL = undefined in the template). The caller
- * strips a leading BOS text itself if the tokenizer adds BOS (formats.md 4.6). */
+/* deltafin_chat_render without the model: template_name (a built-in, e.g. "qwen3") wins if
+ * non-NULL and non-empty (DF_ERR_INVALID if unknown), else template_src (the GGUF's
+ * tokenizer.chat_template), else, when that is NULL or empty, the ChatML fallback (as
+ * llama.cpp). bos/eos: the vocab's BOS/EOS token text (NULL = undefined in the template).
+ * The caller strips a leading BOS text itself if the tokenizer adds BOS (formats.md 4.6). */
 int df_chat_render_msgs(const char *template_src, const char *template_name,
                         const deltafin_chat_msg *msgs, int n, const char *tools_json,
                         bool add_generation_prompt, const char *bos_token, const char *eos_token,

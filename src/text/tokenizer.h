@@ -3,7 +3,9 @@
  * tokenizer.ggml.pre), special-token partitioning, EOG set, and a streaming detokenizer.
  * Invariant: a df_tokenizer is immutable after df_tokenizer_load(); every function taking a
  * const df_tokenizer* is thread-safe (per-call scratch is allocated by the call).
- * Ground truth for every behaviour is llama.cpp (src/llama-vocab.cpp, src/unicode.cpp). */
+ * Ground truth for every behaviour is llama.cpp (src/llama-vocab.cpp, src/unicode.cpp).
+ * Implementation: vocab.c (load), pretok.c, bpe.c, spm.c, detok.c, tokenizer.c; internals
+ * they share are in tokenizer_impl.h. UTF-8 validity is base/utf8.h's. */
 #ifndef DF_TOKENIZER_H
 #define DF_TOKENIZER_H
 #include "base/util.h"
@@ -65,11 +67,7 @@ int df_token_to_piece_ex(const df_tokenizer *t, int32_t id, bool special, int ls
 int df_detokenize(const df_tokenizer *t, const int32_t *ids, int n, bool remove_special,
                   bool unparse_special, char *buf, int cap);
 
-/* Raw token text as stored in the file (BPE: byte-encoded, SPM: with U+2581). NULL if out of
- * range. Lifetime: that of t. */
-const char *df_token_text(const df_tokenizer *t, int32_t id);
 int df_token_attr(const df_tokenizer *t, int32_t id); /* DF_TATTR_* mask, 0 if out of range */
-float df_token_score(const df_tokenizer *t, int32_t id);
 /* Id of the token whose text is exactly s (last id for duplicate texts), -1 if none. */
 int32_t df_token_lookup(const df_tokenizer *t, const char *s, size_t len);
 bool df_token_is_eog(const df_tokenizer *t, int32_t id);
@@ -82,18 +80,12 @@ int df_tokenizer_max_piece_len(const df_tokenizer *t); /* longest piece (special
 int32_t df_tokenizer_bos(const df_tokenizer *t);        /* -1 if none */
 int32_t df_tokenizer_eos(const df_tokenizer *t);
 int32_t df_tokenizer_eot(const df_tokenizer *t);
-int32_t df_tokenizer_eom(const df_tokenizer *t);
-int32_t df_tokenizer_unk(const df_tokenizer *t);
-int32_t df_tokenizer_pad(const df_tokenizer *t);
-int32_t df_tokenizer_sep(const df_tokenizer *t);
 int32_t df_tokenizer_nl(const df_tokenizer *t);         /* newline token, -1 if none */
 bool df_tokenizer_add_bos(const df_tokenizer *t);
 bool df_tokenizer_add_eos(const df_tokenizer *t);
 bool df_tokenizer_add_space_prefix(const df_tokenizer *t);
 /* The end-of-generation ids (sorted ascending). */
 int df_tokenizer_eog_ids(const df_tokenizer *t, const int32_t **ids);
-/* tokenizer.ggml.suppress_tokens (in-range ids only). */
-int df_tokenizer_suppress_ids(const df_tokenizer *t, const int32_t **ids);
 
 /* Pre-tokenizer split only (BPE): calls cb for each piece of text (raw bytes, after the
  * invalid-UTF-8 → U+FFFD sanitation llama.cpp applies), in order. Returns number of pieces or
@@ -120,8 +112,4 @@ void df_detok_init(df_detok *d, bool special, bool strip_leading_space);
 int df_detok_push(df_detok *d, const df_tokenizer *t, int32_t id, char *out, int cap);
 int df_detok_flush(df_detok *d, char *out, int cap);
 
-/* UTF-8 helpers (exported for chat/server code). Length of the longest prefix of s[0..n)
- * that consists of complete valid UTF-8 sequences; *need_more is set when the remainder
- * is a valid but incomplete sequence. */
-size_t df_utf8_valid_prefix(const unsigned char *s, size_t n, bool *need_more);
 #endif

@@ -9,6 +9,7 @@
  * serializes forward passes and is held from df_dense_begin to df_dense_end. */
 #include "weights/dense_stream.h"
 #include "weights/io.h"
+#include "base/sysmem.h"
 #include "model/model.h"
 
 #include <pthread.h>
@@ -314,9 +315,10 @@ int df_dense_stream_open(df_dense_stream *ds, int engine, bool mlock_bufs) {
             return df_err(DF_ERR_NOMEM, "cannot allocate a %llu-byte dense layer buffer",
                           (unsigned long long)ds->buf_bytes);
         ds->buf[b].mem = p;
-        if (mlock_bufs && mlock(p, (size_t)ds->buf_bytes) != 0)
-            df_log(DF_LOG_WARN, "mlock of a %llu-byte dense layer buffer failed (RLIMIT_MEMLOCK?)",
-                   (unsigned long long)ds->buf_bytes);
+        if (mlock_bufs) {
+            int rc = df_mlock(p, ds->buf_bytes, "a dense layer buffer");
+            if (rc < 0) return rc;
+        }
         ds->buf[b].reqs = df_calloc((size_t)(ds->max_chunks ? ds->max_chunks : 1), sizeof(ds_req));
         if (!ds->buf[b].reqs) return DF_ERR_NOMEM;
     }

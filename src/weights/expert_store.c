@@ -5,6 +5,7 @@
  * Threading: one mutex guards all slot state; I/O completions take it briefly. Checksums are
  * computed on the I/O thread before taking the lock. */
 #include "weights/expert_store.h"
+#include "base/sysmem.h"
 #include "kernels/kernels.h"
 
 #include <cjson/cJSON.h>
@@ -224,6 +225,10 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     s->mem = df_aligned_alloc(DF_IO_ALIGN, (size_t)total);
     s->slots = df_calloc((size_t)ns, sizeof *s->slots);
     if (!s->mem || !s->slots) { df_store_free(s); return DF_ERR_NOMEM; }
+    if (pin->mlock) {
+        int rc = df_mlock(s->mem, total, "the expert cache");
+        if (rc < 0) { df_store_free(s); return rc; }
+    }
     for (int i = 0; i < s->n_slots; i++) {
         s->slots[i].key = -1;
         s->slots[i].mem = s->mem + (size_t)i * s->slot_bytes;

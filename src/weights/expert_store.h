@@ -37,6 +37,7 @@ typedef struct {
     uint64_t budget_bytes;    /* expert cache bytes: n_slots = budget / slot_bytes */
     int min_slots;            /* smallest working set (experts pinned at once); <= 0: 2 */
     int prefetch;             /* DF_PREFETCH_* */
+    bool mlock;               /* lock the cache slots in RAM (--mlock) */
     df_io_params io;
 } df_store_params;
 

@@ -8,6 +8,7 @@
 #include "weights/expert_store.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include "base/sysmem.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -110,15 +111,22 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
         if (ex && skip) continue;
         if (df_dense_stream_has(ro->ds, t)) continue;
         t->data = (char *)(ex ? w->expert_mem : w->dense_mem) + offs[i];
-        int rc = df_gguf_read(m->gguf, t->info, 0, t->data, t->info->nbytes);
-        if (rc < 0) { free(offs); return df_err_prefix(rc, "%s: reading tensor '%s'", m->path, t->info->name); }
-        /* Under --mem-limit the page cache counts too (a memory cgroup charges it): drop the
-         * pages just copied into anonymous memory. Without a limit they stay, so a second
-         * launch of the same model loads from RAM. */
-        if (ro->mem_limit && t->info->shard >= 0 && t->info->shard < m->gguf->n_shards &&
-            m->gguf->shards[t->info->shard].fd >= 0)
-            (void)posix_fadvise(m->gguf->shards[t->info->shard].fd, (off_t)t->info->offset, (off_t)t->info->nbytes,
-                                POSIX_FADV_DONTNEED);
+        /* Under --mem-limit the page cache counts too (a memory cgroup charges it): read in
+         * 32 MiB pieces and drop each piece's pages once copied into anonymous memory, so a
+         * large tensor (a 1 GB token embedding) never holds its size in page cache on top.
+         * Without a limit the pages stay, so a second launch of the same model loads from RAM. */
+        const bool drop = ro->mem_limit && t->info->shard >= 0 && t->info->shard < m->gguf->n_shards &&
+                          m->gguf->shards[t->info->shard].fd >= 0;
+        const uint64_t piece = drop ? 32ull << 20 : t->info->nbytes;
+        for (uint64_t o = 0; o < t->info->nbytes;) {
+            const uint64_t n = t->info->nbytes - o < piece ? t->info->nbytes - o : piece;
+            int rc = df_gguf_read(m->gguf, t->info, o, (char *)t->data + o, n);
+            if (rc < 0) { free(offs); return df_err_prefix(rc, "%s: reading tensor '%s'", m->path, t->info->name); }
+            if (drop)
+                (void)posix_fadvise(m->gguf->shards[t->info->shard].fd, (off_t)(t->info->offset + o), (off_t)n,
+                                    POSIX_FADV_DONTNEED);
+            o += n;
+        }
         done += t->info->nbytes;
         if (ro->progress) ro->progress(ro->progress_ud, done, to_read);
         if (ro->progress_log && df_time_ns() - last > 500000000ull) {
@@ -128,8 +136,9 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
     }
     free(offs);
     if (ro->mlock) {
-        if (mlock(w->dense_mem, (size_t)(w->dense_bytes ? w->dense_bytes : 1)) != 0)
-            df_log(DF_LOG_WARN, "mlock of %llu bytes failed (RLIMIT_MEMLOCK?)", (unsigned long long)w->dense_bytes);
+        int rc = df_mlock(w->dense_mem, w->dense_bytes, "the dense weights");
+        if (rc == DF_OK) rc = df_mlock(w->expert_mem, w->expert_bytes, "the resident experts");
+        if (rc < 0) return rc;
     }
     df_log(DF_LOG_DEBUG, "loaded %llu bytes in %.2f s", (unsigned long long)need, (df_time_ns() - t0) / 1e9);
     return repack_weights(m, ro->n_threads);

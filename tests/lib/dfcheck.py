@@ -1,7 +1,11 @@
 """dfcheck.py — what the Python-driven end-to-end tests (test_deepseek2.sh, test_kimi_k3.sh)
-share: PASS/FAIL reporting, running the deltafin binary, recorded TSV tables, greedy ids and
-perplexity. Imported with sys.path.insert(0, "tests/lib") from the repository root."""
-import json, re, subprocess
+share: PASS/FAIL reporting, running the deltafin binary (and deltafin-dev for gen-random),
+recorded TSV tables, greedy ids and perplexity. Imported with sys.path.insert(0, "tests/lib")
+from the repository root."""
+import json, os, re, subprocess
+
+# the developer tools (gen-random, convert-llama2c): $DELTAFIN_DEV_BIN, else build/deltafin-dev
+DEV_BIN = os.environ.get("DELTAFIN_DEV_BIN") or os.path.abspath("build/deltafin-dev")
 
 # llama.cpp top-1 minus top-2 logit below which its greedy choice is a near-tie: decided by
 # rounding, in either engine (the value test_e2e.sh and test_demo_model.sh use)
@@ -9,8 +13,8 @@ NEAR_TIE = 0.01
 
 
 class Checker:
-    def __init__(self, label, bin_path, env):
-        self.label, self.bin, self.env = label, bin_path, env
+    def __init__(self, label, bin_path, env, dev_path=DEV_BIN):
+        self.label, self.bin, self.env, self.dev = label, bin_path, env, dev_path
         self.n_pass = self.n_fail = 0
 
     def report(self, ok, name, msg=""):
@@ -18,13 +22,17 @@ class Checker:
         else: self.n_fail += 1
         print(f"{self.label}: {'PASS' if ok else 'FAIL'} {name}{': ' + msg if msg else ''}", flush=True)
 
-    def run(self, args, extra_env=None, timeout=600):
+    def run(self, args, extra_env=None, timeout=600, dev=False):
+        """deltafin ARGS (deltafin-dev ARGS with dev=True) -> (exit status, stdout, stderr)"""
         e = dict(self.env, **(extra_env or {}))
         try:
-            p = subprocess.run([self.bin] + args, capture_output=True, env=e, timeout=timeout)
+            p = subprocess.run([self.dev if dev else self.bin] + args, capture_output=True, env=e, timeout=timeout)
             return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
         except subprocess.TimeoutExpired:
             return 124, "", "timeout"
+
+    def run_dev(self, args, extra_env=None, timeout=600):
+        return self.run(args, extra_env, timeout, dev=True)
 
     @staticmethod
     def last(err):

@@ -1,7 +1,8 @@
 #!/bin/sh
 # make.sh — record llama.cpp's outputs for tests/test_kimi_k3.sh (random kimi-k3 models).
 # Needs a llama.cpp build with kimi-k3 (LLAMA_CPP, default /work/llama-k3: commit 34af94cd9ab2,
-# the one docs kimi-k3.md was written from) and build/deltafin. Writes, next to this script:
+# the one docs kimi-k3.md was written from), build/deltafin and build/deltafin-dev. Writes, next
+# to this script:
 #   models.tsv  name, gen-random arguments (@FIX@ = fixtures folder), sha256 of the file
 #   greedy.tsv  name, prompt, prompt ids, greedy ids (llama.cpp, 32 steps), min gap
 #   ppl.tsv     name, llama-perplexity PPL (-c 128 -b 32 on tests/data/ppl_story.txt)
@@ -16,12 +17,14 @@ LLAMA_CPP=${LLAMA_CPP:-/work/llama-k3}
 FIX=${DELTAFIN_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 export DELTAFIN_FIXTURES="$FIX"
 DF=${DELTAFIN_BIN:-build/deltafin}
+DFDEV=${DELTAFIN_DEV_BIN:-build/deltafin-dev}
 GAP_MIN=${GAP_MIN:-0.02}
 MAX_SEED=${MAX_SEED:-40}
 N_PREDICT=32
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 cp "$DF" "$TMP/deltafin" && DF=$TMP/deltafin   # other builds may relink build/deltafin meanwhile
+cp "$DFDEV" "$TMP/deltafin-dev" && DFDEV=$TMP/deltafin-dev
 LIBDIR=$LLAMA_CPP/build/bin
 gcc -O2 -o "$TMP/oracle" scripts/llama_oracle.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" \
     -L"$LIBDIR" -lllama -lggml -lggml-base -Wl,-rpath,"$LIBDIR" -lm

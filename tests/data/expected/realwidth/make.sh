@@ -8,9 +8,9 @@
 #   k2-q8_0        deepseek2 at Kimi K2 geometry (`--preset kimi-k2`: 64 MLA heads, q/kv LoRA
 #                  1536/512, dense FFN 18432, expert width 2048, YaRN), a dense layer 0 and one
 #                  MoE layer, Q8_0, 4 experts / 2 used (~0.88 GB)
-# Needs build/deltafin (gen-random) and two llama.cpp builds: LLAMA_K3 (default /work/llama-k3,
-# llama.cpp 34af94cd9ab2 with kimi-k3) for the kimi-k3 model and LLAMA_CPP (default
-# /work/llama.cpp) for deepseek2. Writes, next to this script:
+# Needs build/deltafin, build/deltafin-dev (gen-random) and two llama.cpp builds: LLAMA_K3
+# (default /work/llama-k3, llama.cpp 34af94cd9ab2 with kimi-k3) for the kimi-k3 model and
+# LLAMA_CPP (default /work/llama.cpp) for deepseek2. Writes, next to this script:
 #   models.tsv  name, gen-random arguments (@FIX@ = fixtures folder), sha256 of the file, oracle
 #   greedy.tsv  name, prompt, prompt ids, llama.cpp's greedy ids (32 steps), min gap and its
 #               step, gaps (per step top-1 minus top-2 logit of llama.cpp: scripts/llama_oracle.c)
@@ -26,12 +26,14 @@ LLAMA_K3=${LLAMA_K3:-/work/llama-k3}
 LLAMA_CPP=${LLAMA_CPP:-/work/llama.cpp}
 FIX=${DELTAFIN_FIXTURES:-$(cd .. && pwd)/shared/fixtures}
 DF=${DELTAFIN_BIN:-build/deltafin}
+DFDEV=${DELTAFIN_DEV_BIN:-build/deltafin-dev}
 N_PREDICT=32
 BASE=${DIR:-/tmp}
 [ "$(stat -f -c %T "$BASE" 2>/dev/null)" = tmpfs ] && mkdir -p build && BASE=$(pwd)/build
 TMP=$(mktemp -d "$BASE/realwidth_make.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM
 cp "$DF" "$TMP/deltafin" && DF=$TMP/deltafin   # other builds may relink build/deltafin meanwhile
+cp "$DFDEV" "$TMP/deltafin-dev" && DFDEV=$TMP/deltafin-dev
 for L in "$LLAMA_K3" "$LLAMA_CPP"; do
     gcc -O2 -o "$TMP/oracle-$(basename "$L")" scripts/llama_oracle.c -I"$L/include" -I"$L/ggml/include" \
         -L"$L/build/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$L/build/bin" -lm
@@ -48,7 +50,7 @@ V="--vocab @FIX@/models/tok512.bin --seed 1"
 while IFS='	' read -r name llama args; do
     oracle=$TMP/oracle-$(basename "$llama")
     # shellcheck disable=SC2086
-    nice -n 10 "$DF" gen-random $(printf '%s' "$args" | sed "s|@FIX@|$FIX|g") "$TMP/$name.gguf" >/dev/null 2>&1 </dev/null
+    nice -n 10 "$DFDEV" gen-random $(printf '%s' "$args" | sed "s|@FIX@|$FIX|g") "$TMP/$name.gguf" >/dev/null 2>&1 </dev/null
     sha=$(sha256sum "$TMP/$name.gguf" | cut -d' ' -f1)
     ver=$(git -C "$llama" rev-parse --short=12 HEAD 2>/dev/null || echo "?")
     [ "$ver" = "?" ] && [ "$llama" = /work/llama-k3 ] && ver=34af94cd9ab2

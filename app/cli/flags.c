@@ -1,0 +1,653 @@
+/* flags.c — see flags.h. The table below is every option of every command, once; a row names
+ * the commands that take it, so two rows may share a spelling only for disjoint commands
+ * (`-p`: run's prompt, bench's prompt length). tests/test_flags.c checks that, that every
+ * config key is reachable, and that the defaults the help states are the defaults applied. */
+#include "app/cli/flags.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    K_SWITCH,     /* bool = true */
+    K_INT,        /* int, strict */
+    K_FLOAT,      /* float, strict */
+    K_DOUBLE,     /* double, strict */
+    K_SIZE,       /* uint64_t bytes: 16G, 512M, 4096 */
+    K_SEED,       /* uint64_t; -1 = random (UINT64_MAX), as in llama.cpp */
+    K_STR,        /* const char * */
+    K_IO,         /* const char *: a read engine name */
+    K_PREFETCH,   /* int DELTAFIN_PREFETCH_*: auto | on | off */
+    K_LOGLEVEL,   /* int: error | warn | info | debug | 0..3 */
+    K_NOTICE,     /* llama.cpp option without a value that means nothing here: a notice */
+    K_NOTICE_VAL, /* the same with a value (checked by `meta`'s choices when it lists them) */
+    K_CONFIG,     /* --config FILE: read before every other flag */
+    K_HELP,
+} kind;
+
+typedef struct {
+    const char *names;   /* spellings, '|'-separated: "-m|--model" */
+    const char *meta;    /* value name in the help ("FILE"); NULL for switches */
+    kind k;
+    size_t off;          /* field of df_settings */
+    const char *def;     /* default as typed on the command line (NULL: zero / library default) */
+    const char *help;    /* states the default where there is one */
+    unsigned cmds;       /* bit per df_cmd_id */
+    unsigned cfg;        /* DF_CFG_* key it maps to (0: none) */
+    size_t cfg_off;      /* field of df_config */
+} row;
+
+#define B(x) (1u << DF_CMD_##x)
+enum {
+    /* commands that load a model to run it */
+    LOADS = B(RUN) | B(CHAT) | B(SERVE) | B(BENCH) | B(PERPLEXITY) | B(PROFILE),
+    GEN = B(RUN) | B(CHAT) | B(SERVE),
+    ALL = (1u << DF_CMD_COUNT) - 1,
+};
+#define F(f) offsetof(df_settings, f)
+#define C(bit, f) DF_CFG_##bit, offsetof(df_config, f)
+#define NOCFG 0, 0
+
+static const row g_rows[] = {
+    /* ---- the model and where settings come from ---- */
+    {"--config", "FILE", K_CONFIG, F(config), NULL,
+     "deltafin.yaml settings (docs/operations.md) for the options below; flags override it",
+     ALL & ~(B(PULL) | B(BENCH_KERNELS) | B(PACK) | B(VERIFY)), NOCFG},
+    {"-m|--model", "FILE", K_STR, F(model), NULL, "GGUF model",
+     LOADS | B(INFO) | B(TOKENIZE) | B(DOCTOR), C(MODEL_PATH, model_path)},
+    /* ---- inputs ---- */
+    {"-p|--prompt", "TEXT", K_STR, F(prompt), NULL, "prompt", B(RUN) | B(TOKENIZE), NOCFG},
+    {"-f|--file", "FILE", K_STR, F(file), NULL, "read the prompt from a file (bytes as they are)",
+     B(RUN) | B(TOKENIZE), NOCFG},
+    {"-f|--file", "FILE", K_STR, F(file), NULL, "text to score", B(PERPLEXITY), NOCFG},
+    {"-f|--file", "FILE", K_STR, F(file), NULL, "prompts: one per non-empty line", B(PROFILE), NOCFG},
+    {"--whole", NULL, K_SWITCH, F(whole), NULL, "treat the whole file as one prompt", B(PROFILE), NOCFG},
+    {"-sys|--system|--system-prompt", "TEXT", K_STR, F(system), NULL, "system prompt", B(CHAT), NOCFG},
+    {"--chat-template", "NAME", K_STR, F(chat_template), NULL,
+     "builtin chat template (chatml, llama3, qwen3, ...; default: the model's tokenizer.chat_template, else chatml)",
+     B(CHAT) | B(SERVE), NOCFG},
+    /* ---- bench ---- */
+    {"-p|--n-prompt", "N", K_INT, F(n_prompt), "512", "prompt tokens for the pp test (default 512; 0 = skip)",
+     B(BENCH), NOCFG},
+    {"-n|--n-gen", "N", K_INT, F(n_gen), "128", "generated tokens for the tg test (default 128; 0 = skip)",
+     B(BENCH), NOCFG},
+    {"-r|--repetitions", "N", K_INT, F(reps), "5", "repetitions per test (default 5)", B(BENCH), NOCFG},
+    /* ---- context and generation ---- */
+    {"-n|--n-predict|--predict", "N", K_INT, F(n_predict), "-1",
+     "tokens to generate (default -1: until the end of generation or a full context)", B(RUN), NOCFG},
+    {"-n|--n-predict|--predict", "N", K_INT, F(n_predict), "-1",
+     "max tokens per answer (default -1: until the end of the turn)", B(CHAT), NOCFG},
+    {"-n|--n-predict|--predict", "N", K_INT, F(n_predict), "-1",
+     "max_tokens when a request gives none (default -1: until the end of generation or a full context)",
+     B(SERVE), NOCFG},
+    {"-n|--n-predict|--predict", "N", K_INT, F(n_predict), "0",
+     "tokens to generate greedily after each prompt (default 0)", B(PROFILE), NOCFG},
+    {"-c|--ctx-size", "N", K_INT, F(n_ctx), NULL, "context size (default: min(training context, 4096))",
+     B(RUN) | B(CHAT), C(MAX_SEQ_LEN, max_seq_len)},
+    {"-c|--ctx-size", "N", K_INT, F(n_ctx), NULL, "context per slot (default: min(training context, 4096))",
+     B(SERVE), C(MAX_SEQ_LEN, max_seq_len)},
+    {"-c|--ctx-size", "N", K_INT, F(n_ctx), NULL,
+     "context size (default: min(training context, 4096)); longer prompts are cut to fit", B(PROFILE),
+     C(MAX_SEQ_LEN, max_seq_len)},
+    {"-c|--ctx-size", "N", K_INT, F(n_ctx), NULL,
+     "context for the KV line of the memory plan (default: min(training context, 4096))", B(INFO),
+     C(MAX_SEQ_LEN, max_seq_len)},
+    {"-c|--ctx-size", "N", K_INT, F(n_ctx), "512", "tokens per chunk (default 512)", B(PERPLEXITY),
+     C(MAX_SEQ_LEN, max_seq_len)},
+    {"-b|--batch-size", "N", K_INT, F(n_batch), "512", "prompt tokens per forward step (default 512)",
+     GEN | B(BENCH), C(BATCH_SIZE, batch_size)},
+    {"-b|--batch-size", "N", K_INT, F(n_batch), "512", "batch for the scratch line (default 512)", B(INFO),
+     C(BATCH_SIZE, batch_size)},
+    {"-b|--batch-size", "N", K_INT, F(n_batch), NULL, "tokens per forward step (default: min(CTX, 512))",
+     B(PERPLEXITY), C(BATCH_SIZE, batch_size)},
+    {"--chunks", "N", K_INT, F(chunks), "-1", "score at most N chunks (default -1: all)", B(PERPLEXITY), NOCFG},
+    {"-t|--threads", "N", K_INT, F(n_threads), NULL, "threads (default: all cores)",
+     LOADS | B(BENCH_KERNELS) | B(QUANTIZE), C(THREADS, threads)},
+    /* ---- sampling (defaults: deltafin_sampler_default_params, llama.cpp's) ---- */
+    {"--temp|--temperature", "T", K_FLOAT, F(sp.temp), NULL, "temperature; 0 = greedy (default 0.8)",
+     B(RUN) | B(CHAT), C(TEMP, temperature)},
+    {"--top-k", "N", K_INT, F(sp.top_k), NULL, "top-k; 0 = off (default 40)", B(RUN) | B(CHAT), C(TOP_K, top_k)},
+    {"--top-p", "P", K_FLOAT, F(sp.top_p), NULL, "top-p; 1 = off (default 0.95)", B(RUN) | B(CHAT),
+     C(TOP_P, top_p)},
+    {"--min-p", "P", K_FLOAT, F(sp.min_p), NULL, "min-p; 0 = off (default 0.05)", B(RUN) | B(CHAT),
+     C(MIN_P, min_p)},
+    {"--repeat-penalty", "X", K_FLOAT, F(sp.repeat_penalty), NULL, "repetition penalty; 1 = off (default 1)",
+     B(RUN) | B(CHAT), C(REPEAT_PENALTY, repeat_penalty)},
+    {"--repeat-last-n", "N", K_INT, F(sp.repeat_last_n), NULL, "penalty window (default 64)", B(RUN) | B(CHAT),
+     NOCFG},
+    {"-s|--seed", "N", K_SEED, F(sp.seed), NULL, "sampler seed; -1 = random (default: random)", B(RUN) | B(CHAT),
+     C(SEED, seed)},
+    /* ---- memory, I/O and the expert cache ---- */
+    {"--mem-limit", "SIZE", K_SIZE, F(mem_limit), NULL,
+     "memory limit for the process, e.g. 16G (default: available RAM - --mem-reserve)", LOADS,
+     C(MEM_LIMIT, memory_limit)},
+    {"--mem-limit", "SIZE", K_SIZE, F(mem_limit), NULL,
+     "also show which dense layers would stream and the expert cache at this limit (as run plans them)",
+     B(INFO), C(MEM_LIMIT, memory_limit)},
+    {"--mem-limit", "SIZE", K_SIZE, F(mem_limit), NULL,
+     "estimate tok/s for this memory limit (default: the recommended one)", B(DOCTOR), C(MEM_LIMIT, memory_limit)},
+    {"--mem-reserve", "SIZE", K_SIZE, F(mem_reserve), NULL, "with no --mem-limit: RAM left to the OS (default: 1G)",
+     LOADS, C(MEM_RESERVE, memory_reserve)},
+    {"--cache-size", "SIZE", K_SIZE, F(cache_size), NULL, "expert cache bytes (default: what --mem-limit leaves)",
+     LOADS, C(CACHE_SIZE, cache_size)},
+    {"--io|--io-engine", "ENGINE", K_IO, F(io_engine), NULL,
+     "expert reads: auto | pread | direct | uring | mmap; any other than auto streams the routed experts from "
+     "disk (default auto)", LOADS, C(IO_ENGINE, io_engine)},
+    {"--prefetch", "MODE", K_PREFETCH, F(prefetch), NULL,
+     "auto | on | off: read a layer's routed experts ahead, and the next layer's predicted experts (router "
+     "look-ahead; auto: when measured to pay, see docs/streaming.md) (default auto)", LOADS,
+     C(PREFETCH, prefetch)},
+    {"--hot", "FILE", K_STR, F(hot), NULL,
+     "pin the most used experts (\"layer expert count\" lines, from deltafin profile) in the expert cache",
+     LOADS, C(HOT_SET, hot_set)},
+    {"--preload", "L:E,...", K_STR, F(preload), NULL, "pin these experts in the expert cache", LOADS,
+     C(PRELOAD, preload_experts)},
+    {"--mlock", NULL, K_SWITCH, F(mlock), NULL, "lock the dense weights in RAM (mlock)", LOADS, NOCFG},
+    /* ---- output and logging ---- */
+    {"--special", NULL, K_SWITCH, F(special), NULL, "print special (control) tokens' text", B(RUN), NOCFG},
+    {"--special", NULL, K_SWITCH, F(special), NULL,
+     "parse special-token text such as <|im_start|> (default: off, special-token text is tokenized as plain text)",
+     B(TOKENIZE), NOCFG},
+    {"--bos", NULL, K_SWITCH, F(bos), NULL, "add BOS/EOS as the model's add_bos/add_eos flags say (default: off)",
+     B(TOKENIZE), NOCFG},
+    {"--json", NULL, K_SWITCH, F(json), NULL, "print one JSON object instead of text",
+     B(RUN) | B(BENCH) | B(BENCH_KERNELS), NOCFG},
+    {"--json", NULL, K_SWITCH, F(json), NULL, "print a JSON array of ids instead", B(TOKENIZE), NOCFG},
+    {"--pieces", NULL, K_SWITCH, F(pieces), NULL, "print one line per token: id<TAB>piece (piece JSON-escaped)",
+     B(TOKENIZE), NOCFG},
+    {"--count", NULL, K_SWITCH, F(count), NULL, "print only the number of tokens", B(TOKENIZE), NOCFG},
+    {"--pre", "NAME", K_STR, F(pre), NULL, "override tokenizer.ggml.pre (testing)", B(TOKENIZE), NOCFG},
+    {"--time", NULL, K_SWITCH, F(timing), NULL, "print tokenizer speed (MB/s) to stderr", B(TOKENIZE), NOCFG},
+    {"-v|--verbose", NULL, K_SWITCH, F(verbose), NULL, "print the memory plan and expert-cache statistics",
+     B(RUN), NOCFG},
+    {"-v|--verbose", NULL, K_SWITCH, F(verbose), NULL, "--stats plus library logging", B(CHAT), NOCFG},
+    {"-v|--verbose", NULL, K_SWITCH, F(verbose), NULL, "log requests", B(SERVE), NOCFG},
+    {"--stats", NULL, K_SWITCH, F(stats), NULL,
+     "per turn on stderr: prompt tokens, reused from the cache, decoded, generated, speed", B(CHAT), NOCFG},
+    {"--stats-file", "FILE", K_STR, F(stats_file), NULL,
+     "append one JSON line every --stats-every tokens and one at the end: tok/s, RSS, expert cache bytes and "
+     "hit rate, SSD MB/s, compute/I/O split", B(RUN), NOCFG},
+    {"--stats-every", "N", K_INT, F(stats_every), "16", "tokens between stats lines (default 16)", B(RUN), NOCFG},
+    {"--log-file", "FILE", K_STR, F(log_file), NULL, "write log messages to FILE instead of stderr", LOADS, NOCFG},
+    {"--log-level", "LEVEL", K_LOGLEVEL, F(log_level), NULL, "error | warn | info | debug (default warn; -v = info)",
+     LOADS, NOCFG},
+    {"--log-prompts", NULL, K_SWITCH, F(log_prompts), NULL,
+     "also log the prompt and the generated text (never logged otherwise)", B(RUN), NOCFG},
+    /* ---- serve ---- */
+    {"--host", "ADDR", K_STR, F(host), "127.0.0.1", "address to bind (default 127.0.0.1)", B(SERVE), NOCFG},
+    {"--port", "N", K_INT, F(port), "8080", "port; 0 = pick a free port, printed on stdout (default 8080)",
+     B(SERVE), NOCFG},
+    {"--api-key", "KEY", K_STR, F(api_key), NULL,
+     "require 'Authorization: Bearer KEY' on every endpoint but /health (default: env DELTAFIN_API_KEY, else none)",
+     B(SERVE), NOCFG},
+    {"-a|--alias", "NAME", K_STR, F(alias), NULL, "model id shown in /v1/models (default: the file's base name)",
+     B(SERVE), NOCFG},
+    {"-np|--parallel", "N", K_INT, F(n_parallel), "2", "parallel slots, each with its own KV cache (default 2)",
+     B(SERVE), NOCFG},
+    {"--queue", "N", K_INT, F(n_queue), "64", "requests waiting for a slot before 429 (default 64)", B(SERVE),
+     NOCFG},
+    {"--max-body", "SIZE", K_SIZE, F(max_body), "1M", "largest request body; larger: 413 (default 1M)", B(SERVE),
+     NOCFG},
+    {"-to|--timeout", "S", K_INT, F(timeout_s), "60", "idle connection timeout in seconds (default 60)", B(SERVE),
+     NOCFG},
+    {"--drain-timeout", "S", K_INT, F(drain_s), "30",
+     "on SIGINT/SIGTERM, wait this long for running requests (default 30)", B(SERVE), NOCFG},
+    {"--no-cache-prompt", NULL, K_SWITCH, F(no_cache_prompt), NULL, "do not reuse a slot's KV cache across requests",
+     B(SERVE), NOCFG},
+    /* ---- bench kernels ---- */
+    {"--size", "SIZE", K_SIZE, F(buf_size), "1G", "bytes per buffer/matrix; use >= 4x the L3 size (default 1G)",
+     B(BENCH_KERNELS), NOCFG},
+    {"--types", "LIST", K_STR, F(types), "Q8_0,Q4_K,MXFP4,Q6_K,IQ2_XXS,F16",
+     "comma-separated weight types (default Q8_0,Q4_K,MXFP4,Q6_K,IQ2_XXS,F16)", B(BENCH_KERNELS), NOCFG},
+    {"--n-in", "N", K_INT, F(n_in), "4096", "matrix row length (default 4096)", B(BENCH_KERNELS), NOCFG},
+    {"--n-tok", "N", K_INT, F(n_tok), "0", "also time N activation rows at once (default 0 = skip)",
+     B(BENCH_KERNELS), NOCFG},
+    {"-r|--reps", "N", K_INT, F(reps), "5", "repetitions, best is reported (default 5)", B(BENCH_KERNELS), NOCFG},
+    {"--isa", "NAME", K_STR, F(isa), NULL, "kernel table: ref | avx2 | avx512 | neon (default: best)",
+     B(BENCH_KERNELS), NOCFG},
+    /* ---- profile ---- */
+    {"-o|--output", "PATH", K_STR, F(output), "-", "hot file to write; - = stdout (default -)", B(PROFILE), NOCFG},
+    {"--top", "N", K_INT, F(top), "10", "experts listed in the summary (default 10)", B(PROFILE), NOCFG},
+    /* ---- quantize ---- */
+    {"--type-experts", "T", K_STR, F(type_experts), NULL,
+     "type for 3-D weight tensors: routed experts (*_exps), and deepseek2's attn_k_b / attn_v_b, as "
+     "llama-quantize's MXFP4_MOE (default: TYPE)", B(QUANTIZE), NOCFG},
+    {"--type-dense", "T", K_STR, F(type_dense), NULL, "type for all other weight matrices (default: TYPE)",
+     B(QUANTIZE), NOCFG},
+    {"--output-type", "T", K_STR, F(output_type), NULL,
+     "type for output.weight (default: Q6_K, or Q8_0 if TYPE is Q8_0)", B(QUANTIZE), NOCFG},
+    {"--pure", NULL, K_SWITCH, F(pure), NULL, "no special type for output.weight", B(QUANTIZE), NOCFG},
+    /* ---- pack, verify ---- */
+    {"--check", NULL, K_SWITCH, F(check), NULL, "read every record of a packed file and verify its checksum",
+     B(PACK), NOCFG},
+    {"-f|--force", NULL, K_SWITCH, F(force), NULL, "overwrite OUT if it exists (default: refuse)", B(PACK), NOCFG},
+    {"--sha256-file", "FILE", K_STR, F(sha256_file), NULL, "manifest to use instead of MODEL.sha256", B(VERIFY),
+     NOCFG},
+    {"--no-sha256", NULL, K_SWITCH, F(no_sha256), NULL,
+     "skip the SHA-256 manifest (packed records only: much faster)", B(VERIFY), NOCFG},
+    {"--list", NULL, K_SWITCH, F(list), NULL,
+     "packed models: print \"layer expert offset bytes\" for every record", B(VERIFY), NOCFG},
+    /* ---- doctor ---- */
+    {"--seconds", "S", K_DOUBLE, F(seconds), "8", "disk measurement budget in seconds (default 8)", B(DOCTOR),
+     NOCFG},
+    {"--profile", "FILE", K_STR, F(profile), NULL,
+     "I/O profile to write (default: $DELTAFIN_IO_PROFILE, else $XDG_CACHE_HOME/deltafin/io-profile, else "
+     "~/.cache/deltafin/io-profile)", B(DOCTOR), NOCFG},
+    {"--no-save", NULL, K_SWITCH, F(no_save), NULL, "measure and print only; do not write the profile", B(DOCTOR),
+     NOCFG},
+    /* ---- pull ---- */
+    {"-o|--output", "PATH", K_STR, F(output), NULL,
+     "file to write (default: the URL's file name in the current directory); a directory (existing or ending "
+     "in /) keeps the name. Split models: PATH is a directory (created if missing)", B(PULL), NOCFG},
+    {"--sha256", "HEX", K_STR, F(sha256), NULL, "expected SHA-256 of the file (single files only)", B(PULL), NOCFG},
+    {"--sha256-file", "FILE", K_STR, F(sha256_file), NULL,
+     "sha256sum-format manifest (\"HEX  NAME\" lines) to check each file against, matched by file name; also "
+     "copied next to the download as FIRST_FILE.sha256 for `deltafin verify`", B(PULL), NOCFG},
+    {"--retries", "N", K_INT, F(retries), "5", "retries without progress before giving up (default 5)", B(PULL),
+     NOCFG},
+    {"--retry-wait", "SEC", K_DOUBLE, F(retry_wait), "1", "first backoff, doubled per retry up to 60 s (default 1)",
+     B(PULL), NOCFG},
+    {"--token", "TOKEN", K_STR, F(token), NULL,
+     "send \"Authorization: Bearer TOKEN\" to the URL's host (gated models); default: $HF_TOKEN, sent to "
+     "huggingface.co only", B(PULL), NOCFG},
+    {"--dry-run", NULL, K_SWITCH, F(dry_run), NULL, "print each URL and the path it would go to; download nothing",
+     B(PULL), NOCFG},
+    {"-q|--quiet", NULL, K_SWITCH, F(quiet), NULL,
+     "no progress output (default: a bar on a terminal, else a line every 5 s)", B(PULL) | B(PACK) | B(VERIFY),
+     NOCFG},
+    /* ---- llama.cpp options that mean nothing on this CPU engine: accepted with a notice ---- */
+    {"-ngl|--gpu-layers|--n-gpu-layers", "N", K_NOTICE_VAL, 0, NULL,
+     "llama.cpp's GPU offload: accepted and ignored (every layer runs on the CPU)", LOADS, NOCFG},
+    {"-fa|--flash-attn", "on|off|auto", K_NOTICE_VAL, 0, NULL,
+     "llama.cpp's flash attention switch: accepted and ignored (attention always runs fused, in ggml's "
+     "flash-attention order)", LOADS, NOCFG},
+    {"-ub|--ubatch-size", "N", K_NOTICE_VAL, 0, NULL,
+     "llama.cpp's physical batch: accepted and ignored (a prompt step is -b tokens)", LOADS, NOCFG},
+    {"-tb|--threads-batch", "N", K_NOTICE_VAL, 0, NULL,
+     "llama.cpp's prompt threads: accepted and ignored (prompt and generation use -t threads)", LOADS, NOCFG},
+    {"--no-mmap", NULL, K_NOTICE, 0, NULL,
+     "llama.cpp's no-mmap: accepted; weights are always read into memory, never mapped (streamed experts use "
+     "--io)", LOADS, NOCFG},
+    {"-h|--help", NULL, K_HELP, 0, NULL, "this help", ALL, NOCFG},
+};
+#undef F
+#undef C
+#undef NOCFG
+
+enum { N_ROWS = (int)(sizeof g_rows / sizeof g_rows[0]) };
+_Static_assert((int)N_ROWS <= (int)DF_CLI_MAX_ROWS, "raise DF_CLI_MAX_ROWS");
+
+int df_cli_n_rows(void) { return N_ROWS; }
+void df_cli_row(int i, const char **names, unsigned *cmds, unsigned *cfg_bit, const char **help) {
+    *names = g_rows[i].names;
+    *cmds = g_rows[i].cmds;
+    *cfg_bit = g_rows[i].cfg;
+    *help = g_rows[i].help;
+}
+
+/* The value row i's field has in s, formatted as the help states defaults ("" for text, switches
+ * and notices): what test_flags.c compares the help's "(default N" with. */
+const char *df_cli_row_value(int i, const df_settings *s, char *buf, size_t cap) {
+    const row *r = &g_rows[i];
+    const void *v = (const char *)s + r->off;
+    buf[0] = 0;
+    switch (r->k) {
+    case K_INT: snprintf(buf, cap, "%d", *(const int *)v); break;
+    case K_FLOAT: snprintf(buf, cap, "%g", *(const float *)v); break;
+    case K_DOUBLE: snprintf(buf, cap, "%g", *(const double *)v); break;
+    case K_SIZE: case K_SEED: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)v); break;
+    default: break;
+    }
+    return buf;
+}
+
+/* ---- matching ------------------------------------------------------------------------------ */
+/* arg (up to len bytes) is spelling `name`; in long names '_' and '-' are the same */
+static bool same_name(const char *arg, size_t len, const char *name, size_t nlen) {
+    if (len != nlen) return false;
+    const bool lng = len > 2 && arg[0] == '-' && arg[1] == '-';
+    for (size_t i = 0; i < len; i++) {
+        char a = arg[i], b = name[i];
+        if (lng && a == '_') a = '-';
+        if (a != b) return false;
+    }
+    return true;
+}
+
+static bool row_has(const row *r, const char *arg, size_t len) {
+    for (const char *p = r->names; *p;) {
+        size_t n = strcspn(p, "|");
+        if (same_name(arg, len, p, n)) return true;
+        p += n;
+        if (*p) p++;
+    }
+    return false;
+}
+
+static int find_row(const df_cmd *cmd, const char *arg, size_t len) {
+    for (int i = 0; i < N_ROWS; i++)
+        if ((g_rows[i].cmds & (1u << cmd->id)) && row_has(&g_rows[i], arg, len)) return i;
+    return -1;
+}
+
+/* ---- values --------------------------------------------------------------------------------- */
+static int bad_value(const df_cmd *cmd, const char *flag, const char *what, const char *v) {
+    fprintf(stderr, "%s: %s: expected %s, got '%s'\n", cmd->name, flag, what, v);
+    return 2;
+}
+
+static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const char *v, df_settings *s) {
+    void *dst = (char *)s + r->off;
+    char *end = NULL;
+    errno = 0;
+    switch (r->k) {
+    case K_INT: {
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || errno || x < INT_MIN || x > INT_MAX) return bad_value(cmd, flag, "an integer", v);
+        *(int *)dst = (int)x;
+        return 0;
+    }
+    case K_FLOAT: case K_DOUBLE: {
+        double x = strtod(v, &end);
+        if (!*v || *end || errno || !isfinite(x)) return bad_value(cmd, flag, "a number", v);
+        if (r->k == K_FLOAT) *(float *)dst = (float)x;
+        else *(double *)dst = x;
+        return 0;
+    }
+    case K_SEED: {
+        if (!strcmp(v, "-1")) { *(uint64_t *)dst = UINT64_MAX; return 0; }
+        unsigned long long x = strtoull(v, &end, 10);
+        if (!*v || *end || errno || *v == '-') return bad_value(cmd, flag, "a non-negative integer or -1", v);
+        *(uint64_t *)dst = x;
+        return 0;
+    }
+    case K_SIZE:
+        if (deltafin_parse_size(v, (uint64_t *)dst) != DELTAFIN_OK)
+            return bad_value(cmd, flag, "a size such as 16G, 512M or 4096", v);
+        return 0;
+    case K_STR:
+        *(const char **)dst = v;
+        return 0;
+    case K_IO:
+        /* the name only: an engine this build lacks is reported when the model loads */
+        if (deltafin_io_engine_check(v) == DELTAFIN_ERR_INVALID)
+            return bad_value(cmd, flag, "auto, pread, direct, uring or mmap", v);
+        *(const char **)dst = v;
+        return 0;
+    case K_PREFETCH:
+        if (deltafin_prefetch_parse(v, (int *)dst) != DELTAFIN_OK) return bad_value(cmd, flag, "auto, on or off", v);
+        return 0;
+    case K_LOGLEVEL: {
+        static const char *lv[] = {"error", "warn", "info", "debug"};
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(v, lv[k]) || (v[0] == '0' + k && !v[1])) { *(int *)dst = k; return 0; }
+        return bad_value(cmd, flag, "error, warn, info or debug", v);
+    }
+    case K_NOTICE_VAL: {
+        if (r->meta && strchr(r->meta, '|')) { /* "on|off|auto": one of them */
+            size_t n = strlen(v);
+            bool ok = false;
+            for (const char *p = r->meta; *p && !ok;) {
+                size_t k = strcspn(p, "|");
+                ok = k == n && !strncmp(p, v, n);
+                p += k + (p[k] ? 1 : 0);
+            }
+            if (!ok) return bad_value(cmd, flag, r->meta, v);
+        }
+        fprintf(stderr, "%s: note: %s %s: %s\n", cmd->name, flag, v, r->help);
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static void apply_defaults(const df_cmd *cmd, df_settings *s) {
+    memset(s, 0, sizeof *s);
+    s->sp = deltafin_sampler_default_params();
+    s->prefetch = -1;
+    s->log_level = -1;
+    df_config_init(&s->cfg);
+    for (int i = 0; i < N_ROWS; i++) {
+        const row *r = &g_rows[i];
+        if (!(r->cmds & (1u << cmd->id)) || !r->def) continue;
+        int rc = parse_value(cmd, r, r->names, r->def, s);
+        (void)rc; /* the table's own defaults parse (test_flags.c) */
+    }
+}
+
+/* Copy the config file's value of row r (its key was set) into the settings. */
+static void apply_cfg_row(const row *r, df_settings *s) {
+    void *dst = (char *)s + r->off;
+    const char *src = (const char *)&s->cfg + r->cfg_off;
+    switch (r->k) {
+    case K_INT: case K_PREFETCH: memcpy(dst, src, sizeof(int)); break;
+    case K_FLOAT: memcpy(dst, src, sizeof(float)); break;
+    case K_SIZE: case K_SEED: memcpy(dst, src, sizeof(uint64_t)); break;
+    case K_STR: case K_IO: *(const char **)dst = src; break;
+    default: break;
+    }
+}
+
+/* Before the flags: -h / --help (help needs no valid config file) and the --config FILE
+ * (any position; the last one counts). Values are skipped as the parser will take them. */
+static int prescan(const df_cmd *cmd, int argc, char **argv, const char **config) {
+    *config = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = a[0] == '-' && a[1] == '-' ? strchr(a, '=') : NULL;
+        if (a[0] != '-' || !a[1]) continue;
+        const int ri = find_row(cmd, a, eq ? (size_t)(eq - a) : strlen(a));
+        if (ri < 0) continue; /* reported in order by the parser */
+        const row *r = &g_rows[ri];
+        if (r->k == K_HELP) { df_cli_help(cmd, stdout); return 0; }
+        if (r->k == K_SWITCH || r->k == K_NOTICE || eq) {
+            if (eq && r->k == K_CONFIG) *config = eq + 1;
+            continue;
+        }
+        if (i + 1 < argc && r->k == K_CONFIG) *config = argv[i + 1];
+        i++;
+    }
+    return DF_CLI_GO;
+}
+
+/* The config file's values for the options this command takes. */
+static int load_config(const df_cmd *cmd, const char *path, df_settings *s) {
+    if (!path) return DF_CLI_GO;
+    s->config = path;
+    if (df_config_load(path, &s->cfg) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd->name, deltafin_errmsg());
+        return 2;
+    }
+    for (int i = 0; i < N_ROWS; i++) {
+        const row *r = &g_rows[i];
+        if ((r->cmds & (1u << cmd->id)) && r->cfg && (s->cfg.set & r->cfg)) apply_cfg_row(r, s);
+    }
+    return DF_CLI_GO;
+}
+
+/* argv[*i] is an option: its row, its value (next argument or after '='). */
+static int parse_option(const df_cmd *cmd, int argc, char **argv, int *i, df_settings *s) {
+    const char *a = argv[*i], *eq = a[1] == '-' ? strchr(a, '=') : NULL;
+    const size_t len = eq ? (size_t)(eq - a) : strlen(a);
+    const int ri = find_row(cmd, a, len);
+    if (ri < 0) return df_cli_usage_error(cmd, "unknown option '%.*s'", (int)len, a);
+    const row *r = &g_rows[ri];
+    char flag[64];
+    snprintf(flag, sizeof flag, "%.*s", (int)len, a);
+    if (r->k == K_HELP) { df_cli_help(cmd, stdout); return 0; }
+    if (r->k == K_SWITCH || r->k == K_NOTICE) {
+        if (eq) return df_cli_usage_error(cmd, "%s takes no value", flag);
+        if (r->k == K_SWITCH) *(bool *)((char *)s + r->off) = true;
+        else fprintf(stderr, "%s: note: %s: %s\n", cmd->name, flag, r->help);
+        s->given[ri] = true;
+        return DF_CLI_GO;
+    }
+    const char *v = eq ? eq + 1 : NULL;
+    if (!v) {
+        if (*i + 1 >= argc) return df_cli_usage_error(cmd, "%s needs a value (%s)", flag, r->meta);
+        v = argv[++*i];
+    }
+    s->given[ri] = true;
+    if (r->k == K_CONFIG) return DF_CLI_GO; /* read before the flags */
+    int rc = parse_value(cmd, r, flag, v, s);
+    return rc ? rc : DF_CLI_GO;
+}
+
+int df_cli_parse(const df_cmd *cmd, int argc, char **argv, df_settings *s) {
+    apply_defaults(cmd, s);
+    const char *config;
+    int rc = prescan(cmd, argc, argv, &config);
+    if (rc != DF_CLI_GO) return rc;
+    rc = load_config(cmd, config, s);
+    if (rc != DF_CLI_GO) return rc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1]) {
+            rc = parse_option(cmd, argc, argv, &i, s);
+            if (rc != DF_CLI_GO) return rc;
+        } else if (s->n_pos < cmd->max_pos) {
+            s->pos[s->n_pos++] = a;
+        } else {
+            return df_cli_usage_error(cmd, cmd->max_pos ? "unexpected argument '%s'" : "unexpected argument '%s' "
+                                      "(options start with -)", a);
+        }
+    }
+    /* a chunk the user chose is kept by the memory plan; the default may shrink under pressure */
+    s->n_batch_chosen = df_cli_given(s, cmd, "--batch-size") || (s->cfg.set & DF_CFG_BATCH_SIZE);
+    return DF_CLI_GO;
+}
+
+int df_cli_usage_error(const df_cmd *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cmd->name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see deltafin %s --help)\n", cmd->name);
+    va_end(ap);
+    return 2;
+}
+
+bool df_cli_given(const df_settings *s, const df_cmd *cmd, const char *name) {
+    for (int i = 0; i < N_ROWS; i++)
+        if (s->given[i] && (g_rows[i].cmds & (1u << cmd->id)) && row_has(&g_rows[i], name, strlen(name))) return true;
+    return false;
+}
+
+const char *df_cli_model_arg(const df_cmd *cmd, df_settings *s, bool required, int *rc) {
+    *rc = 0;
+    if (s->n_pos > 0) {
+        if (df_cli_given(s, cmd, "--model")) {
+            *rc = df_cli_usage_error(cmd, "give the model once (-m %s or %s)", s->model, s->pos[0]);
+            return NULL;
+        }
+        s->model = s->pos[0];
+    }
+    if (!s->model && required) {
+        fprintf(stderr, "%s: MODEL is required\n\n", cmd->name);
+        df_cli_help(cmd, stderr);
+        *rc = 2;
+    }
+    return s->model;
+}
+
+/* ---- help ----------------------------------------------------------------------------------- */
+enum { HELP_COL = 28, HELP_WIDTH = 100 };
+
+/* text from column `col`, wrapped at HELP_WIDTH with continuation lines indented to col */
+static void wrap(FILE *f, const char *text, int col, int at) {
+    const char *p = text;
+    while (*p) {
+        int room = HELP_WIDTH - at;
+        int n = (int)strlen(p);
+        if (n > room) {
+            int cut = room;
+            while (cut > 0 && p[cut] != ' ') cut--;
+            if (cut == 0) cut = (int)strcspn(p, " ");
+            n = cut;
+        }
+        fprintf(f, "%.*s\n", n, p);
+        p += n;
+        while (*p == ' ') p++;
+        if (*p) fprintf(f, "%*s", col, "");
+        at = col;
+    }
+}
+
+static void help_row(FILE *f, const row *r) {
+    char names[160];
+    size_t used = 0;
+    names[0] = 0;
+    for (const char *p = r->names; *p && used < sizeof names - 1;) {
+        size_t n = strcspn(p, "|");
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%.*s", used ? ", " : "", (int)n, p);
+        p += n + (p[n] ? 1 : 0);
+    }
+    if (r->meta && used < sizeof names - 1) snprintf(names + used, sizeof names - used, " %s", r->meta);
+    int at = fprintf(f, "  %s", names);
+    if (at + 1 >= HELP_COL) { fprintf(f, "\n%*s", HELP_COL, ""); at = HELP_COL; }
+    else { fprintf(f, "%*s", HELP_COL - at, ""); at = HELP_COL; }
+    wrap(f, r->help, HELP_COL, at);
+}
+
+void df_cli_help(const df_cmd *cmd, FILE *f) {
+    fprintf(f, "%s\n", cmd->usage);
+    if (cmd->about) fprintf(f, "\n%s\n", cmd->about);
+    fprintf(f, "\noptions:\n");
+    for (int i = 0; i < N_ROWS; i++)
+        if (g_rows[i].cmds & (1u << cmd->id)) help_row(f, &g_rows[i]);
+    if (cmd->after) fprintf(f, "\n%s\n", cmd->after);
+}
+
+/* ---- what the commands share -------------------------------------------------------------- */
+deltafin_model_params df_cli_model_params(const df_settings *s) {
+    deltafin_model_params mp = deltafin_model_default_params();
+    mp.n_threads = s->n_threads;
+    mp.mem_limit = s->mem_limit;
+    mp.mem_reserve = s->mem_reserve;
+    if (s->io_engine) mp.io_engine = s->io_engine;
+    mp.cache_bytes = s->cache_size; /* the memory plan sizes the expert cache exactly from this */
+    if (s->prefetch >= 0) mp.prefetch = s->prefetch;
+    mp.hot_file = s->hot;
+    mp.preload = s->preload;
+    mp.mlock = s->mlock;
+    /* what the memory plan reserves: this context, this chunk (when chosen), one sequence
+     * (serve sets n_seq to its slots) */
+    mp.n_ctx = s->n_ctx;
+    mp.n_batch = s->n_batch_chosen ? s->n_batch : 0;
+    return mp;
+}
+
+deltafin_ctx_params df_cli_ctx_params(const df_settings *s) {
+    deltafin_ctx_params cp = deltafin_ctx_default_params();
+    cp.n_ctx = s->n_ctx;
+    cp.n_batch = s->n_batch;
+    cp.n_threads = s->n_threads;
+    return cp;
+}
+
+int df_cli_log_begin(const df_cmd *cmd, df_settings *s) {
+    if (s->log_file) {
+        s->log_f = fopen(s->log_file, "a");
+        if (!s->log_f) {
+            fprintf(stderr, "%s: --log-file %s: %s\n", cmd->name, s->log_file, strerror(errno));
+            return 1;
+        }
+        setvbuf(s->log_f, NULL, _IOLBF, 0);
+        deltafin_log_set_file(s->log_f);
+    }
+    if (s->log_level >= 0) deltafin_log_set_level(s->log_level);
+    const bool info = s->log_prompts || (s->verbose && s->log_level < 0);
+    if (info && deltafin_log_get_level() < DELTAFIN_LOG_INFO) deltafin_log_set_level(DELTAFIN_LOG_INFO);
+    return DF_CLI_GO;
+}
+
+void df_cli_log_end(df_settings *s) {
+    if (!s->log_f) return;
+    deltafin_log_set_file(NULL);
+    fclose(s->log_f);
+    s->log_f = NULL;
+}
