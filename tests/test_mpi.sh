@@ -3,7 +3,7 @@
 # `mpirun --oversubscribe`: greedy tokens identical to the single-process run for 1-4 ranks, for
 # qwen3moe, deepseek2 and kimi-k3, plain and packed files, a plain rank 0 with packed workers,
 # several expert-cache sizes and memory limits (each rank its own), a balanced placement from
-# `deltafin profile`; -v and --json report the communication per layer and each rank's cache;
+# `deltafin profile`, a layer's reads balanced over the ranks or kept at home; -v and --json report the communication per layer and each rank's cache;
 # a worker with another model, one whose limit is too small, one killed and one hung end the run
 # with an error naming the rank, within the timeout, leaving no process behind.
 # Skips unless $DELTAFIN_BIN (or $DELTAFIN_MPI_BIN) is an MPI build (`make MPI=1 test`, CI) and
@@ -79,6 +79,17 @@ for m in q d k; do
     [ "$OUT" = "$REF" ] || { mf=1; bad "$m, 4 ranks, --mem-limit 100M: $OUT ($(tail -2 "$T/err" | tr '\n' ' '))"; }
     [ $mf = 0 ] && ok "$m: same tokens for 1-4 ranks, plain and packed, 2-slot / 300K / 100M limits"
 done
+
+# a layer's reads balanced over the ranks (experts computed away from their home rank) or not
+REF=$(single "$T/d.gguf")
+bf=0
+for b in 0 1; do
+    for n in 2 4; do
+        OUT=$(DELTAFIN_DIST_BALANCE=$b ranks $n "$T/d.gguf" --cache-size 100K)
+        [ "$OUT" = "$REF" ] || { bf=1; bad "DELTAFIN_DIST_BALANCE=$b, $n ranks: $OUT vs $REF ($(tail -2 "$T/err" | tr '\n' ' '))"; }
+    done
+done
+[ $bf = 0 ] && ok "balanced reads on and off (DELTAFIN_DIST_BALANCE), 2 and 4 ranks: same tokens"
 
 # rank 0 on the plain file, the workers on packed copies with their own limits (MPMD)
 REF=$(single "$T/q.gguf")

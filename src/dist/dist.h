@@ -6,7 +6,9 @@
  * them. Per MoE layer rank 0 ships the routed tokens' rows to the owners of their experts
  * right after routing (non-blocking), computes its own experts meanwhile, then receives the
  * per-(token, slot) outputs and sums them in slot order as always: tokens are the same for
- * every N. Weights never cross the network.
+ * every N. Weights never cross the network. Every rank holds the whole file: the placement
+ * decides whose cache an expert lives in, and where caches hold little of a share rank 0
+ * spreads a layer's experts evenly over the ranks (remote.c assign).
  * The MPI code is in this module only (world.c, remote.c, worker.c); no other file includes
  * mpi.h. Built without MPI (no DF_HAVE_MPI), none.c answers: one process, nothing to do.
  * Invariant: a worker that dies, hangs past the timeout or holds another model makes rank 0

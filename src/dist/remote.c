@@ -11,6 +11,7 @@
  * exchange is never interleaved with another context's; stats take it too. */
 #include "dist/wire.h"
 #include "weights/expert_store.h"
+#include "base/env.h"
 #include "kernels/kernels.h"
 #include "forward/session.h"
 #include <unistd.h>
@@ -39,6 +40,10 @@ struct df_dist {
     int32_t *tok_row;      /* [cap] token -> row of a request */
     int tok_cap;
     int *tmp;              /* [E] experts of one owner */
+    int16_t *asg;          /* [E]: the rank computing e_union[u] in this exchange */
+    int16_t *at;           /* [E] by expert id: the same for the current layer, -1 */
+    int *load;             /* [n] experts assigned per rank in this exchange */
+    bool *bal;             /* [n] rank takes part in balancing (its cache holds < half its share) */
     uint64_t seq, t_submit;
     int layer;
     /* statistics, per layer [n_layer] and in total */
@@ -80,8 +85,17 @@ int df_dist_coord_start(const df_model *m, df_dist_placement *p, uint64_t identi
     d->layer = -1;
     d->peers = df_calloc((size_t)d->n, sizeof *d->peers);
     d->tmp = df_calloc((size_t)(E > 0 ? E : 1), sizeof *d->tmp);
+    d->asg = df_calloc((size_t)(E > 0 ? E : 1), sizeof *d->asg);
+    d->at = df_calloc((size_t)(E > 0 ? E : 1), sizeof *d->at);
+    d->load = df_calloc((size_t)d->n, sizeof *d->load);
+    d->bal = df_calloc((size_t)d->n, sizeof *d->bal);
     uint64_t *st = df_calloc((size_t)L * 6, sizeof *st);
-    if (!d->peers || !d->tmp || !st) { free(st); df_dist_free(d); return DF_ERR_NOMEM; }
+    if (!d->peers || !d->tmp || !d->asg || !d->at || !d->load || !d->bal || !st) {
+        free(st);
+        df_dist_free(d);
+        return DF_ERR_NOMEM;
+    }
+    for (int e = 0; e < E; e++) d->at[e] = -1;
     d->l_calls = st; d->l_out = st + L; d->l_in = st + 2 * L;
     d->l_rtt = st + 3 * L; d->l_wait = st + 4 * L; d->l_comm = st + 5 * L;
     d->tot.n_rank = d->n;
@@ -167,8 +181,38 @@ static int filter(struct df_dist *d, int l, const int *list, int n, int r) {
 static void src_prefetch(void *ud, int l, const int *ex, int n) {
     struct df_dist *d = ud;
     if (!d->has_local || !d->local.prefetch) return;
-    int k = filter(d, l, ex, n, 0);
+    int k = 0; /* what submit assigned to rank 0 for this layer */
+    for (int i = 0; i < n; i++)
+        if (l == d->layer ? d->at[ex[i]] == 0 : df_dist_owner(&d->pl, l, ex[i]) == 0) d->tmp[k++] = ex[i];
     if (k) d->local.prefetch(d->local.ud, l, d->tmp, k);
+}
+
+/* Who computes each of the layer's experts. Its home rank (the placement), unless that rank
+ * already has ceil(m / N) of the m experts and it and another rank take part in balancing:
+ * every rank holds the whole file, so where caches hold little of a share (every expert is
+ * read anyway) the reads of a layer spread evenly instead of waiting for the rank that drew
+ * the most experts. Where a rank's cache holds most of its share it keeps its experts (a
+ * spill would turn a hit into a read). */
+static void assign(struct df_dist *d, const df_expert_job *job) {
+    const int N = d->n, m = job->n_union, cap = (m + N - 1) / N;
+    memset(d->load, 0, sizeof *d->load * (size_t)N);
+    for (int u = 0; u < m; u++) {
+        const int h = df_dist_owner(&d->pl, job->layer, job->e_union[u]);
+        if (d->bal[h] && d->load[h] >= cap) { d->asg[u] = -1; continue; }
+        d->asg[u] = (int16_t)h;
+        d->load[h]++;
+    }
+    for (int u = 0; u < m; u++) {
+        if (d->asg[u] >= 0) continue;
+        int best = -1;
+        for (int k = 0; k < N; k++) {
+            const int r = (k + u + job->layer) % N; /* ties rotate */
+            if (d->bal[r] && (best < 0 || d->load[r] < d->load[best])) best = r;
+        }
+        d->asg[u] = (int16_t)best;
+        d->load[best]++;
+    }
+    for (int u = 0; u < m; u++) d->at[job->e_union[u]] = d->asg[u];
 }
 
 static void src_lookahead(void *ud, int l, const int *ex, int n) {
@@ -214,7 +258,7 @@ static int64_t pack_request(struct df_dist *d, int r, const df_expert_job *job, 
     int n_exp = 0, n_pairs = 0, n_rows = 0;
     for (int u = 0; u < job->n_union; u++) {
         const int e = job->e_union[u];
-        if (df_dist_owner(&d->pl, job->layer, e) != r) continue;
+        if (d->asg[u] != r) continue;
         local[u] = 0;
         n_exp++;
         n_pairs += job->e_off[e + 1] - job->e_off[e];
@@ -223,7 +267,7 @@ static int64_t pack_request(struct df_dist *d, int r, const df_expert_job *job, 
     for (int t = 0; t < job->nt; t++) d->tok_row[t] = -1;
     for (int u = 0; u < job->n_union; u++) {
         const int e = job->e_union[u];
-        if (df_dist_owner(&d->pl, job->layer, e) != r) continue;
+        if (d->asg[u] != r) continue;
         for (int i = job->e_off[e]; i < job->e_off[e + 1]; i++) {
             const int t = job->e_list[i] / job->k;
             if (d->tok_row[t] < 0) d->tok_row[t] = n_rows++;
@@ -241,7 +285,7 @@ static int64_t pack_request(struct df_dist *d, int r, const df_expert_job *job, 
     int k = 0, q = 0;
     for (int u = 0; u < job->n_union; u++) {
         const int e = job->e_union[u];
-        if (df_dist_owner(&d->pl, job->layer, e) != r) continue;
+        if (d->asg[u] != r) continue;
         ids[k] = e;
         cnt[k++] = job->e_off[e + 1] - job->e_off[e];
         for (int i = job->e_off[e]; i < job->e_off[e + 1]; i++) row[q++] = d->tok_row[job->e_list[i] / job->k];
@@ -264,6 +308,10 @@ static int src_submit(void *ud, const df_expert_job *job, uint8_t *local) {
         d->tok_cap = job->nt;
     }
     memset(local, 1, (size_t)job->n_union);
+    if (d->layer >= 0 && d->layer != job->layer)
+        for (int e = 0; e < d->pl.n_expert; e++) d->at[e] = -1;
+    assign(d, job);
+    for (int u = 0; u < job->n_union; u++) local[u] = d->asg[u] == 0;
     d->seq++;
     d->layer = job->layer;
     d->t_submit = df_time_ns();
@@ -350,7 +398,7 @@ static void take_reply(struct df_dist *d, int r, const df_expert_job *job, int *
     int64_t q = 0;
     for (int u = 0; u < job->n_union; u++) {
         const int e = job->e_union[u];
-        if (df_dist_owner(&d->pl, job->layer, e) != r) continue;
+        if (d->asg[u] != r) continue;
         for (int i = job->e_off[e]; i < job->e_off[e + 1]; i++, q++)
             memcpy(job->y + (int64_t)job->e_list[i] * job->d_out, y + q * job->d_out, row);
     }
@@ -430,6 +478,10 @@ void df_dist_free(struct df_dist *d) {
     free(d->peers);
     free(d->tok_row);
     free(d->tmp);
+    free(d->asg);
+    free(d->at);
+    free(d->load);
+    free(d->bal);
     free(d->l_calls);
     df_dist_placement_free(&d->pl);
     free(d);
@@ -450,10 +502,26 @@ int df_dist_coord_attach(struct df_dist *d, df_model *m, df_weights *w) {
     df_weights_set_experts(w, &src);
     w->store = s;
     w->dist = d;
-    uint64_t pairs = 0, slots = 0;
-    for (int r = 1; r < d->n; r++) { pairs += d->peers[r].info.pairs; slots += (uint64_t)d->peers[r].info.n_slots; }
-    df_log(DF_LOG_INFO, "distributed experts: %d ranks, %s placement; workers hold %llu expert pairs in %llu cache slots",
-           d->n, d->pl.desc, (unsigned long long)pairs, (unsigned long long)slots);
+    uint64_t pairs = 0, slots = 0, own = 0;
+    for (int l = 0; l < d->pl.n_layer; l++)
+        for (int e = 0; e < d->pl.n_expert; e++) own += df_dist_owner(&d->pl, l, e) == 0;
+    df_store_stats st;
+    memset(&st, 0, sizeof st);
+    if (s) df_store_get_stats(s, &st);
+    /* balancing: ranks whose cache holds less than half their share (DELTAFIN_DIST_BALANCE
+     * forces it on or off for all) */
+    const int force = df_env()->dist_balance;
+    int n_bal = 0;
+    for (int r = 0; r < d->n; r++) {
+        const uint64_t sl = r ? (uint64_t)d->peers[r].info.n_slots : (uint64_t)st.n_slots;
+        const uint64_t pr = r ? d->peers[r].info.pairs : own;
+        d->bal[r] = force >= 0 ? force == 1 : 2 * sl < pr;
+        n_bal += d->bal[r];
+        if (r) { pairs += pr; slots += sl; }
+    }
+    df_log(DF_LOG_INFO, "distributed experts: %d ranks, %s placement; workers hold %llu expert pairs in %llu cache "
+                        "slots; %d rank%s balance a layer's reads", d->n, d->pl.desc, (unsigned long long)pairs,
+           (unsigned long long)slots, n_bal, n_bal == 1 ? "" : "s");
     (void)m;
     return DF_OK;
 }

@@ -111,16 +111,13 @@ static int expert_layout_make(df_model *m, const dist_role *dr, expert_layout *x
         }
         df_pack_locs(m->pack, x->locs, x->recs); /* layers >= pl keep zero entries (no experts) */
     }
-    /* the experts of other ranks are absent for this one's store */
+    /* the plan counts this rank's share; the store may still read any expert (a distributed
+     * run balances a layer's reads over the ranks, dist/remote.c) */
     for (int l = 0; l < L; l++) {
         if (!m->layers[l].is_moe) continue;
         for (int e = 0; e < E; e++) {
-            df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS];
-            if (!owns(dr, l, e)) {
-                memset(lc, 0, sizeof *lc * DF_EXPERT_NPARTS);
-                if (x->recs) memset(&x->recs[(size_t)l * E + e], 0, sizeof *x->recs);
-                continue;
-            }
+            const df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS];
+            if (!owns(dr, l, e)) continue;
             x->n_pairs++;
             for (int p = 0; p < DF_EXPERT_NPARTS; p++) x->total += lc[p].nbytes;
         }
