@@ -1560,6 +1560,8 @@ int df_server_set_model(df_server *s, deltafin_model *m) {
         int rc = deltafin_ctx_create(m, &cp, &s->slots[i].ctx);
         if (rc < 0) return deltafin_set_error(rc, "slot %d: %s", i, deltafin_errmsg());
         s->n_slots = i + 1;
+        rc = deltafin_ctx_set_routing(s->slots[i].ctx, &s->p.routing);
+        if (rc < 0) return rc;
         s->slots[i].cache = malloc(sizeof(int32_t) * (size_t)deltafin_ctx_n_ctx(s->slots[i].ctx));
         if (!s->slots[i].cache) return deltafin_set_error(DELTAFIN_ERR_NOMEM, "out of memory");
         s->slots[i].dt = deltafin_detok_create(m, false);

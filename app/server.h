@@ -97,6 +97,7 @@ typedef struct {
     const char *model_id;         /* id in /v1/models (required) */
     const char *chat_template;    /* builtin template name or NULL (model's own, else chatml) */
     bool cache_prompt;            /* reuse a slot's KV prefix (true) */
+    deltafin_routing routing;     /* opt-in lossy routing for every slot (all 0: off) */
     int verbose;                  /* log each request to stderr */
 } df_server_params;
 

@@ -176,6 +176,63 @@ static int copy_range(int in, uint64_t off, uint64_t n, df_gguf_writer *w, int o
     return DF_OK;
 }
 
+typedef struct { int64_t dim, hidden, L, nh, nkv, vocab, seq; bool shared; } l2c_cfg;
+
+/* The GGUF tensors (llama.cpp's usual order) and where each is in the checkpoint; fails when the
+ * file size is not the one this config implies. */
+static int l2c_tensors(const char *mpath, const l2c_cfg *c, uint64_t file_size, src_tensor **out, int *n_out) {
+    const int64_t dim = c->dim, hidden = c->hidden, L = c->L, vocab = c->vocab, seq = c->seq;
+    const bool shared = c->shared;
+    const int64_t hs = dim / c->nh, kvd = c->nkv * hs;
+    /* checkpoint order (all int64: sizes fit easily given the bounds checked by the caller) */
+    enum { T_EMB, T_ATTN_NORM, T_Q, T_K, T_V, T_O, T_FFN_NORM, T_GATE, T_DOWN, T_UP, T_FINAL, T_FREQ, T_CLS, T_N };
+    int64_t cnt[T_N] = {
+        vocab * dim, L * dim, L * dim * dim, L * kvd * dim, L * kvd * dim, L * dim * dim, L * dim,
+        L * hidden * dim, L * dim * hidden, L * hidden * dim, dim, seq * hs, shared ? 0 : vocab * dim,
+    };
+    uint64_t off[T_N + 1];
+    off[0] = 7 * sizeof(int32_t);
+    for (int i = 0; i < T_N; i++) off[i + 1] = off[i] + 4 * (uint64_t)cnt[i];
+    if (file_size != off[T_N])
+        return df_err(DF_ERR_FORMAT,
+                      "%s: file has %llu bytes, a llama2.c checkpoint with this config (dim %lld, "
+                      "%lld layers, vocab %lld%s) has %" PRIu64,
+                      mpath, (unsigned long long)file_size, (long long)dim, (long long)L, (long long)vocab,
+                      shared ? ", shared classifier" : ", separate classifier", off[T_N]);
+    int nt = 3 + 9 * (int)L, k = 0;
+    src_tensor *ts = df_calloc((size_t)nt, sizeof *ts);
+    if (!ts) return DF_ERR_NOMEM;
+#define ADD(nm, nd, e0, e1, so)                                                             \
+    do {                                                                                     \
+        src_tensor *t = &ts[k++];                                                            \
+        snprintf(t->name, sizeof t->name, "%s", nm);                                         \
+        t->n_dims = nd; t->ne[0] = e0; t->ne[1] = e1; t->src_off = so;                      \
+        t->nbytes = 4 * (uint64_t)(e0) * (uint64_t)(e1);                                     \
+    } while (0)
+    ADD("token_embd.weight", 2, dim, vocab, off[T_EMB]);
+    ADD("output_norm.weight", 1, dim, 1, off[T_FINAL]);
+    ADD("output.weight", 2, dim, vocab, shared ? off[T_EMB] : off[T_CLS]);
+    for (int64_t l = 0; l < L; l++) {
+        char nm[64];
+#define LNAME(s) (snprintf(nm, sizeof nm, "blk.%lld." s, (long long)l), nm)
+        ADD(LNAME("attn_norm.weight"), 1, dim, 1, off[T_ATTN_NORM] + 4 * (uint64_t)(l * dim));
+        ADD(LNAME("attn_q.weight"), 2, dim, dim, off[T_Q] + 4 * (uint64_t)(l * dim * dim));
+        ADD(LNAME("attn_k.weight"), 2, dim, kvd, off[T_K] + 4 * (uint64_t)(l * kvd * dim));
+        ADD(LNAME("attn_v.weight"), 2, dim, kvd, off[T_V] + 4 * (uint64_t)(l * kvd * dim));
+        ADD(LNAME("attn_output.weight"), 2, dim, dim, off[T_O] + 4 * (uint64_t)(l * dim * dim));
+        ADD(LNAME("ffn_norm.weight"), 1, dim, 1, off[T_FFN_NORM] + 4 * (uint64_t)(l * dim));
+        ADD(LNAME("ffn_gate.weight"), 2, dim, hidden, off[T_GATE] + 4 * (uint64_t)(l * hidden * dim));
+        ADD(LNAME("ffn_down.weight"), 2, hidden, dim, off[T_DOWN] + 4 * (uint64_t)(l * dim * hidden));
+        ADD(LNAME("ffn_up.weight"), 2, dim, hidden, off[T_UP] + 4 * (uint64_t)(l * hidden * dim));
+#undef LNAME
+    }
+#undef ADD
+    DF_ASSERT(k == nt);
+    *out = ts;
+    *n_out = nt;
+    return DF_OK;
+}
+
 int cmd_convert_llama2c(int argc, char **argv) {
     const char *pos[3] = {0};
     int npos = 0;
@@ -223,59 +280,14 @@ int cmd_convert_llama2c(int argc, char **argv) {
                     mpath, cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6]);
         goto done;
     }
-    int64_t hs = dim / nh, kvd = nkv * hs;
+    int64_t hs = dim / nh;
 
-    /* tensor table, in checkpoint order (all int64: sizes fit easily given the bounds above) */
-    enum { T_EMB, T_ATTN_NORM, T_Q, T_K, T_V, T_O, T_FFN_NORM, T_GATE, T_DOWN, T_UP, T_FINAL, T_FREQ, T_CLS, T_N };
-    int64_t cnt[T_N] = {
-        vocab * dim, L * dim, L * dim * dim, L * kvd * dim, L * kvd * dim, L * dim * dim, L * dim,
-        L * hidden * dim, L * dim * hidden, L * hidden * dim, dim, seq * hs, shared ? 0 : vocab * dim,
-    };
-    uint64_t off[T_N + 1];
-    off[0] = sizeof cfg;
-    for (int i = 0; i < T_N; i++) off[i + 1] = off[i] + 4 * (uint64_t)cnt[i];
-    if ((uint64_t)st.st_size != off[T_N]) {
-        rc = df_err(DF_ERR_FORMAT,
-                    "%s: file has %lld bytes, a llama2.c checkpoint with this config (dim %lld, "
-                    "%lld layers, vocab %lld%s) has %" PRIu64,
-                    mpath, (long long)st.st_size, (long long)dim, (long long)L, (long long)vocab,
-                    shared ? ", shared classifier" : ", separate classifier", off[T_N]);
-        goto done;
-    }
-
+    l2c_cfg cf = {dim, hidden, L, nh, nkv, vocab, seq, shared};
+    int nt = 0;
+    rc = l2c_tensors(mpath, &cf, (uint64_t)st.st_size, &ts, &nt);
+    if (rc) goto done;
     rc = l2c_vocab_load(tpath, (int)vocab, &voc);
     if (rc) goto done;
-
-    /* GGUF tensors in llama.cpp's usual order */
-    int nt = 3 + 9 * (int)L, k = 0;
-    ts = df_calloc((size_t)nt, sizeof *ts);
-    if (!ts) { rc = DF_ERR_NOMEM; goto done; }
-#define ADD(nm, nd, e0, e1, so)                                                             \
-    do {                                                                                     \
-        src_tensor *t = &ts[k++];                                                            \
-        snprintf(t->name, sizeof t->name, "%s", nm);                                         \
-        t->n_dims = nd; t->ne[0] = e0; t->ne[1] = e1; t->src_off = so;                      \
-        t->nbytes = 4 * (uint64_t)(e0) * (uint64_t)(e1);                                     \
-    } while (0)
-    ADD("token_embd.weight", 2, dim, vocab, off[T_EMB]);
-    ADD("output_norm.weight", 1, dim, 1, off[T_FINAL]);
-    ADD("output.weight", 2, dim, vocab, shared ? off[T_EMB] : off[T_CLS]);
-    for (int64_t l = 0; l < L; l++) {
-        char nm[64];
-#define LNAME(s) (snprintf(nm, sizeof nm, "blk.%lld." s, (long long)l), nm)
-        ADD(LNAME("attn_norm.weight"), 1, dim, 1, off[T_ATTN_NORM] + 4 * (uint64_t)(l * dim));
-        ADD(LNAME("attn_q.weight"), 2, dim, dim, off[T_Q] + 4 * (uint64_t)(l * dim * dim));
-        ADD(LNAME("attn_k.weight"), 2, dim, kvd, off[T_K] + 4 * (uint64_t)(l * kvd * dim));
-        ADD(LNAME("attn_v.weight"), 2, dim, kvd, off[T_V] + 4 * (uint64_t)(l * kvd * dim));
-        ADD(LNAME("attn_output.weight"), 2, dim, dim, off[T_O] + 4 * (uint64_t)(l * dim * dim));
-        ADD(LNAME("ffn_norm.weight"), 1, dim, 1, off[T_FFN_NORM] + 4 * (uint64_t)(l * dim));
-        ADD(LNAME("ffn_gate.weight"), 2, dim, hidden, off[T_GATE] + 4 * (uint64_t)(l * hidden * dim));
-        ADD(LNAME("ffn_down.weight"), 2, hidden, dim, off[T_DOWN] + 4 * (uint64_t)(l * dim * hidden));
-        ADD(LNAME("ffn_up.weight"), 2, dim, hidden, off[T_UP] + 4 * (uint64_t)(l * hidden * dim));
-#undef LNAME
-    }
-#undef ADD
-    DF_ASSERT(k == nt);
 
     w = df_gguf_writer_new(32);
     if (!w) { rc = DF_ERR_NOMEM; goto done; }

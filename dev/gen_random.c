@@ -34,7 +34,7 @@ typedef struct {
     int arch, type;
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used;
     int64_t n_ff_exp, n_ff_shexp, n_ctx;
-    float out_scale, router_scale, eps;
+    float out_scale, router_scale, router_skew, eps;
     uint64_t seed;
     const char *vocab, *name, *out;
 } gr_opts;
@@ -86,6 +86,8 @@ static void usage(FILE *f) {
         "  --seed S            (default 1)\n"
         "  --out-scale F       gain of output.weight (default 4)\n"
         "  --router-scale F    gain of the expert routers (default 3)\n"
+        "  --router-skew S     Zipf-like expert popularity: router logits get about -S ln(1+rank)\n"
+        "                      of a random per-layer rank (default 0: uniform; for cache tests)\n"
         "  --name NAME         general.name (default deltafin-random-ARCH)\n"
         "  -h, --help          this help\n\n"
         "Example (Qwen3-30B-A3B widths, 8 layers, ~5 GB):\n"
@@ -204,8 +206,8 @@ static int gen_write(gr_opts o) {
 #undef KU32
 #undef KF32
     gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,
-                  .router_scale = o.router_scale, .mat_scale = 1.0f, .res_scale = 1.0f, .seed = o.seed,
-                  .pad_end = true, .want = gen_want, .ud = &o, .out = o.out};
+                  .router_scale = o.router_scale, .router_skew = o.router_skew, .mat_scale = 1.0f,
+                  .res_scale = 1.0f, .seed = o.seed, .pad_end = true, .want = gen_want, .ud = &o, .out = o.out};
     df_hparams *hp = &g.hp;
     hp->n_vocab = (int)n_vocab;
     hp->n_embd = (int)o.n_embd;
@@ -285,6 +287,11 @@ int cmd_gen_random(int argc, char **argv) {
             errno = 0;
             o.seed = strtoull(v, &e, 0);
             if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
+        } else if (!strcmp(a, "--router-skew")) {
+            char *e;
+            float f = strtof(v, &e);
+            if (e == v || *e || !(f >= 0) || !isfinite(f) || f > 16) { fprintf(stderr, "gen-random: bad --router-skew '%s' (0..16)\n", v); return 2; }
+            o.router_skew = f;
         } else if (!strcmp(a, "--out-scale") || !strcmp(a, "--router-scale")) {
             char *e;
             float f = strtof(v, &e);

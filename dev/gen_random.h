@@ -21,6 +21,10 @@ typedef struct gr_model {
     int type, exp_type;          /* matrices / routed experts (DF_T_EXPERT); vectors stay F32 */
     bool type_fallback;          /* rows off the type's block: Q8_0, else F16 (not an error) */
     float out_scale, router_scale, mat_scale, res_scale; /* gains (gen_random_schema.c gr_scale) */
+    /* --router-skew S > 0: Zipf-like expert popularity (gen_random_schema.c skew_rows): a shared
+     * direction added to every token embedding and, per layer, to each expert's router row with
+     * the weight -S ln(rank) of a random popularity rank; 0 = uniform routing (recorded models) */
+    float router_skew;
     uint64_t seed;
     bool sparse;                 /* header only: the data section is a hole */
     bool raw_experts;            /* Q8_0 / MXFP4 experts as random valid blocks */

@@ -123,6 +123,47 @@ static void raw_row(int type, int64_t e0, uint64_t *st, uint8_t *dst, float scal
     }
 }
 
+/* --router-skew: add the shared direction d (unit length) to rows r0..r0+nr of token_embd
+ * (amplitude 0.25 per component on average: a common part of every token's state) and, per MoE
+ * layer, c_e = -S ln(1 + rank_e) / (0.4 sqrt(n_embd)) times d to expert e's router row, so the
+ * router logits carry about -S ln(1 + rank) (x . d ~ 0.4 sqrt(n_embd) for the RMS-normed
+ * state); rank_e is a per-layer random permutation. The realised popularity is measured, not
+ * assumed (`deltafin profile` prints it). */
+static void skew_rows(const gr_model *g, const gr_tensor *t, float *f, int64_t r0, int64_t nr) {
+    const int64_t n = t->ne[0];
+    float *d = df_malloc((size_t)n * sizeof(float));
+    if (!d) return;
+    uint64_t st = g->seed ^ gr_hash("router-skew direction");
+    double nn = 0.0;
+    for (int64_t i = 0; i < n; i++) { d[i] = gr_urand(&st); nn += (double)d[i] * d[i]; }
+    const float inv = nn > 0 ? (float)(1.0 / sqrt(nn)) : 0.0f;
+    for (int64_t i = 0; i < n; i++) d[i] *= inv;
+    if (t->role == DF_R_EMBD) {
+        const float a = 0.25f * sqrtf((float)n);
+        for (int64_t r = 0; r < nr; r++)
+            for (int64_t i = 0; i < n; i++) f[r * n + i] += a * d[i];
+    } else {
+        int il = 0;
+        sscanf(t->name, "blk.%d.", &il);
+        const int64_t E = t->ne[1];
+        int64_t *rank = df_malloc((size_t)E * sizeof(int64_t));
+        if (!rank) { free(d); return; }
+        for (int64_t e = 0; e < E; e++) rank[e] = e;
+        uint64_t sp = g->seed ^ gr_hash("router-skew ranks") ^ (uint64_t)il * 0x9e3779b97f4a7c15ull;
+        for (int64_t e = E - 1; e > 0; e--) {
+            int64_t j = (int64_t)(gr_splitmix(&sp) % (uint64_t)(e + 1)), tmp = rank[e];
+            rank[e] = rank[j];
+            rank[j] = tmp;
+        }
+        for (int64_t r = 0; r < nr; r++) {
+            const float ce = -g->router_skew * logf(1.0f + (float)rank[r0 + r]) / (0.4f * sqrtf((float)n));
+            for (int64_t i = 0; i < n; i++) f[r * n + i] += ce * d[i];
+        }
+        free(rank);
+    }
+    free(d);
+}
+
 /* Generate tensor t and pwrite it at `at` (chunks of whole rows). */
 static int write_tensor(const gr_model *g, const gr_tensor *t, int fd, const char *path, uint64_t at) {
     const int64_t e0 = t->ne[0], rows = t->ne[1] * t->ne[2];
@@ -148,6 +189,8 @@ static int write_tensor(const gr_model *g, const gr_tensor *t, int fd, const cha
             for (int64_t i = 0; i < n; i++) f[i] = gr_urand(&st) * scale + offset;
             if (t->role == DF_R_SSM_A)
                 for (int64_t i = 0; i < n; i++) f[i] = -expf(f[i]);
+            if (g->router_skew > 0.0f && (t->role == DF_R_ROUTER || !strcmp(t->name, "token_embd.weight")))
+                skew_rows(g, t, f, r0, nr);
             if (t->type == DF_TYPE_F32) {
                 memcpy(q, f, (size_t)n * sizeof(float));
             } else if (t->type == DF_TYPE_F16) {

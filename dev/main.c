@@ -11,7 +11,8 @@
 
 #define DEV_CMDS(X)                                                                      \
     X(gen_random, "write a random test model (for tests and benchmarks)")               \
-    X(convert_llama2c, "import a llama2.c checkpoint as GGUF")
+    X(convert_llama2c, "import a llama2.c checkpoint as GGUF")                       \
+    X(replay_trace, "replay a routing trace through cache policies and Belady's optimum")
 
 #define DECL(name, help) int cmd_##name(int argc, char **argv);
 DEV_CMDS(DECL)

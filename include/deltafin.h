@@ -356,6 +356,32 @@ void deltafin_ctx_stats(const deltafin_ctx *c, deltafin_stats *out);
 int deltafin_ctx_count_routes(deltafin_ctx *c);
 int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, int *n_layer, int *n_expert);
 
+/* Routing trace (`deltafin profile --trace`): fn is called once per MoE layer and forward pass
+ * with the experts chosen for each of the pass's n_tokens rows (experts[t * k + j], k =
+ * n_expert_used, in the router's order; -1 for a slot dropped by the lossy modes below). Called on the decoding thread; NULL turns it off. */
+int deltafin_ctx_set_route_trace(deltafin_ctx *c,
+                                 void (*fn)(void *ud, int layer, int n_tokens, int k, const int32_t *experts),
+                                 void *ud);
+
+/* Opt-in lossy routing: fewer expert reads for a changed output (docs/streaming.md "lossy
+ * routing"). All fields 0 = off: the model's own routing, tokens unchanged.
+ *  experts_per_token N: the N best of the router's top-k, weights computed over those N as the
+ *    model would with n_expert_used = N (llama.cpp --override-kv ARCH.expert_used_count=int:N);
+ *  expert_top_p P in (0, 1]: per token, the smallest prefix of the chosen experts (router order)
+ *    whose share of the routing weight reaches P; the kept weights are scaled to the full sum;
+ *  cache_aware M in (0, 1): a chosen expert that is not in the expert cache is replaced by a
+ *    cached one the router scored within the relative margin M of it (raw-logit routers: within
+ *    log(1 - M) in logit). */
+typedef struct {
+    int experts_per_token;
+    float expert_top_p;
+    float cache_aware;
+} deltafin_routing;
+int deltafin_ctx_set_routing(deltafin_ctx *c, const deltafin_routing *r);
+/* Counters since create: (token, slot) pairs routed, dropped by experts_per_token/top-p, moved
+ * to a cached expert. */
+void deltafin_ctx_routing_stats(const deltafin_ctx *c, uint64_t *slots, uint64_t *dropped, uint64_t *swapped);
+
 /* ---- sampling (llama.cpp's default chain) ------------------------------------------------ */
 typedef struct {
     float temp;             /* 0.8; <= 0: greedy */

@@ -20,6 +20,11 @@
 #        LLAMA_BIN (/work/llama.cpp/build/bin; LLAMA=0 skips it), EXPERT_TYPE (q4_k | q8_0),
 #        PACK=1 (run the `deltafin pack` copy), DROP_ALL (1: echo 3 > drop_caches when
 #        allowed, else posix_fadvise(DONTNEED) of the model), KEEP=0 deletes the model at the end
+#        MODEL_FILE: run this GGUF instead of generating one (e.g. /work/models/k2g-q4k.gguf),
+#        DISK_MBPS: throttle every engine's reads of the model's disk to this many MB/s
+#        (cgroup v1 blkio.throttle.read_bps_device, the same cgroup for all engines): the disk's
+#        speed is then a known constant and the floor uses it (the dd measurement inside the
+#        throttle is reported as a check); unset: the measured disk, as before
 #   --quick: tiny geometry (n_embd 1024, width 512, 4 layers), 160M limit, 1 repetition:
 #        tests the script itself.
 set -u
@@ -55,6 +60,8 @@ EXPERT_TYPE=${EXPERT_TYPE:-q4_k}   # q8_0: skip the quantize step
 SRC="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q8.gguf"
 MODEL="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q4k.gguf"
 [ "$EXPERT_TYPE" = q8_0 ] && MODEL=$SRC
+if [ -n "${MODEL_FILE:-}" ]; then MODEL=$MODEL_FILE; SRC=$MODEL_FILE; fi
+DISK_MBPS=${DISK_MBPS:-}
 PROMPT="Hello"   # byte vocabulary: 5 tokens + BOS
 
 need_gb=$(( (EMBD * FF * 3 / 256 * 272 * N_EXPERT * LAYERS) / 1000000000 + 2 ))
@@ -98,9 +105,26 @@ else
     IN_CG() { "$@"; }
     CGNOTE="no cgroup (--mem-limit only)"
 fi
+# ---- disk throttle (blkio v1) for the model's device ----------------------------------------
+BCG=/sys/fs/cgroup/blkio/dfbench.$$
+if [ -n "$DISK_MBPS" ]; then
+    dv=$(stat -c %D "$MODEL"); DEVNUM="$(( 0x$dv >> 8 )):$(( 0x$dv & 0xff ))"
+    if mkdir "$BCG" 2>/dev/null && echo "$DEVNUM $((DISK_MBPS * 1000000))" > "$BCG/blkio.throttle.read_bps_device" 2>/dev/null; then
+        # each engine joins the memory cgroup (when there is one) and the throttle
+        if [ -d "$CG" ]; then
+            IN_CG() { sh -c 'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift && exec "$@"' "$CG" "$BCG" "$@"; }
+        else
+            IN_CG() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$BCG" "$@"; }
+        fi
+        CGNOTE="$CGNOTE, reads of $DEVNUM throttled to $DISK_MBPS MB/s (blkio v1)"
+    else
+        rmdir "$BCG" 2>/dev/null
+        echo "bench_stream: cannot create a blkio cgroup throttle for $DEVNUM (need cgroup v1 blkio and root)"; exit 1
+    fi
+fi
 RES="$DIR/results.$$"
 : > "$RES"
-trap 'rmdir "$CG" 2>/dev/null; rm -f "$RES" "$DIR"/stats.$$.jsonl' EXIT
+trap 'rmdir "$CG" "$BCG" 2>/dev/null; rm -f "$RES" "$DIR"/stats.$$.jsonl' EXIT
 
 . "$(dirname "$0")/bench_lib.sh"
 drop_cache() { df_drop_cache "$MODEL"; }
@@ -151,9 +175,18 @@ r=1
 while [ $r -le $REPEAT ]; do
     # the disk's bandwidth: the better of 16 and 64 parallel streams (io_uring at queue depth 64
     # gets more from this VM disk than 16 streams do, so 16 alone would flatter the floor)
+    if [ -n "$DISK_MBPS" ]; then
+        # the throttle is the disk's speed; check it holds with one O_DIRECT stream inside it
+        drop_cache
+        CHK=$(IN_CG dd if="$MODEL" of=/dev/null bs=16M count=$(( DISK_MBPS / 16 + 4 )) iflag=direct 2>&1 |
+              sed -n 's/^\([0-9]*\) bytes.*copied, \([0-9.]*\) s.*/\1 \2/p' | awk '{printf "%.3f", $1 / $2 / 1e9}')
+        DISK=$(awk -v m="$DISK_MBPS" 'BEGIN{printf "%.3f", m / 1000}')
+        echo "rep $r: disk throttled to $DISK GB/s (dd inside the throttle: $CHK GB/s)"
+    else
     D16=$(disk_bw 16); D64=$(disk_bw 64)
     DISK=$(echo "$D16 $D64" | awk '{print ($1 > $2) ? $1 : $2}')
     echo "rep $r: disk $DISK GB/s (16 MiB O_DIRECT reads: 16 streams $D16, 64 streams $D64)"
+    fi
     for pf in $PREFETCH; do run_deltafin $r "$DISK" $IO $pf; done
     [ $HAVE_LLAMA = 1 ] && run_llama $r "$DISK"
     r=$((r + 1))

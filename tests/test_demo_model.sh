@@ -89,7 +89,9 @@ else
     printf '0 3 39\n0 11 44\n1 15 42\n1 9 43\n2 11 42\n2 10 44\n3 10 32\n3 7 36\n4 7 38\n4 9 38\n' >"$TMP/cold"
     LIM=$((LMIN + 12 * 61440))   # 10 pinned slots + the unpinned minimum
     for set in hot cold; do
-        "$BIN" run -m "$MQ" -p "$P" -n 200 --temp 0 --json -b 512 --mem-limit $LIM --hot "$TMP/$set" \
+        # CLOCK on the unpinned slots: the default policy keeps the popular experts there too
+        # (that is its job), which would blur what the pinned sets alone show
+        DELTAFIN_CACHE_POLICY=clock "$BIN" run -m "$MQ" -p "$P" -n 200 --temp 0 --json -b 512 --mem-limit $LIM --hot "$TMP/$set" \
             >"$TMP/u_$set" 2>"$TMP/err" || fail "expert usage: run with --hot $set failed: $(tail -n 1 "$TMP/err")"
     done
     hh=$(field "$TMP/u_hot" expert_hits); hc=$(field "$TMP/u_cold" expert_hits)

@@ -66,6 +66,7 @@ int cmd_bench(int argc, char **argv) {
     deltafin_ctx_params cp = df_cli_ctx_params(&S);
     cp.n_ctx = n_prompt + n_gen > 16 ? n_prompt + n_gen : 16;
     if (deltafin_ctx_create(m, &cp, &c) < 0) { fprintf(stderr, "bench: %s\n", deltafin_errmsg()); goto done; }
+    if (df_cli_apply_routing(&k_bench, &S, c)) goto done;
     const int n_vocab = deltafin_model_n_vocab(m);
     int nt = n_prompt > 1 ? n_prompt : 1;
     toks = malloc(sizeof(int32_t) * (size_t)nt);

@@ -118,6 +118,7 @@ int cmd_chat(int argc, char **argv) {
     deltafin_ctx_params cp = df_cli_ctx_params(&S);
     rc = deltafin_ctx_create(m, &cp, &c);
     if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
+    if (df_cli_apply_routing(&k_chat, &S, c)) goto done;
     const int nctx = deltafin_ctx_n_ctx(c);
     const int n_vocab = deltafin_model_n_vocab(m);
     cache = malloc(sizeof(int32_t) * (size_t)nctx);

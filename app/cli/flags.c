@@ -146,6 +146,16 @@ static const row g_rows[] = {
      LOADS, C(HOT_SET, hot_set)},
     {"--preload", "L:E,...", K_STR, F(preload), NULL, "pin these experts in the expert cache", LOADS,
      C(PRELOAD, preload_experts)},
+    /* opt-in lossy routing (deltafin_routing): fewer expert reads, a changed output */
+    {"--experts-per-token", "N", K_INT, F(routing.experts_per_token), NULL,
+     "lossy: route each token to its N best experts of the model's top-k (default: the model's k)", LOADS, NOCFG},
+    {"--expert-top-p", "P", K_FLOAT, F(routing.expert_top_p), NULL,
+     "lossy: keep the fewest routed experts holding share P of the routing weight (off unless given)", LOADS, NOCFG},
+    {"--cache-aware-routing", "M", K_FLOAT, F(routing.cache_aware), NULL,
+     "lossy: an uncached expert gives way to a cached one scored within relative margin M (default 0 = off)",
+     LOADS, NOCFG},
+    {"--trace", "FILE", K_STR, F(trace), NULL,
+     "also write the routing trace (one line per token and MoE layer: token layer experts...)", B(PROFILE), NOCFG},
     {"--mlock", NULL, K_SWITCH, F(mlock), NULL, "lock the dense weights in RAM (mlock)", LOADS, NOCFG},
     /* ---- output and logging ---- */
     {"--special", NULL, K_SWITCH, F(special), NULL, "print special (control) tokens' text", B(RUN), NOCFG},
@@ -619,6 +629,28 @@ deltafin_model_params df_cli_model_params(const df_settings *s) {
     mp.n_ctx = s->n_ctx;
     mp.n_batch = s->n_batch_chosen ? s->n_batch : 0;
     return mp;
+}
+
+int df_cli_apply_routing(const df_cmd *cmd, const df_settings *s, deltafin_ctx *c) {
+    if (deltafin_ctx_set_routing(c, &s->routing) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd->name, deltafin_errmsg());
+        return 2;
+    }
+    return 0;
+}
+
+void df_cli_routing_report(const df_settings *s, deltafin_ctx *c, FILE *f) {
+    const deltafin_routing *r = &s->routing;
+    if (!r->experts_per_token && !r->expert_top_p && !r->cache_aware) return;
+    uint64_t n = 0, dropped = 0, swapped = 0;
+    deltafin_ctx_routing_stats(c, &n, &dropped, &swapped);
+    deltafin_stats st;
+    deltafin_ctx_stats(c, &st);
+    const uint64_t nt = st.n_prompt_tokens + st.n_gen_tokens;
+    fprintf(f, "lossy routing: %llu of %llu expert slots dropped (%.1f%%), %llu moved to cached experts; "
+            "%.4f MB read per token\n", (unsigned long long)dropped, (unsigned long long)n,
+            n ? 100.0 * (double)dropped / (double)n : 0.0, (unsigned long long)swapped,
+            nt ? (double)st.bytes_read / 1e6 / (double)nt : 0.0);
 }
 
 deltafin_ctx_params df_cli_ctx_params(const df_settings *s) {

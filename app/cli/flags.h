@@ -45,6 +45,7 @@ typedef struct df_settings {
     const char *io_engine, *hot, *preload;
     int prefetch;                 /* DELTAFIN_PREFETCH_*; -1: not given */
     bool mlock;
+    deltafin_routing routing;     /* opt-in lossy routing (all 0: off) */
     /* context and generation */
     int n_ctx, n_batch, n_predict;
     bool n_batch_chosen;          /* -b given (flag or config file): the plan keeps it */
@@ -66,7 +67,7 @@ typedef struct df_settings {
     const char *types, *isa;
     /* perplexity, profile */
     int chunks, top;
-    const char *output;
+    const char *output, *trace;
     bool whole;
     /* tokenize */
     bool bos, pieces, count, timing;
@@ -107,6 +108,10 @@ const char *df_cli_model_arg(const df_cmd *cmd, df_settings *s, bool required, i
 /* Model and context parameters from the settings (threads, limits, I/O, cache, hot set). */
 deltafin_model_params df_cli_model_params(const df_settings *s);
 deltafin_ctx_params df_cli_ctx_params(const df_settings *s);
+/* deltafin_ctx_set_routing with the lossy-routing flags; prints the error and returns 2 when refused. */
+int df_cli_apply_routing(const df_cmd *cmd, const df_settings *s, deltafin_ctx *c);
+/* One line on what the lossy routing flags did (nothing when they are off). */
+void df_cli_routing_report(const df_settings *s, deltafin_ctx *c, FILE *f);
 /* --log-file, --log-level, --log-prompts and -v (log level info): DF_CLI_GO or 1 (the log file
  * cannot be opened). df_cli_log_end restores stderr and closes the file. */
 int df_cli_log_begin(const df_cmd *cmd, df_settings *s);

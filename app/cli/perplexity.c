@@ -58,6 +58,7 @@ int cmd_perplexity(int argc, char **argv) {
     deltafin_ctx_params cp = df_cli_ctx_params(&S);
     cp.n_batch = n_batch;
     if (deltafin_ctx_create(m, &cp, &c) < 0) { fprintf(stderr, "perplexity: %s\n", deltafin_errmsg()); goto done; }
+    if (df_cli_apply_routing(&k_perplexity, &S, c)) goto done;
 
     uint64_t t0 = deltafin_time_ns();
     int nt = deltafin_tokenize(m, text, len, true, false, NULL, 0);
@@ -120,6 +121,8 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "Unexpected negative standard deviation of log(prob)\n");
         goto done;
     }
+    fflush(stdout);
+    df_cli_routing_report(&S, c, stderr);
     ret = 0;
 done:
     deltafin_ctx_free(c);

@@ -30,6 +30,20 @@ static int cmp_ent(const void *a, const void *b) {
     return x->e - y->e;
 }
 
+/* --trace: one line per forward pass, MoE layer and row: "pass layer e1 ... ek" (the store sees
+ * a pass's rows of a layer together: their union is what it reads). */
+typedef struct { FILE *f; int last_layer; uint64_t pass; } trace_st;
+static void trace_cb(void *ud, int layer, int n_tokens, int k, const int32_t *experts) {
+    trace_st *t = ud;
+    if (layer <= t->last_layer) t->pass++;
+    t->last_layer = layer;
+    for (int r = 0; r < n_tokens; r++) {
+        fprintf(t->f, "%llu %d", (unsigned long long)t->pass, layer);
+        for (int j = 0; j < k; j++) fprintf(t->f, " %d", experts[(int64_t)r * k + j]);
+        fputc('\n', t->f);
+    }
+}
+
 /* Decode one prompt (+ n_gen greedy tokens) from position 0; adds to *n_tok the tokens decoded. */
 static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, size_t len, int n_gen,
                           int32_t **buf, int *cap, uint64_t *n_tok, uint64_t *n_gen_tok, int *n_cut) {
@@ -66,6 +80,38 @@ static int profile_prompt(deltafin_model *m, deltafin_ctx *c, const char *text, 
     return DELTAFIN_OK;
 }
 
+/* The summary on stderr: totals, the top experts, per-layer skew. */
+static void profile_summary(const uint32_t *cnt, int L, int E, const ent *v, int n, int n_top, int n_prompts,
+                            uint64_t n_tok, double secs, uint64_t total, int n_moe) {
+    fprintf(stderr, "profile: %d prompts, %llu tokens in %.2f s, %llu expert selections in %d MoE layers, "
+                    "%d of %d (layer, expert) pairs used\n",
+            n_prompts, (unsigned long long)n_tok, secs, (unsigned long long)total, n_moe, n, n_moe * E);
+    if (n_top > n) n_top = n;
+    if (n_top > 0) {
+        fprintf(stderr, "top experts:");
+        for (int i = 0; i < n_top; i++) {
+            uint64_t lt = 0;
+            for (int e = 0; e < E; e++) lt += cnt[(size_t)v[i].l * E + e];
+            fprintf(stderr, " %d:%d %.1f%%", v[i].l, v[i].e, lt ? 100.0 * v[i].c / (double)lt : 0.0);
+        }
+        fprintf(stderr, "  (share of the layer's selections)\n");
+    }
+    fprintf(stderr, "per layer: used experts, top expert share, max/mean, effective experts (exp entropy)\n");
+    for (int l = 0; l < L; l++) {
+        const uint32_t *r = cnt + (size_t)l * E;
+        uint64_t lt = 0;
+        uint32_t mx = 0;
+        int nu = 0;
+        for (int e = 0; e < E; e++) { lt += r[e]; if (r[e] > mx) mx = r[e]; nu += r[e] > 0; }
+        if (!lt) continue;
+        double h = 0;
+        for (int e = 0; e < E; e++)
+            if (r[e]) { double p = r[e] / (double)lt; h -= p * log(p); }
+        fprintf(stderr, "  layer %3d: %4d/%d used, top %5.1f%%, max/mean %.2f, effective %.1f\n", l, nu, E,
+                100.0 * mx / (double)lt, mx * (double)E / (double)lt, exp(h));
+    }
+}
+
 int cmd_profile(int argc, char **argv) {
     df_settings S;
     int prc = df_cli_parse(&k_profile, argc, argv, &S);
@@ -90,6 +136,7 @@ int cmd_profile(int argc, char **argv) {
     int cap = 0;
     ent *v = NULL;
     FILE *out = NULL;
+    trace_st tr = {NULL, 1 << 30, 0};
 
     if (deltafin_read_file(pfile, &text, &tlen) < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
     if (df_cli_log_begin(&k_profile, &S) != DF_CLI_GO) goto done;
@@ -103,12 +150,25 @@ int cmd_profile(int argc, char **argv) {
     cp.n_batch = deltafin_ctx_default_params().n_batch;
     rc = deltafin_ctx_create(m, &cp, &c);
     if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    if (df_cli_apply_routing(&k_profile, &S, c)) goto done;
     if (n_gen >= deltafin_ctx_n_ctx(c)) {
         fprintf(stderr, "profile: -n %d leaves no room for a prompt in a context of %d\n", n_gen, deltafin_ctx_n_ctx(c));
         goto done;
     }
     rc = deltafin_ctx_count_routes(c);
     if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    if (S.trace) {
+        const uint32_t *c0;
+        int L0, E0;
+        deltafin_ctx_route_counts(c, &c0, &L0, &E0);
+        tr.f = fopen(S.trace, "w");
+        if (!tr.f) { fprintf(stderr, "profile: --trace %s: %s\n", S.trace, strerror(errno)); goto done; }
+        fprintf(tr.f, "# deltafin routing trace v1 of %s over %s\n# n_layer %d n_expert %d\n"
+                      "# pass layer experts (one line per row of a forward pass; the router's order)\n",
+                model, pfile, L0, E0);
+        rc = deltafin_ctx_set_route_trace(c, trace_cb, &tr);
+        if (rc < 0) { fprintf(stderr, "profile: %s\n", deltafin_errmsg()); goto done; }
+    }
 
     uint64_t n_tok = 0, n_gtok = 0;
     int n_prompts = 0, n_cut = 0;
@@ -168,36 +228,10 @@ int cmd_profile(int argc, char **argv) {
     }
     out = NULL;
 
-    /* summary */
-    fprintf(stderr, "profile: %d prompts, %llu tokens in %.2f s, %llu expert selections in %d MoE layers, "
-                    "%d of %d (layer, expert) pairs used\n",
-            n_prompts, (unsigned long long)n_tok, secs, (unsigned long long)total, n_moe, n, n_moe * E);
-    if (n_top > n) n_top = n;
-    if (n_top > 0) {
-        fprintf(stderr, "top experts:");
-        for (int i = 0; i < n_top; i++) {
-            uint64_t lt = 0;
-            for (int e = 0; e < E; e++) lt += cnt[(size_t)v[i].l * E + e];
-            fprintf(stderr, " %d:%d %.1f%%", v[i].l, v[i].e, lt ? 100.0 * v[i].c / (double)lt : 0.0);
-        }
-        fprintf(stderr, "  (share of the layer's selections)\n");
-    }
-    fprintf(stderr, "per layer: used experts, top expert share, max/mean, effective experts (exp entropy)\n");
-    for (int l = 0; l < L; l++) {
-        const uint32_t *r = cnt + (size_t)l * E;
-        uint64_t lt = 0;
-        uint32_t mx = 0;
-        int nu = 0;
-        for (int e = 0; e < E; e++) { lt += r[e]; if (r[e] > mx) mx = r[e]; nu += r[e] > 0; }
-        if (!lt) continue;
-        double h = 0;
-        for (int e = 0; e < E; e++)
-            if (r[e]) { double p = r[e] / (double)lt; h -= p * log(p); }
-        fprintf(stderr, "  layer %3d: %4d/%d used, top %5.1f%%, max/mean %.2f, effective %.1f\n", l, nu, E,
-                100.0 * mx / (double)lt, mx * (double)E / (double)lt, exp(h));
-    }
+    profile_summary(cnt, L, E, v, n, n_top, n_prompts, n_tok, secs, total, n_moe);
     ret = 0;
 done:
+    if (tr.f && fclose(tr.f) != 0 && ret == 0) { fprintf(stderr, "profile: writing %s failed\n", S.trace); ret = 1; }
     if (out && out != stdout) fclose(out);
     free(v);
     free(buf);

@@ -154,6 +154,7 @@ int cmd_run(int argc, char **argv) {
     deltafin_ctx_params cp = df_cli_ctx_params(&S);
     rc = deltafin_ctx_create(m, &cp, &c);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
+    if (df_cli_apply_routing(&k_run, &S, c)) goto done;
     g_ctx = c;
     signal(SIGINT, on_sigint);
 
@@ -252,6 +253,7 @@ int cmd_run(int argc, char **argv) {
                     (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
         }
     }
+    if (verbose) df_cli_routing_report(&S, c, stderr);
     if (verbose) { /* where the memory went, against the plan */
         deltafin_memory_use mu;
         char mb[512];

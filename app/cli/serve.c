@@ -43,6 +43,7 @@ int cmd_serve(int argc, char **argv) {
     p.host = S.host;
     p.port = S.port;
     p.chat_template = S.chat_template;
+    p.routing = S.routing;
     p.n_parallel = S.n_parallel;
     p.n_queue = S.n_queue;
     p.timeout_s = S.timeout_s;

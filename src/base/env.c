@@ -51,6 +51,8 @@ static void read_env(void) {
     e->dist_balance = int_in("DELTAFIN_DIST_BALANCE", 0, 1, -1);
     v = getenv("DELTAFIN_YARN_HF_BETAS");
     e->yarn_hf_betas = v && *v && strcmp(v, "0");
+    v = str("DELTAFIN_CACHE_POLICY");
+    e->cache_clock = v && !strcmp(v, "clock");
 }
 
 const df_env_t *df_env(void) {

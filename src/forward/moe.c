@@ -27,6 +27,65 @@ static void softmax(float *x, int n) { df_softmax_ggml(x, x, n); }
 
 /* Steps 1-9 for nt rows of x into idx/w ([nt][K]); select_only (look-ahead) stops after the
  * top-k choice (step 5): no weights, no routing counts. Scratch: c->router, c->selbuf. */
+/* Opt-in lossy routing (deltafin_ctx_set_routing), part 1, on the router's top-k (idx, with the
+ * unweighted scores in w): keep the first experts_per_token and move uncached experts to cached
+ * near-ties. Returns how many slots stay routed. */
+static int lossy_choose(struct deltafin_ctx *c, int il, int32_t *idx, float *w, const float *lg, const float *sel) {
+    const df_hparams *hp = &c->m->hp;
+    const int E = hp->n_expert, K = hp->n_expert_used;
+    int kk = K;
+    if (c->routing.experts_per_token > 0 && c->routing.experts_per_token < K) kk = c->routing.experts_per_token;
+    const float M = c->routing.cache_aware;
+    if (M > 0.0f && M < 1.0f) {
+        const bool raw = hp->gating == DF_GATING_SOFTMAX_WEIGHT;
+        const float lm = logf(1.0f - M);
+        for (int j = kk - 1; j >= 0; j--) {
+            if (df_weights_expert_cached(c->w, il, idx[j])) continue;
+            const float sj = sel[idx[j]], lo = raw ? sj + lm : sj - M * fabsf(sj);
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                if (!(sel[e] >= lo) || (best >= 0 && sel[e] <= sel[best])) continue;
+                bool chosen = false;
+                for (int i = 0; i < kk && !chosen; i++) chosen = idx[i] == e;
+                if (chosen || !df_weights_expert_cached(c->w, il, e)) continue;
+                best = e;
+            }
+            if (best < 0) continue;
+            idx[j] = best;
+            w[j] = lg[best];
+            c->route_swapped++;
+        }
+    }
+    return kk;
+}
+
+/* Part 2, on the final weights: expert_top_p, then the dropped slots (kk..K) get expert -1 and
+ * weight 0: no read, no compute, and the slot-order sum stops before them (the sum of a model
+ * with n_expert_used = kk). */
+static int lossy_finish(struct deltafin_ctx *c, int32_t *idx, float *w, int kk) {
+    const int K = c->m->hp.n_expert_used;
+    const float P = c->routing.expert_top_p;
+    if (P > 0.0f && P < 1.0f) {
+        double total = 0.0;
+        for (int j = 0; j < kk; j++) total += w[j];
+        if (total > 0.0) {
+            double cum = 0.0;
+            int keep = 0;
+            while (keep < kk) {
+                cum += w[keep++];
+                if (cum >= P * total) break;
+            }
+            const float scale = (float)(total / cum);
+            for (int j = 0; j < keep; j++) w[j] *= scale;
+            kk = keep;
+        }
+    }
+    c->route_slots += (uint64_t)K;
+    c->route_dropped += (uint64_t)(K - kk);
+    for (int j = kk; j < K; j++) { idx[j] = -1; w[j] = 0.0f; }
+    return kk;
+}
+
 static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, int32_t *idx_out, float *w_out,
                        bool select_only) {
     const df_model *m = c->m;
@@ -94,25 +153,31 @@ static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, i
             if (!select_only) w[j] = lg[best];
         }
         if (select_only) continue;
+        const bool lossy = c->routing.experts_per_token > 0 || c->routing.expert_top_p > 0.0f ||
+                           c->routing.cache_aware > 0.0f;
+        int kk = K;
+        if (lossy) kk = lossy_choose(c, il, idx, w, lg, sel);
         /* 7. */
-        if (hp->gating == DF_GATING_SOFTMAX_WEIGHT) softmax(w, K);
+        if (hp->gating == DF_GATING_SOFTMAX_WEIGHT) softmax(w, kk);
         /* 8. */
         if (hp->expert_weights_norm) {
             double s = 0.0;
-            for (int j = 0; j < K; j++) s += w[j];
+            for (int j = 0; j < kk; j++) s += w[j];
             float sum = (float)s;
             if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
-            for (int j = 0; j < K; j++) w[j] /= sum;
+            for (int j = 0; j < kk; j++) w[j] /= sum;
         }
         /* 9. */
         if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
-            for (int j = 0; j < K; j++) w[j] *= hp->expert_weights_scale;
+            for (int j = 0; j < kk; j++) w[j] *= hp->expert_weights_scale;
+        if (lossy) kk = lossy_finish(c, idx, w, kk);
         /* optional routing statistics (deltafin_ctx_count_routes) */
         if (c->route_counts) {
             uint32_t *rc = c->route_counts + (int64_t)il * E;
-            for (int j = 0; j < K; j++) rc[idx[j]]++;
+            for (int j = 0; j < kk; j++) rc[idx[j]]++;
         }
     }
+    if (c->route_trace && !select_only) c->route_trace(c->route_trace_ud, il, nt, K, idx_out);
 }
 
 void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt) {
@@ -235,7 +300,8 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
 
     /* bucket (token, slot) pairs by expert */
     memset(c->e_cnt, 0, sizeof(int32_t) * (size_t)E);
-    for (int i = 0; i < nt * K; i++) c->e_cnt[c->sel[i]]++;
+    for (int i = 0; i < nt * K; i++)
+        if (c->sel[i] >= 0) c->e_cnt[c->sel[i]]++; /* < 0: a slot dropped by lossy routing */
     int n_union = 0;
     c->e_off[0] = 0;
     for (int e = 0; e < E; e++) {
@@ -245,7 +311,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
     memset(c->e_cnt, 0, sizeof(int32_t) * (size_t)E);
     for (int i = 0; i < nt * K; i++) {
         int e = c->sel[i];
-        c->e_list[c->e_off[e] + c->e_cnt[e]++] = i;
+        if (e >= 0) c->e_list[c->e_off[e] + c->e_cnt[e]++] = i;
     }
     int64_t D, n_ff, n_out_d; /* expert input width (n_embd, or kimi-k3's latent) */
     df_model_expert_shape(m, il, DF_EXPERT_GATE, &D, &n_ff, NULL);
@@ -312,7 +378,7 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         const float *w = c->selw + (int64_t)t * K;
         const float *y0 = c->yslot + (int64_t)t * K * n_out_d;
         for (int64_t d = 0; d < n_out_d; d++) o[d] = y0[d] * w[0];
-        for (int j = 1; j < K; j++) {
+        for (int j = 1; j < K && c->sel[(int64_t)t * K + j] >= 0; j++) {
             const float *yj = y0 + (int64_t)j * n_out_d;
             for (int64_t d = 0; d < n_out_d; d++) o[d] += yj[d] * w[j];
         }

@@ -255,6 +255,42 @@ int deltafin_ctx_route_counts(const deltafin_ctx *c, const uint32_t **counts, in
     return DF_OK;
 }
 
+int deltafin_ctx_set_route_trace(deltafin_ctx *c,
+                                 void (*fn)(void *ud, int layer, int n_tokens, int k, const int32_t *experts),
+                                 void *ud) {
+    const df_hparams *hp = &c->m->hp;
+    if (fn && (hp->n_expert <= 0 || hp->n_expert_used <= 0)) return df_err(DF_ERR_UNSUPPORTED, "model has no routed experts");
+    c->route_trace = fn;
+    c->route_trace_ud = ud;
+    return DF_OK;
+}
+
+int deltafin_ctx_set_routing(deltafin_ctx *c, const deltafin_routing *r) {
+    const df_hparams *hp = &c->m->hp;
+    deltafin_routing z = {0};
+    if (!r) r = &z;
+    const bool on = r->experts_per_token != 0 || r->expert_top_p != 0.0f || r->cache_aware != 0.0f;
+    if (on && (hp->n_expert <= 0 || hp->n_expert_used <= 0))
+        return df_err(DF_ERR_UNSUPPORTED, "lossy routing: the model has no routed experts");
+    if (r->experts_per_token < 0 || r->experts_per_token > hp->n_expert_used)
+        return df_err(DF_ERR_INVALID, "--experts-per-token %d: expected 1..%d (the model routes each token to %d experts)",
+                      r->experts_per_token, hp->n_expert_used, hp->n_expert_used);
+    if (!(r->expert_top_p >= 0.0f && r->expert_top_p <= 1.0f))
+        return df_err(DF_ERR_INVALID, "--expert-top-p %g: expected a share in (0, 1]", (double)r->expert_top_p);
+    if (!(r->cache_aware >= 0.0f && r->cache_aware < 1.0f))
+        return df_err(DF_ERR_INVALID, "--cache-aware-routing %g: expected a relative margin in (0, 1)", (double)r->cache_aware);
+    c->routing = *r;
+    if (c->routing.experts_per_token == hp->n_expert_used) c->routing.experts_per_token = 0;
+    if (c->routing.expert_top_p == 1.0f) c->routing.expert_top_p = 0.0f;
+    return DF_OK;
+}
+
+void deltafin_ctx_routing_stats(const deltafin_ctx *c, uint64_t *slots, uint64_t *dropped, uint64_t *swapped) {
+    if (slots) *slots = c->route_slots;
+    if (dropped) *dropped = c->route_dropped;
+    if (swapped) *swapped = c->route_swapped;
+}
+
 int deltafin_ctx_n_ctx(const deltafin_ctx *c) { return c->n_ctx; }
 int deltafin_ctx_n_batch(const deltafin_ctx *c) { return c->n_batch; }
 int deltafin_ctx_n_threads(const deltafin_ctx *c) { return c->n_threads; }

@@ -68,6 +68,12 @@ struct deltafin_ctx {
     float *xg, *yg;/* [nb][n_embd] gathered input / expert output */
     float *yslot;  /* [nb][k][n_embd] per-slot expert outputs (summed in slot order) */
     uint32_t *route_counts; /* [n_layer][E] tokens routed per expert, or NULL (off: no cost) */
+    /* opt-in lossy routing (deltafin_ctx_set_routing; all zero = off, the model's routing) and
+     * the routing trace callback (deltafin_ctx_set_route_trace, NULL = off) */
+    deltafin_routing routing;
+    uint64_t route_slots, route_dropped, route_swapped; /* (token, slot) pairs routed / dropped / moved to a cached expert */
+    void (*route_trace)(void *ud, int layer, int n_tokens, int k, const int32_t *experts);
+    void *route_trace_ud;
     char *arch_scr; uint64_t arch_scr_bytes; /* for df_arch hooks */
     /* recurrent state (df_arch.state_bytes; zero = fresh sequence) and the ids decoded so far
      * (hist[0..n_past), kept only when there is state: truncation re-decodes the prefix) */

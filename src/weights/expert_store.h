@@ -72,6 +72,8 @@ void df_store_set_prefetch(df_store *s, int mode); /* DF_PREFETCH_* (also the lo
 void df_store_lookahead(df_store *s, int layer, const int *experts, int n);
 /* Whether predictions are wanted (prefetch not off): callers skip the router work otherwise. */
 bool df_store_lookahead_wanted(df_store *s);
+/* The expert is in the cache or being read into it (cache-aware routing). */
+bool df_store_is_cached(df_store *s, int layer, int expert);
 
 /* Load and pin for the whole run (hot set). Stops when the hot set would leave fewer than
  * 2 * min_slots unpinned slots; returns how many were pinned (>= 0) or an error (read). */

@@ -216,6 +216,10 @@ void df_weights_end(df_weights *w) { if (w->ds) df_dense_end(w->ds); }
 int df_weights_layer_acquire(df_weights *w, int il) { return w->ds ? df_dense_acquire(w->ds, il) : DF_OK; }
 void df_weights_layer_release(df_weights *w, int il) { if (w->ds) df_dense_release(w->ds, il); }
 
+bool df_weights_expert_cached(const df_weights *w, int layer, int expert) {
+    return w->store ? df_store_is_cached(w->store, layer, expert) : true;
+}
+
 void df_weights_expert_stats(const df_weights *w, df_store_stats *st) {
     memset(st, 0, sizeof *st);
     if (w->has_ex && w->ex.stats) w->ex.stats(w->ex.ud, st);

@@ -147,4 +147,7 @@ static inline bool df_weights_lookahead_wanted(const df_weights *w) {
 /* ---- statistics ---------------------------------------------------------------------------- */
 /* Expert-source counters (zero when experts are resident). */
 void df_weights_expert_stats(const df_weights *w, struct df_store_stats *st);
+/* Whether reading the expert now would cost nothing: resident, or in the store's cache (or on
+ * its way there). Sources other than the store answer true. */
+bool df_weights_expert_cached(const df_weights *w, int layer, int expert);
 #endif
