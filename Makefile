@@ -2,6 +2,15 @@
 #                            demo bench asan ubsan fuzz clean deps
 # Build variants go to separate folders: build/ (release), build-asan/ (ASan+UBSan).
 CC      ?= gcc
+# MPI=1: expert parallelism across processes (src/dist/, docs/distributed.md), built with mpicc
+# into build-mpi/; MPI=auto: when mpicc exists. Without it the binary is the single-machine one.
+MPI     ?= 0
+ifeq ($(MPI),auto)
+  MPI := $(shell command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
+endif
+ifeq ($(MPI),1)
+  BUILD ?= build-mpi
+endif
 BUILD   ?= build
 SAN     ?=
 OPT     ?= -O2
@@ -36,6 +45,14 @@ endif
 ifneq ($(ARCH),aarch64)
   LIB_SRC := $(filter-out src/kernels/arm_%.c,$(LIB_SRC))
 endif
+DIST_MPI_SRC := src/dist/world.c src/dist/remote.c src/dist/worker.c
+ifeq ($(MPI),1)
+  CC := mpicc
+  CFLAGS_COMMON += -DDF_HAVE_MPI=1
+  LIB_SRC := $(filter-out src/dist/none.c,$(LIB_SRC))
+else
+  LIB_SRC := $(filter-out $(DIST_MPI_SRC),$(LIB_SRC))
+endif
 TOOL_SRC := $(sort $(wildcard app/*.c app/cli/*.c))
 DEV_SRC  := $(sort $(wildcard dev/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -62,11 +79,12 @@ cli: $(BIN)
 dev: $(DEVBIN)
 tests: $(TEST_BIN)
 
+DEPS_ARGS := $(if $(filter 1,$(MPI)),--mpi)
 check-deps:
-	@sh scripts/deps.sh --check >/dev/null 2>&1 || sh scripts/deps.sh
+	@sh scripts/deps.sh --check $(DEPS_ARGS) >/dev/null 2>&1 || sh scripts/deps.sh $(DEPS_ARGS)
 
 deps:
-	sh scripts/deps.sh
+	sh scripts/deps.sh $(DEPS_ARGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -151,6 +169,6 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/deltafin.pc
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-mpi
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(DEV_OBJ:.o=.d)

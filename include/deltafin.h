@@ -671,6 +671,61 @@ typedef struct {
 int deltafin_pack_verify(const char *path, int (*cb)(void *ud, const deltafin_pack_record *r), void *ud,
                          deltafin_pack_verify_result *res);
 
+/* ---- several processes or machines: experts spread over MPI ranks (docs/distributed.md) ---
+ * Under `mpirun -np N deltafin ...` rank 0 runs the command as usual and ranks 1..N-1 each
+ * hold a share of every MoE layer's routed experts (their own expert store under their own
+ * memory limit) and compute it on the hidden states rank 0 sends; tokens are the same for
+ * every N. A build without MPI (make without MPI=1) is always one process. */
+typedef struct {
+    double timeout_s;        /* a worker that does not answer within this ends the run (default 60) */
+    const char *placement;   /* a `deltafin profile` file: experts placed by load; NULL: round robin */
+} deltafin_dist_params;
+deltafin_dist_params deltafin_dist_default_params(void);
+/* Joins the MPI job when an MPI launcher (mpirun, srun) started this process, else does
+ * nothing. Call once at start (argc/argv may be NULL); p may be NULL. */
+int deltafin_dist_init(int *argc, char ***argv, const deltafin_dist_params *p);
+bool deltafin_dist_built(void);          /* this library was built with MPI */
+int deltafin_dist_rank(void);            /* 0 outside a job */
+int deltafin_dist_size(void);            /* 1 outside a job */
+const char *deltafin_dist_library(void); /* "Open MPI v4.1.4" or why there is none */
+/* Ranks > 0: load path's share of the routed experts with p (memory limit, cache, I/O engine,
+ * prefetch, hot set, threads) and compute rank 0's requests until rank 0 is done. Returns
+ * DELTAFIN_OK, or < 0 (also reported to rank 0, which fails the load naming this rank). */
+int deltafin_dist_worker(const char *path, const deltafin_model_params *p);
+/* Leaves the job (rank 0 stops the workers first). After a fault — a worker that did not
+ * answer within the timeout — the whole job is aborted instead and this does not return.
+ * Returns status; a no-op outside a job. */
+int deltafin_dist_finalize(int status);
+
+/* Communication statistics of a distributed model (rank 0; cumulative since load). rtt: from
+ * sending a layer's rows to the last owner's answer; wait: rank 0 blocked after its own
+ * experts; comm: rtt minus the owner's own compute and I/O time (network, MPI, queueing). */
+typedef struct {
+    int n_rank;                 /* 1: not distributed (everything below 0) */
+    const char *placement;      /* "round-robin" | "balanced by FILE" */
+    uint64_t exchanges;         /* MoE layers that needed another rank */
+    uint64_t messages, bytes_out, bytes_in;
+    uint64_t rtt_ns, wait_ns, comm_ns;
+} deltafin_dist_stats;
+int deltafin_model_dist_stats(const deltafin_model *m, deltafin_dist_stats *out);
+/* One MoE layer's share of the above. DELTAFIN_ERR_INVALID if not distributed / bad layer. */
+int deltafin_model_dist_layer_stats(const deltafin_model *m, int layer, uint64_t *calls, uint64_t *bytes_out,
+                                    uint64_t *bytes_in, uint64_t *rtt_ns, uint64_t *wait_ns, uint64_t *comm_ns);
+/* Each rank's expert cache and work (asks the workers: call between decodes). */
+typedef struct {
+    int rank, n_slots, engine;
+    uint64_t pairs;                    /* (layer, expert) pairs it owns */
+    uint64_t requests, rows, busy_ns;  /* requests computed, expert rows, time receipt -> reply */
+    uint64_t hits, misses, bytes_read, io_busy_ns, wait_ns, cache_bytes;
+    double read_gbps;
+    char host[64];
+} deltafin_dist_rank_stats;
+/* Fills up to cap rows (rank order); returns the number of ranks or < 0. */
+int deltafin_model_dist_rank_stats(deltafin_model *m, deltafin_dist_rank_stats *out, int cap);
+/* All of it as one JSON object text ({"ranks", "placement", totals, "layers": [...],
+ * "per_rank": [...]}); the caller frees. NULL when not distributed. */
+char *deltafin_model_dist_json(deltafin_model *m);
+
 #ifdef __cplusplus
 }
 #endif

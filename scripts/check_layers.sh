@@ -5,6 +5,9 @@
 # cycle. Exit 1 with the offending lines. Usage: sh scripts/check_layers.sh [ROOT]
 ROOT=${1:-.}
 cd "$ROOT" || exit 2
+# MPI is src/dist's business: nothing else includes mpi.h
+mpi=$(grep -rln '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]mpi\.h[>"]' src app dev include 2>/dev/null | grep -v '^src/dist/')
+if [ -n "$mpi" ]; then echo "check_layers: mpi.h included outside src/dist: $mpi"; exit 1; fi
 find src app dev -name '*.[ch]' 2>/dev/null | sort | while read -r f; do
     sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | while read -r inc; do
         echo "$f $inc"
@@ -18,10 +21,11 @@ BEGIN {
     allow["model"]   = "base format kernels model"
     allow["weights"] = "base format kernels model weights"
     allow["forward"] = "base format kernels model weights forward"
+    allow["dist"]    = "base format kernels model weights forward dist"
     allow["text"]    = "base format text"
-    allow["runtime"] = "base format kernels model weights forward text runtime"
+    allow["runtime"] = "base format kernels model weights forward dist text runtime"
     allow["app"]     = "include app"
-    allow["dev"]     = "include base format kernels model weights forward text runtime dev"
+    allow["dev"]     = "include base format kernels model weights forward dist text runtime dev"
     bad = 0
 }
 function module_of(path,   a, n) {

@@ -1,7 +1,11 @@
 #!/bin/sh
 # Installs the Debian/Ubuntu packages deltafin needs to build and test, if any is missing.
-# `deps.sh --check` only reports (exit 1 if something is missing).
+# `deps.sh --check` only reports (exit 1 if something is missing). `--mpi` adds Open MPI, which
+# only the optional multi-process build needs (make MPI=1, docs/distributed.md).
+CHECK=0; WANT_MPI=0
+for a in "$@"; do case $a in --check) CHECK=1 ;; --mpi) WANT_MPI=1 ;; esac; done
 PKGS="build-essential clang libpcre2-dev libmicrohttpd-dev libcjson-dev libyaml-dev libcurl4-openssl-dev libssl-dev liburing-dev python3 python3-jinja2 python3-numpy curl"
+[ $WANT_MPI = 1 ] && PKGS="$PKGS libopenmpi-dev openmpi-bin"
 # x86-64: a cross compiler and qemu so the NEON kernels are tested too (tests/neon_qemu.sh)
 [ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 missing=""
@@ -9,7 +13,7 @@ for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
-[ "$1" = "--check" ] && { echo "missing:$missing"; exit 1; }
+[ $CHECK = 1 ] && { echo "missing:$missing"; exit 1; }
 echo "deltafin: installing missing packages:$missing"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo

@@ -6,6 +6,8 @@ LIB="$BUILD/libdeltafin.a"
 [ -f "$LIB" ] || { echo "fuzz_replay: $LIB missing (run make first)"; exit 1; }
 LIBS="-lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread"
 [ -f /usr/include/liburing.h ] && LIBS="$LIBS -luring"
+# a library built with MPI (make MPI=1) links through mpicc
+ar t "$LIB" 2>/dev/null | grep -qx world.o && CC=${MPICC:-mpicc}
 SAN=""
 case "$BUILD" in *asan*) SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" ;; esac
 out="$BUILD/fuzz-replay"

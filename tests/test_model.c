@@ -317,6 +317,70 @@ static int pp_acquire(void *ud, int layer, int expert, df_expert_w *out) {
 }
 static void pp_release(void *ud, int layer, int expert) { (void)ud; (void)layer; (void)expert; }
 
+/* An expert source that computes the odd experts itself, the way a remote owner does
+ * (dist/worker.c): the moe.c side of df_expert_source.submit/poll/complete. */
+typedef struct {
+    pread_prov *pp;
+    df_model *m;
+    df_moe_bufs b;
+    void *mem;
+    int n_submit, n_poll, n_complete, n_remote;
+} remote_src;
+
+static int rs_acquire(void *ud, int l, int e, df_expert_w *out) {
+    remote_src *r = ud;
+    CHECK(e % 2 == 0); /* moe.c acquires only what submit left local */
+    return pp_acquire(r->pp, l, e, out);
+}
+static void rs_release(void *ud, int l, int e) { (void)ud; (void)l; (void)e; }
+static int rs_submit(void *ud, const df_expert_job *job, uint8_t *local) {
+    remote_src *r = ud;
+    for (int u = 0; u < job->n_union; u++) local[u] = job->e_union[u] % 2 == 0;
+    r->n_submit++;
+    return DF_OK;
+}
+static void rs_poll(void *ud) { ((remote_src *)ud)->n_poll++; }
+static int rs_complete(void *ud, const df_expert_job *job) {
+    remote_src *r = ud;
+    r->n_complete++;
+    int64_t n_ff;
+    df_model_expert_shape(r->m, job->layer, DF_EXPERT_GATE, NULL, &n_ff, NULL);
+    for (int u = 0; u < job->n_union; u++) {
+        const int e = job->e_union[u];
+        if (e % 2 == 0) continue;
+        const int n = job->e_off[e + 1] - job->e_off[e];
+        const int32_t *lst = job->e_list + job->e_off[e];
+        for (int i = 0; i < n; i++)
+            memcpy(r->b.xg + (int64_t)i * job->d_in, job->x + (int64_t)(lst[i] / job->k) * job->d_in,
+                   sizeof(float) * (size_t)job->d_in);
+        df_expert_w w;
+        int rc = pp_acquire(r->pp, job->layer, e, &w);
+        if (rc < 0) return rc;
+        df_moe_expert_rows(&r->b, &r->m->hp, &r->m->layers[job->layer], e, &w, job->d_in, n_ff, job->d_out, n);
+        for (int i = 0; i < n; i++)
+            memcpy(job->y + (int64_t)lst[i] * job->d_out, r->b.yg + (int64_t)i * job->d_out,
+                   sizeof(float) * (size_t)job->d_out);
+        r->n_remote++;
+    }
+    return DF_OK;
+}
+
+/* remote_src's buffers for n rows, carved as a worker carves them */
+static int rs_bufs(remote_src *r, int n, df_pool *pool) {
+    df_moe_dims dm;
+    const uint64_t bytes = df_moe_bufs_bytes(r->m, n, &dm);
+    char *q = r->mem = df_aligned_alloc(64, (size_t)bytes);
+    if (!q) return DF_ERR_NOMEM;
+    r->b.pool = pool;
+    r->b.act = q; q += df_pad(dm.act_bytes, 64);
+    r->b.xg = (float *)q; q += df_pad((uint64_t)n * dm.d_in * 4, 64);
+    r->b.fa = (float *)q; q += df_pad((uint64_t)n * dm.n_ff * 4, 64);
+    r->b.fb = (float *)q; q += df_pad((uint64_t)n * dm.n_ff * 4, 64);
+    r->b.yg = (float *)q; q += df_pad((uint64_t)n * dm.d_out * 4, 64);
+    CHECK((uint64_t)(q - (char *)r->mem) == bytes);
+    return DF_OK;
+}
+
 static void test_arch(const char *arch, int type) {
     char p[512];
     snprintf(p, sizeof p, "%s/%s.gguf", g_dir, arch);
@@ -391,6 +455,21 @@ static void test_arch(const char *arch, int type) {
             CHECK_EQ_INT(run_logits(m2, ids, n, 512, 0, c), DF_OK);
             CHECK_MSG(max_diff(a, c, (size_t)n * V) == 0.0, "%s: provider logits differ", arch);
             CHECK(pp.n_acq > 0 && pp.n_acq <= s.n_layer * s.n_expert);
+            /* half the experts computed by the source (as remote owners): the same bits */
+            remote_src rs = {.pp = &pp, .m = m2};
+            df_pool *pool = df_pool_create(1);
+            CHECK_EQ_INT(rs_bufs(&rs, n, pool), DF_OK);
+            df_expert_source rv = {.ud = &rs, .acquire = rs_acquire, .release = rs_release, .submit = rs_submit,
+                                   .poll = rs_poll, .complete = rs_complete};
+            df_weights_set_experts(m2->w, &rv);
+            CHECK_EQ_INT(run_logits(m2, ids, n, 512, 0, c), DF_OK);
+            CHECK_MSG(max_diff(a, c, (size_t)n * V) == 0.0, "%s: logits with remote experts differ", arch);
+            CHECK_EQ_INT(run_logits(m, ids, n, 1, 1, b), DF_OK); /* token by token: one row per expert */
+            CHECK_EQ_INT(run_logits(m2, ids, n, 1, 1, c), DF_OK);
+            CHECK_MSG(max_diff(b, c, (size_t)n * V) == 0.0, "%s: logits with remote experts (decode) differ", arch);
+            CHECK(rs.n_remote > 0 && rs.n_submit > 0 && rs.n_submit == rs.n_complete);
+            free(rs.mem);
+            df_pool_free(pool);
             for (int part = 0; part < DF_EXPERT_NPARTS; part++) free(pp.buf[part]);
             close(pp.fd);
             deltafin_model_free(m2);

@@ -5,6 +5,7 @@
  * --json. `deltafin bench kernels ...` forwards to bench_kernels_main (app/cli/bench_kernels.c). */
 #include "app/cli/flags.h"
 #include "deltafin.h"
+#include "app/cli/dist.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -147,6 +148,7 @@ int cmd_bench(int argc, char **argv) {
         cJSON *sto = sj ? cJSON_Parse(sj) : NULL;
         free(sj);
         if (sto) cJSON_AddItemToObject(so, "stream", sto);
+        df_cli_dist_report(m, NULL, so); /* several ranks: communication and each rank's cache */
         char *s = cJSON_PrintUnformatted(o);
         if (s) { puts(s); free(s); }
         cJSON_Delete(o);
@@ -167,6 +169,7 @@ int cmd_bench(int argc, char **argv) {
             char sb[640];
             printf("%s\n", deltafin_stream_stats_str(&ss, sb, sizeof sb));
         }
+        df_cli_dist_report(m, stdout, NULL);
         printf("peak memory: %s\n", deltafin_fmt_bytes(deltafin_peak_rss(), mb, sizeof mb));
     }
     ret = 0;

@@ -3,6 +3,7 @@
  * `int cmd_<name>(int argc, char **argv)` (argv[0] is the subcommand name). The references
  * are strong: a missing subcommand is a link error, not a runtime surprise. */
 #include "deltafin.h"
+#include "app/cli/dist.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -83,10 +84,16 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "help")) return help(argc, argv);
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("deltafin %s (commit %s)\n", DELTAFIN_VERSION, deltafin_commit());
+        if (deltafin_dist_built()) printf("built with MPI: experts across processes (docs/distributed.md)\n");
         return 0;
     }
     const struct cmd *c = find_cmd(argv[1]);
-    if (c) return c->fn(argc - 1, argv + 1);
+    if (c) {
+        int ac = argc - 1;
+        int w = df_cli_dist_start(&ac, argv + 1); /* under mpirun: ranks > 0 serve experts */
+        if (w >= 0) return w;
+        return df_cli_dist_end(c->fn(ac, argv + 1));
+    }
     fprintf(stderr, "deltafin: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

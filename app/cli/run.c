@@ -7,6 +7,7 @@
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
 #include "app/config.h"
+#include "app/cli/dist.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -269,6 +270,7 @@ int cmd_run(int argc, char **argv) {
         deltafin_model_memory_use(m, &mu);
         fprintf(stderr, "%s\n", deltafin_memory_use_str(&mu, mb, sizeof mb));
     }
+    if (!json) df_cli_dist_report(m, verbose ? stderr : NULL, NULL); /* several ranks: communication */
     if (json) {
         cJSON *o = cJSON_CreateObject();
         cJSON *pa = cJSON_AddArrayToObject(o, "prompt_tokens");
@@ -287,6 +289,7 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
         cJSON_AddNumberToObject(so, "dense_bytes_read", (double)st.dense_bytes_read);
         add_stream_json(so, &ss); /* expert streaming: cache, I/O, prefetch and look-ahead */
+        df_cli_dist_report(m, verbose ? stderr : NULL, so);
         char *s = cJSON_PrintUnformatted(o);
         if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }
         cJSON_Delete(o);

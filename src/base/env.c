@@ -47,6 +47,8 @@ static void read_env(void) {
     e->expert_cache = str("DELTAFIN_EXPERT_CACHE");
     v = str("DELTAFIN_PLAN_CTX");
     e->plan_ctx = v && atoi(v) > 0 ? atoi(v) : 0;
+    e->dist_spin_us = int_in("DELTAFIN_DIST_SPIN_US", 0, 10000000, -1);
+    e->dist_balance = int_in("DELTAFIN_DIST_BALANCE", 0, 1, -1);
     v = getenv("DELTAFIN_YARN_HF_BETAS");
     e->yarn_hf_betas = v && *v && strcmp(v, "0");
     v = str("DELTAFIN_CACHE_POLICY");

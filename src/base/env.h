@@ -23,6 +23,8 @@ typedef struct {
     const char *expert_cache;  /* DELTAFIN_EXPERT_CACHE: exact expert cache size (tests), NULL */
     int plan_ctx;              /* DELTAFIN_PLAN_CTX: context the memory plan assumes, 0 unset */
     bool yarn_hf_betas;        /* DELTAFIN_YARN_HF_BETAS=1: the file's YaRN betas (HF) */
+    int dist_spin_us;          /* DELTAFIN_DIST_SPIN_US: MPI ranks poll before sleeping, -1 unset */
+    int dist_balance;          /* DELTAFIN_DIST_BALANCE: 0 off, 1 on for every rank, -1 unset (auto) */
     bool cache_clock;          /* DELTAFIN_CACHE_POLICY=clock: the expert cache's previous policy (A/B) */
 } df_env_t;
 

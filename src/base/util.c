@@ -62,6 +62,8 @@ const char *df_status_str(int s) {
 void df_log_set_level(int level) { g_log_level = level; }
 int df_log_get_level(void) { return g_log_level; }
 void df_log_set_file(FILE *f) { g_log_file = f; }
+static char g_log_tag[32];
+void df_log_set_tag(const char *tag) { snprintf(g_log_tag, sizeof g_log_tag, "%s", tag ? tag : ""); }
 
 void df_log(int level, const char *fmt, ...) {
     if (level > g_log_level) return;
@@ -70,7 +72,8 @@ void df_log(int level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     pthread_mutex_lock(&g_log_mu);
-    fprintf(f, "deltafin: %s: ", names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    if (g_log_tag[0]) fprintf(f, "deltafin[%s]: %s: ", g_log_tag, names[level < 0 ? 0 : level > 3 ? 3 : level]);
+    else fprintf(f, "deltafin: %s: ", names[level < 0 ? 0 : level > 3 ? 3 : level]);
     vfprintf(f, fmt, ap);
     fputc('\n', f);
     fflush(f);

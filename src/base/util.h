@@ -42,6 +42,8 @@ void df_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void df_log_set_level(int level);
 int df_log_get_level(void);
 void df_log_set_file(FILE *f); /* default stderr */
+/* A tag in every line ("deltafin[rank 2]: info: ..."); NULL or "" for none. */
+void df_log_set_tag(const char *tag);
 
 /* Broken internal invariant: always on, also in release builds. */
 #define DF_ASSERT(cond)                                                                  \

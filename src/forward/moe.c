@@ -239,13 +239,6 @@ void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int 
     df_weights_expert_lookahead(c->w, il_next, order, n);
 }
 
-/* one expert's matrix: ggml's MUL_MAT_ID (its float order differs from a plain matmul's for
- * repacked weights; kernels.h) */
-static void mm_raw(struct deltafin_ctx *c, const void *w, int type, int64_t n_in, int64_t n_out,
-                   const float *X, int nt, float *Y) {
-    df_matmul_id(c->pool, w, type, n_in, n_out, X, n_in, nt, Y, n_out, c->act);
-}
-
 /* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
  * as ggml_swiglu (which matters in ggml's order: vectors restart at each row) */
 void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
@@ -277,6 +270,67 @@ void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
     }
 }
 
+/* One routed expert on n rows, exactly as every MoE layer computes it (so an expert run by a
+ * remote owner through this function gives the bits a local one would). The matrices go
+ * through ggml's MUL_MAT_ID (its float order differs from a plain matmul's for repacked
+ * weights under DELTAFIN_GGML_ORDER; kernels.h). */
+void df_moe_expert_rows(const df_moe_bufs *b, const df_hparams *hp, const df_layer *L, int e, const df_expert_w *w,
+                        int64_t D, int64_t n_ff, int64_t n_out, int n) {
+    if (w->type[DF_EXPERT_GATE] == w->type[DF_EXPERT_UP]) {
+        int ty = w->type[DF_EXPERT_GATE];
+        df_quantize_act(ty, b->xg, D, D, n, b->act);
+        df_matmul_q_id(b->pool, w->w[DF_EXPERT_GATE], ty, D, n_ff, b->act, n, b->fa, n_ff);
+        df_matmul_q_id(b->pool, w->w[DF_EXPERT_UP], ty, D, n_ff, b->act, n, b->fb, n_ff);
+    } else {
+        df_matmul_id(b->pool, w->w[DF_EXPERT_GATE], w->type[DF_EXPERT_GATE], D, n_ff, b->xg, D, n, b->fa, n_ff, b->act);
+        df_matmul_id(b->pool, w->w[DF_EXPERT_UP], w->type[DF_EXPERT_UP], D, n_ff, b->xg, D, n, b->fb, n_ff, b->act);
+    }
+    if (L && L->exps_b[DF_EXPERT_GATE]) { /* per-expert biases (gpt-oss: ggml_add_id) */
+        const float *bg = (const float *)L->exps_b[DF_EXPERT_GATE]->data + (int64_t)e * n_ff;
+        const float *bu = (const float *)L->exps_b[DF_EXPERT_UP]->data + (int64_t)e * n_ff;
+        for (int i = 0; i < n; i++) {
+            df_add(b->fa + (int64_t)i * n_ff, bg, (int)n_ff);
+            df_add(b->fb + (int64_t)i * n_ff, bu, (int)n_ff);
+        }
+    }
+    df_ffn_act_rows(hp, b->fa, b->fb, n, n_ff);
+    df_matmul_id(b->pool, w->w[DF_EXPERT_DOWN], w->type[DF_EXPERT_DOWN], n_ff, n_out, b->fa, n_ff, n, b->yg, n_out, b->act);
+    if (L && L->exps_b[DF_EXPERT_DOWN]) {
+        const float *bd = (const float *)L->exps_b[DF_EXPERT_DOWN]->data + (int64_t)e * n_out;
+        for (int i = 0; i < n; i++) df_add(b->yg + (int64_t)i * n_out, bd, (int)n_out);
+    }
+}
+
+uint64_t df_moe_bufs_bytes(const df_model *m, int n_rows, df_moe_dims *dims) {
+    df_moe_dims d = {0};
+    uint64_t act = 64;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        if (!m->layers[l].is_moe) continue;
+        int64_t din, nff, dout;
+        df_model_expert_shape(m, l, DF_EXPERT_GATE, &din, &nff, NULL);
+        df_model_expert_shape(m, l, DF_EXPERT_DOWN, NULL, &dout, NULL);
+        if (din > d.d_in) d.d_in = din;
+        if (nff > d.n_ff) d.n_ff = nff;
+        if (dout > d.d_out) d.d_out = dout;
+        for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
+            const df_tensor *t = m->layers[l].exps[p];
+            if (!t) continue;
+            /* the type as stored and the one the expert store repacks it to */
+            const int types[2] = {t->type, df_repack_type(t->type)};
+            for (int i = 0; i < 2; i++) {
+                if (types[i] < 0) continue;
+                uint64_t a = df_act_bytes(types[i], t->ne[0], n_rows);
+                if (a > act) act = a;
+            }
+        }
+    }
+    if (dims) *dims = d;
+    const uint64_t n = (uint64_t)(n_rows > 0 ? n_rows : 1);
+    if (dims) dims->act_bytes = act;
+    return df_pad(act, 64) + df_pad(n * (uint64_t)d.d_in * 4, 64) + 2 * df_pad(n * (uint64_t)d.n_ff * 4, 64) +
+           df_pad(n * (uint64_t)d.d_out * 4, 64);
+}
+
 int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *xe, int nt, float *out) {
     df_model *m = c->m;
     const df_hparams *hp = &m->hp;
@@ -300,10 +354,20 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         if (e >= 0) c->e_list[c->e_off[e] + c->e_cnt[e]++] = i;
     }
     count_sharing(c, n_union);
-    df_weights_expert_prefetch(c->w, il, c->e_union, n_union);
     int64_t D, n_ff, n_out_d; /* expert input width (n_embd, or kimi-k3's latent) */
     df_model_expert_shape(m, il, DF_EXPERT_GATE, &D, &n_ff, NULL);
     df_model_expert_shape(m, il, DF_EXPERT_DOWN, NULL, &n_out_d, NULL);
+    /* experts owned by other processes start first (their owners read and compute them while
+     * this one works on its own share) */
+    const bool remote = df_weights_expert_remote(c->w);
+    const df_expert_job job = {.layer = il, .nt = nt, .k = K, .sel = c->sel, .e_off = c->e_off, .e_list = c->e_list,
+                               .e_union = c->e_union, .n_union = n_union, .x = xe, .d_in = D, .y = c->yslot,
+                               .d_out = n_out_d};
+    if (remote) {
+        int rc = df_weights_expert_submit(c->w, &job, c->e_local);
+        if (rc < 0) return rc;
+    }
+    df_weights_expert_prefetch(c->w, il, c->e_union, n_union);
 
     /* router look-ahead: the next MoE layer's router on this layer's state (after its
      * attention), queued behind this layer's reads so the disk keeps working across the layer
@@ -325,43 +389,30 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         df_moe_lookahead(c, il_next, xn, nt);
     }
 
-    for (int u = 0; u < n_union; u++) {
-        if (df_pass_cancelled(c)) return df_err(DF_ERR_CANCELLED, "cancelled");
+    const df_moe_bufs bufs = {.pool = c->pool, .act = c->act, .xg = c->xg, .fa = c->fa, .fb = c->fb, .yg = c->yg};
+    int rc = DF_OK;
+    for (int u = 0; u < n_union && rc == DF_OK; u++) {
+        if (remote && !c->e_local[u]) continue;
+        if (df_pass_cancelled(c)) { rc = df_err(DF_ERR_CANCELLED, "cancelled"); break; }
         const int e = c->e_union[u];
         const int n = c->e_off[e + 1] - c->e_off[e];
         const int32_t *lst = c->e_list + c->e_off[e];
         df_expert_w w;
-        int rc = df_weights_expert_acquire(c->w, il, e, &w);
-        if (rc < 0) return df_err_prefix(rc, "layer %d expert %d", il, e);
+        rc = df_weights_expert_acquire(c->w, il, e, &w);
+        if (rc < 0) { rc = df_err_prefix(rc, "layer %d expert %d", il, e); break; }
         for (int i = 0; i < n; i++)
             memcpy(c->xg + (int64_t)i * D, xe + (int64_t)(lst[i] / K) * D, sizeof(float) * (size_t)D);
-        if (w.type[DF_EXPERT_GATE] == w.type[DF_EXPERT_UP]) {
-            int ty = w.type[DF_EXPERT_GATE];
-            df_quantize_act(ty, c->xg, D, D, n, c->act);
-            df_matmul_q_id(c->pool, w.w[DF_EXPERT_GATE], ty, D, n_ff, c->act, n, c->fa, n_ff);
-            df_matmul_q_id(c->pool, w.w[DF_EXPERT_UP], ty, D, n_ff, c->act, n, c->fb, n_ff);
-        } else {
-            mm_raw(c, w.w[DF_EXPERT_GATE], w.type[DF_EXPERT_GATE], D, n_ff, c->xg, n, c->fa);
-            mm_raw(c, w.w[DF_EXPERT_UP], w.type[DF_EXPERT_UP], D, n_ff, c->xg, n, c->fb);
-        }
-        if (L->exps_b[DF_EXPERT_GATE]) { /* per-expert biases (gpt-oss: ggml_add_id) */
-            const float *bg = (const float *)L->exps_b[DF_EXPERT_GATE]->data + (int64_t)e * n_ff;
-            const float *bu = (const float *)L->exps_b[DF_EXPERT_UP]->data + (int64_t)e * n_ff;
-            for (int i = 0; i < n; i++) {
-                df_add(c->fa + (int64_t)i * n_ff, bg, (int)n_ff);
-                df_add(c->fb + (int64_t)i * n_ff, bu, (int)n_ff);
-            }
-        }
-        df_ffn_act_rows(hp, c->fa, c->fb, n, n_ff);
-        mm_raw(c, w.w[DF_EXPERT_DOWN], w.type[DF_EXPERT_DOWN], n_ff, n_out_d, c->fa, n, c->yg);
+        df_moe_expert_rows(&bufs, hp, L, e, &w, D, n_ff, n_out_d, n);
         df_weights_expert_release(c->w, il, e);
-        if (L->exps_b[DF_EXPERT_DOWN]) {
-            const float *bd = (const float *)L->exps_b[DF_EXPERT_DOWN]->data + (int64_t)e * n_out_d;
-            for (int i = 0; i < n; i++) df_add(c->yg + (int64_t)i * n_out_d, bd, (int)n_out_d);
-        }
         for (int i = 0; i < n; i++)
             memcpy(c->yslot + (int64_t)lst[i] * n_out_d, c->yg + (int64_t)i * n_out_d, sizeof(float) * (size_t)n_out_d);
+        if (remote) df_weights_expert_poll(c->w);
     }
+    if (remote) {
+        int rc2 = df_weights_expert_complete(c->w, &job);
+        if (rc == DF_OK) rc = rc2;
+    }
+    if (rc < 0) return rc;
     /* 10-11: weight each slot, sum in slot order */
     for (int t = 0; t < nt; t++) {
         float *o = out + (int64_t)t * n_out_d;

@@ -193,7 +193,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     CARVE(c->o, sp.o); CARVE(c->y, sp.y); CARVE(c->fa, sp.f); CARVE(c->fb, sp.f); CARVE(c->rc, sp.rc);
     CARVE(c->act, sp.act); c->act_bytes = sp.act;
     CARVE(c->router, sp.router); CARVE(c->selbuf, sp.router); CARVE(c->sel, sp.sel); CARVE(c->selw, sp.sel);
-    CARVE(c->e_cnt, sp.e_cnt); CARVE(c->e_off, sp.e_cnt); CARVE(c->e_union, sp.e_cnt); q += sp.e_cnt;
+    CARVE(c->e_cnt, sp.e_cnt); CARVE(c->e_off, sp.e_cnt); CARVE(c->e_union, sp.e_cnt); CARVE(c->e_local, sp.e_cnt);
     CARVE(c->e_list, sp.e_list); CARVE(c->xg, sp.xg); CARVE(c->yg, sp.xg); CARVE(c->yslot, sp.yslot);
     CARVE(c->attn_scr, a64(sp.attn)); CARVE(c->logits, sp.logits);
     c->arch_scr_bytes = sp.arch; CARVE(c->arch_scr, sp.arch);

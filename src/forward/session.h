@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "base/threadpool.h"
 #include "forward/ops.h"
+#include "weights/expert.h"
 
 struct deltafin_ctx;
 /* Forward-pass hooks of an architecture (src/forward/<name>.c), found by the df_arch's name.
@@ -85,6 +86,7 @@ struct deltafin_ctx {
     int32_t *sel;  /* [nb][k] chosen experts */
     float *selw;   /* [nb][k] their weights */
     int32_t *e_cnt, *e_off, *e_list, *e_union; /* [E], [E+1], [nb*k] (t*k+j), [E] */
+    uint8_t *e_local; /* [E]: e_union[u] is computed here (a remote expert source, weights.h) */
     float *xg, *yg;/* [nb][n_embd] gathered input / expert output */
     float *yslot;  /* [nb][k][n_embd] per-slot expert outputs (summed in slot order) */
     uint32_t *route_counts; /* [n_layer][E] tokens routed per expert, or NULL (off: no cost) */
@@ -176,6 +178,23 @@ void df_moe_route(struct deltafin_ctx *c, int il, const float *x, int nt);
  * width, e.g. kimi-k3's latent), out[t] = Σ_j w_j·expert_j(xe[t]) in slot order (width of
  * the down projection's output). No shared experts. */
 int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *xe, int nt, float *out);
+/* Buffers for computing one routed expert on n rows: xg [n][d_in] in, yg [n][d_out] out,
+ * fa / fb [n][n_ff] intermediates, act the activation conversion (df_act_bytes). */
+typedef struct df_moe_bufs {
+    df_pool *pool;
+    void *act;
+    float *xg, *fa, *fb, *yg;
+} df_moe_bufs;
+/* The largest expert widths over the model's MoE layers. */
+typedef struct df_moe_dims { int64_t d_in, n_ff, d_out; uint64_t act_bytes; } df_moe_dims;
+/* yg = expert(xg) for n rows: gate and up, the FFN activation, down — the code every MoE layer
+ * runs, also for an expert computed for another process (dist/); L's per-expert biases of
+ * expert e where it has them (L may be NULL). */
+void df_moe_expert_rows(const df_moe_bufs *b, const df_hparams *hp, const df_layer *L, int e, const df_expert_w *w,
+                        int64_t d_in, int64_t n_ff, int64_t d_out, int n);
+/* Bytes of the buffers (each 64-byte aligned) for n_rows rows of any MoE layer of m, and the
+ * widths and act bytes they are sized for (dims may be NULL). */
+uint64_t df_moe_bufs_bytes(const df_model *m, int n_rows, df_moe_dims *dims);
 /* g[i] = act(g[i], u[i]) for the model's FFN activation (SwiGLU or kimi-k3's situ). */
 void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n);
 /* the same over nrows rows of ncols, row by row as ggml_swiglu (matters in ggml's order) */

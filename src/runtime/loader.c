@@ -16,6 +16,7 @@
 #include "weights/expert_store.h"
 #include "forward/session.h"
 #include "forward/ops.h"
+#include "dist/dist.h"
 #include "kernels/kernels.h"
 #include "base/env.h"
 #include "base/sysmem.h"
@@ -72,7 +73,17 @@ static void store_params_of(const df_model *m, const expert_layout *x, df_store_
     sp->n_in = x->n_in;
 }
 
-static int expert_layout_make(df_model *m, expert_layout *x) {
+/* Experts this process computes: all of them, or its share of a distributed placement. */
+typedef struct {
+    const df_dist_placement *pl; /* NULL: one process */
+    int rank;
+    int mode;                    /* DIST_NONE, DIST_COORD (rank 0 of a job), DIST_WORKER */
+} dist_role;
+enum { DIST_NONE = 0, DIST_COORD = 1, DIST_WORKER = 2 };
+
+static bool owns(const dist_role *d, int l, int e) { return !d->pl || df_dist_owner(d->pl, l, e) == d->rank; }
+
+static int expert_layout_make(df_model *m, const dist_role *dr, expert_layout *x) {
     memset(x, 0, sizeof *x);
     const int L = m->hp.n_layer, E = m->hp.n_expert;
     const size_t n = (size_t)L * E * DF_EXPERT_NPARTS;
@@ -81,7 +92,6 @@ static int expert_layout_make(df_model *m, expert_layout *x) {
     if (!x->locs || !x->n_in) { expert_layout_free(x); return DF_ERR_NOMEM; }
     for (int l = 0; l < L; l++) {
         if (!m->layers[l].is_moe) continue;
-        x->n_pairs += E;
         for (int p = 0; p < DF_EXPERT_NPARTS; p++)
             df_model_expert_shape(m, l, p, &x->n_in[l * DF_EXPERT_NPARTS + p], NULL, NULL);
         for (int e = 0; e < E; e++)
@@ -89,7 +99,6 @@ static int expert_layout_make(df_model *m, expert_layout *x) {
                 df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS + p];
                 int rc = df_model_expert_loc(m, l, e, p, lc);
                 if (rc) { expert_layout_free(x); return rc; }
-                x->total += lc->nbytes;
             }
     }
     if (m->pack) { /* one checksummed read per expert */
@@ -102,6 +111,17 @@ static int expert_layout_make(df_model *m, expert_layout *x) {
         }
         df_pack_locs(m->pack, x->locs, x->recs); /* layers >= pl keep zero entries (no experts) */
     }
+    /* the plan counts this rank's share; the store may still read any expert (a distributed
+     * run balances a layer's reads over the ranks, dist/remote.c) */
+    for (int l = 0; l < L; l++) {
+        if (!m->layers[l].is_moe) continue;
+        for (int e = 0; e < E; e++) {
+            const df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS];
+            if (!owns(dr, l, e)) continue;
+            x->n_pairs++;
+            for (int p = 0; p < DF_EXPERT_NPARTS; p++) x->total += lc[p].nbytes;
+        }
+    }
     df_store_params sp;
     store_params_of(m, x, &sp);
     x->slot_bytes = x->total ? df_store_slot_bytes(&sp) : 0;
@@ -109,7 +129,7 @@ static int expert_layout_make(df_model *m, expert_layout *x) {
 }
 
 /* Pin the --preload list, then the --hot file's most used experts. */
-static int pin_hot_set(df_model *m, df_store *s) {
+static int pin_hot_set(df_model *m, df_store *s, const dist_role *dr) {
     const int L = m->hp.n_layer, E = m->hp.n_expert;
     for (int k = 0; k < 2; k++) {
         const char *src = k == 0 ? m->params.preload : m->params.hot_file;
@@ -120,7 +140,7 @@ static int pin_hot_set(df_model *m, df_store *s) {
         if (rc) return rc;
         int j = 0; /* skip entries of layers without routed experts */
         for (int i = 0; i < n; i++)
-            if (m->layers[ls[i]].is_moe) { ls[j] = ls[i]; es[j] = es[i]; j++; }
+            if (m->layers[ls[i]].is_moe && owns(dr, ls[i], es[i])) { ls[j] = ls[i]; es[j] = es[i]; j++; }
         int pinned = df_store_pin_hot(s, ls, es, j);
         free(ls);
         free(es);
@@ -131,7 +151,8 @@ static int pin_hot_set(df_model *m, df_store *s) {
 }
 
 /* The expert store over the model's files with the plan's budget, as the weights' source. */
-static int attach_store(df_model *m, df_weights *w, const expert_layout *x, const df_plan *plan, int engine) {
+static int attach_store(df_model *m, df_weights *w, const expert_layout *x, const df_plan *plan, int engine,
+                        const dist_role *dr) {
     const char **paths = df_calloc((size_t)m->gguf->n_shards, sizeof *paths);
     if (!paths) return DF_ERR_NOMEM;
     for (int i = 0; i < m->gguf->n_shards; i++) paths[i] = m->gguf->shards[i].path;
@@ -149,7 +170,7 @@ static int attach_store(df_model *m, df_weights *w, const expert_layout *x, cons
     free(paths);
     if (rc) return df_err_prefix(rc, "%s", m->path);
     df_weights_use_store(w, s);
-    rc = pin_hot_set(m, s);
+    rc = pin_hot_set(m, s, dr);
     return rc;
 }
 
@@ -174,13 +195,41 @@ static uint64_t plan_overhead(const df_model *m, int n_pool_threads) {
     return base + tok + store_tables + (io_threads + (uint64_t)n_pool_threads) * per_thread + (4ull << 20);
 }
 
+/* A worker holds no dense weights and no KV cache: its limit goes to the expert cache of its
+ * share, less the buffers for computing and for messages at the planned batch. */
+static int make_worker_plan(df_model *m, int engine, const expert_layout *x, const df_footprint *fp, df_plan *plan) {
+    (void)engine;
+    df_plan_in in = {0};
+    in.has_experts = fp->n_moe_layers > 0 && x->n_pairs > 0;
+    in.experts_packed = m->pack != NULL;
+    in.expert_bytes = x->total;
+    in.slot_bytes = x->slot_bytes;
+    in.n_expert_pairs = x->n_pairs;
+    in.n_expert_used = m->hp.n_expert_used;
+    in.scratch_bytes = df_moe_bufs_bytes(m, plan_batch(m), NULL) + df_dist_buffer_bytes(m, plan_batch(m), df_dist_size(), false);
+    in.mem_limit = m->params.mem_limit;
+    in.mem_reserve = m->params.mem_reserve;
+    in.mem_available = m->params.mem_limit ? 0 : df_mem_available();
+    in.cache_bytes = m->params.cache_bytes;
+    if (!in.cache_bytes && df_env()->expert_cache) {
+        int rc = df_parse_size(df_env()->expert_cache, &in.cache_bytes);
+        if (rc) return df_err(DF_ERR_INVALID, "DELTAFIN_EXPERT_CACHE='%s': bad size", df_env()->expert_cache);
+    }
+    in.stream_experts = 1;
+    in.force_resident = -1;
+    in.overhead_bytes = plan_overhead(m, plan_threads(m));
+    int rc = df_plan_make(&in, plan);
+    return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
+}
+
 static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
-                     df_plan *plan) {
+                     const dist_role *dr, df_plan *plan) {
     const df_env_t *env = df_env();
     df_footprint fp;
     df_model_footprint(m, plan_ctx(m), &fp);
     df_plan_in in = {0};
     in.has_experts = fp.n_moe_layers > 0 && !(flags & DF_LOAD_SKIP_EXPERTS);
+    if (dr->mode == DIST_WORKER) return make_worker_plan(m, engine, x, &fp, plan);
     in.experts_packed = m->pack != NULL;
     in.dense_total = dfp->dense_total;
     in.dense_global = dfp->global_bytes;
@@ -188,7 +237,7 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     in.layer_stream_bytes = dfp->stream_bytes;
     in.layer_buf_bytes = dfp->buf_bytes;
     in.layer_read_bytes = dfp->read_bytes;
-    in.expert_bytes = fp.expert_bytes;
+    in.expert_bytes = dr->pl ? x->total : fp.expert_bytes; /* this rank's share */
     in.slot_bytes = x->slot_bytes;
     in.n_expert_pairs = x->n_pairs;
     in.n_expert_used = m->hp.n_expert_used;
@@ -218,6 +267,11 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
         if (rc) return df_err(DF_ERR_INVALID, "DELTAFIN_EXPERT_CACHE='%s': bad size", env->expert_cache);
     }
     in.stream_experts = env->stream == 0 ? 0 : (env->stream == 1 || engine != DF_IO_AUTO) ? 1 : -1;
+    if (dr->mode == DIST_COORD) { /* its share goes through the store, which reads just those */
+        in.has_experts = x->n_pairs > 0;
+        in.stream_experts = 1;
+        in.scratch_bytes += df_dist_buffer_bytes(m, plan_batch(m), df_dist_size(), true);
+    }
     in.dense_stream = !env->dense_stream_off;
     in.force_resident = env->dense_resident;
     in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq);
@@ -246,10 +300,11 @@ int df_loader_plan(df_model *m, df_plan *out) {
     expert_layout x = {0};
     df_dense_footprint dfp = {0};
     int engine = DF_IO_AUTO;
+    const dist_role dr = {0}; /* one process: the whole model */
     int rc = m->params.io_engine ? df_io_engine_parse(m->params.io_engine, &engine) : DF_OK;
-    if (rc == DF_OK) rc = expert_layout_make(m, &x);
+    if (rc == DF_OK) rc = expert_layout_make(m, &dr, &x);
     if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
-    if (rc == DF_OK) rc = make_plan(m, 0, engine, &x, &dfp, out);
+    if (rc == DF_OK) rc = make_plan(m, 0, engine, &x, &dfp, &dr, out);
     expert_layout_free(&x);
     df_dense_footprint_free(&dfp);
     return rc;
@@ -266,11 +321,18 @@ deltafin_model_params deltafin_model_default_params(void) {
 }
 
 /* Steps 3 and 4 for a model that computes (not DF_LOAD_META_ONLY). */
-static int load_weights(df_model *m, int flags, int engine, const expert_layout *x, const df_plan *plan) {
+static int load_weights(df_model *m, int flags, int engine, const expert_layout *x, const df_plan *plan,
+                        const dist_role *dr) {
     df_weights *w = NULL;
     int rc = df_weights_create(m, &w);
     if (rc) return rc;
     m->w = w;
+    if (dr->mode == DIST_WORKER) { /* only its share of the experts: no dense tensor is read */
+        if (!x->n_pairs) return DF_OK;
+        char buf[1024];
+        df_log(DF_LOG_INFO, "%s", df_plan_str(plan, buf, sizeof buf));
+        return attach_store(m, w, x, plan, engine, dr);
+    }
     if (plan->n_streamed) {
         df_dense_stream *ds = NULL;
         rc = df_dense_stream_create(m, plan->n_resident, plan->n_buf, plan->buf_bytes, df_env()->dense_chunk, &ds);
@@ -279,7 +341,7 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
         char buf[512];
         df_log(DF_LOG_INFO, "%s", df_plan_dense_str(plan, buf, sizeof buf));
     }
-    const bool skip = (flags & DF_LOAD_SKIP_EXPERTS) || plan->experts_stream;
+    const bool skip = (flags & DF_LOAD_SKIP_EXPERTS) || plan->experts_stream || dr->mode == DIST_COORD;
     if (m->params.verify_on_load && m->pack && df_pack_version(m->pack) < 2)
         df_log(DF_LOG_WARN, "--verify-on-load: %s is a version 1 pack: its dense tensors carry no checksum (pack the "
                "source model again to protect them)", m->path);
@@ -297,12 +359,14 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
     if (m->rope_freqs) m->rope.freq_factors = m->rope_freqs->data;
     bool any_moe = false;
     for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;
-    if (any_moe && !skip) {
+    if (dr->mode == DIST_COORD && !x->n_pairs) {
+        /* rank 0 owns none of the experts: every one is remote (dist/remote.c) */
+    } else if (any_moe && !skip) {
         df_weights_use_resident_experts(w);
     } else if (plan->experts_stream) {
         char buf[1024];
         df_log(DF_LOG_INFO, "%s", df_plan_str(plan, buf, sizeof buf));
-        rc = attach_store(m, w, x, plan, engine);
+        rc = attach_store(m, w, x, plan, engine, dr);
         if (rc) return rc;
     }
     if (!plan->experts_stream && (m->params.hot_file || m->params.preload))
@@ -318,6 +382,34 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
         if (rc) return rc;
     }
     return df_weights_watch_files(w);
+}
+
+/* The process's part in a distributed run (dist/dist.h): a worker waits for rank 0's placement;
+ * rank 0 of a job sends it (with the model's identity) before it loads, so the workers set up
+ * their shares meanwhile. Otherwise one process: dr stays DIST_NONE. */
+static int dist_setup(df_model *m, int flags, dist_role *dr, struct df_dist **dd) {
+    static bool used; /* the workers serve one model for the whole job */
+    dr->rank = df_dist_rank();
+    bool any_moe = false;
+    for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;
+    uint64_t id = 0;
+    int rc;
+    if (flags & DF_LOAD_DIST_WORKER) {
+        dr->mode = DIST_WORKER;
+        rc = df_dist_identity(m, &id);
+        return rc ? rc : df_dist_worker_plan(m, id, &dr->pl);
+    }
+    if (m->meta_only || !df_dist_active() || dr->rank != 0 || !any_moe || (flags & DF_LOAD_SKIP_EXPERTS)) return DF_OK;
+    if (used) return df_err(DF_ERR_UNSUPPORTED, "%s: a distributed run serves one model (it is already loaded)", m->path);
+    df_dist_placement pl;
+    rc = df_dist_identity(m, &id);
+    if (rc == DF_OK) rc = df_dist_place(m, df_dist_size(), df_dist_options()->placement, &pl);
+    if (rc == DF_OK) rc = df_dist_coord_start(m, &pl, id, dd);
+    if (rc) return rc;
+    used = true;
+    dr->mode = DIST_COORD;
+    dr->pl = df_dist_placement_of(*dd);
+    return DF_OK;
 }
 
 int df_model_load(const char *path, const deltafin_model_params *p, int flags, df_model **out) {
@@ -338,7 +430,10 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     if (rc == DF_OK && m->pack && !m->meta_only) rc = df_pack_check_meta(m->pack);
     if (rc == DF_OK && m->rope.n_rot > 0) df_rope_init(&m->rope);
     if (rc == DF_OK && m->params.io_engine) rc = df_io_engine_parse(m->params.io_engine, &engine);
-    if (rc == DF_OK) rc = expert_layout_make(m, &x);
+    dist_role dr = {0};
+    struct df_dist *dd = NULL;
+    if (rc == DF_OK) rc = dist_setup(m, flags, &dr, &dd);
+    if (rc == DF_OK) rc = expert_layout_make(m, &dr, &x);
     if (rc == DF_OK) rc = df_dense_footprint_compute(m, &dfp);
     /* the tokenizer before the plan: the overhead it measures includes it */
     if (rc == DF_OK && !(flags & DF_LOAD_NO_TOKENIZER) && df_gguf_find(m->gguf, "tokenizer.ggml.model")) {
@@ -349,7 +444,7 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     }
     df_plan plan;
     if (rc == DF_OK) {
-        rc = make_plan(m, flags, engine, &x, &dfp, &plan);
+        rc = make_plan(m, flags, engine, &x, &dfp, &dr, &plan);
         if (rc == DF_OK) publish_plan(m, &plan);
         else if (m->meta_only) { /* `info` shows the metadata and says why the plan fails */
             snprintf(m->plan_error, sizeof m->plan_error, "%s", df_errmsg());
@@ -358,7 +453,12 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
             rc = DF_OK;
         }
     }
-    if (rc == DF_OK && !m->meta_only) rc = load_weights(m, flags, engine, &x, &plan);
+    if (rc == DF_OK && !m->meta_only) rc = load_weights(m, flags, engine, &x, &plan, &dr);
+    if (rc == DF_OK && dd) { /* the workers' answers; the remote source owns dd from here */
+        rc = df_dist_coord_attach(dd, m, m->w);
+        if (rc == DF_OK) dd = NULL;
+    }
+    df_dist_free(dd);
     expert_layout_free(&x);
     df_dense_footprint_free(&dfp);
     if (rc < 0) { deltafin_model_free(m); return rc; }

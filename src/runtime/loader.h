@@ -8,7 +8,8 @@
 /* Load flags. */
 enum { DF_LOAD_SKIP_EXPERTS = 1, /* leave routed expert tensors on disk (a store plugs in) */
        DF_LOAD_NO_TOKENIZER = 2,
-       DF_LOAD_META_ONLY = 4     /* bind and validate only; no weights read (info) */ };
+       DF_LOAD_META_ONLY = 4,    /* bind and validate only; no weights read (info) */
+       DF_LOAD_DIST_WORKER = 8   /* an MPI worker (dist/dist.h): its share of the experts only */ };
 
 /* The memory plan for m's current parameters (m->params: limit, context, ...) without
  * changing m: what `info` / `doctor` show at another limit. */

@@ -893,11 +893,12 @@ static int hot_out(hot_ent *v, int n, int **layers, int **experts, int *nout) {
     return DF_OK;
 }
 
-int df_store_read_hot_file(const char *path, int n_layers, int n_experts, int **layers, int **experts, int *n) {
+/* The "layer expert count" lines of path (what --hot and a balanced placement read). */
+static int read_route_file(const char *path, const char *what, int n_layers, int n_experts, hot_ent **out, int *n) {
     char *data;
     size_t len;
     int rc = df_read_file(path, &data, &len);
-    if (rc) return df_err_prefix(rc, "--hot");
+    if (rc) return df_err_prefix(rc, "%s", what);
     int cap = 64, cnt = 0, lineno = 0;
     hot_ent *v = df_malloc(sizeof *v * (size_t)cap);
     if (!v) { free(data); return DF_ERR_NOMEM; }
@@ -935,8 +936,29 @@ int df_store_read_hot_file(const char *path, int n_layers, int n_experts, int **
         line = nl ? nl + 1 : NULL;
     }
     free(data);
+    *out = v;
+    *n = cnt;
+    return DF_OK;
+}
+
+int df_store_read_hot_file(const char *path, int n_layers, int n_experts, int **layers, int **experts, int *n) {
+    hot_ent *v = NULL;
+    int cnt = 0;
+    int rc = read_route_file(path, "--hot", n_layers, n_experts, &v, &cnt);
+    if (rc) return rc;
     qsort(v, (size_t)cnt, sizeof *v, cmp_hot);
     return hot_out(v, cnt, layers, experts, n);
+}
+
+int df_store_read_route_counts(const char *path, const char *what, int n_layers, int n_experts, double *counts) {
+    hot_ent *v = NULL;
+    int cnt = 0;
+    int rc = read_route_file(path, what, n_layers, n_experts, &v, &cnt);
+    if (rc) return rc;
+    memset(counts, 0, sizeof(double) * (size_t)n_layers * (size_t)n_experts);
+    for (int i = 0; i < cnt; i++) counts[(int64_t)v[i].l * n_experts + v[i].e] += v[i].c;
+    free(v);
+    return DF_OK;
 }
 
 int df_store_parse_preload(const char *list, int n_layers, int n_experts, int **layers, int **experts, int *n) {

@@ -84,6 +84,9 @@ int df_store_pin_hot(df_store *s, const int *layers, const int *experts, int n);
  * "L:E,L:E,...". Caller frees *layers and *experts. */
 int df_store_read_hot_file(const char *path, int n_layers, int n_experts, int **layers, int **experts, int *n);
 int df_store_parse_preload(const char *list, int n_layers, int n_experts, int **layers, int **experts, int *n);
+/* The same file's counts, summed per (layer, expert) into counts[layer * n_experts + expert]
+ * (zeroed first); `what` names the option in errors. */
+int df_store_read_route_counts(const char *path, const char *what, int n_layers, int n_experts, double *counts);
 
 typedef struct df_store_stats {
     uint64_t hits, misses;            /* acquire found the expert cached / had to read it */

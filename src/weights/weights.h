@@ -28,6 +28,21 @@ struct df_store_stats;
 struct df_dense_stream;
 struct df_store;
 
+/* One MoE layer's routed work as forward/moe.c holds it, for a source that computes experts
+ * itself (dist/: the experts' owners in other processes run them on the shipped rows and send
+ * the outputs back). Pair i = t * k + j is token t's j-th selected expert. */
+typedef struct df_expert_job {
+    int layer, nt, k;                  /* tokens, experts per token */
+    const int32_t *sel;                /* [nt][k] selected experts */
+    const int32_t *e_off, *e_list;     /* expert e's pairs: e_list[e_off[e] .. e_off[e + 1]) */
+    const int32_t *e_union;            /* experts with >= 1 pair, ascending */
+    int n_union;
+    const float *x;                    /* [nt][d_in] expert inputs */
+    int64_t d_in;
+    float *y;                          /* [nt * k][d_out]: pair i's output at row i */
+    int64_t d_out;
+} df_expert_job;
+
 /* Routed-expert access. acquire/release are required; the rest may be NULL. */
 typedef struct df_expert_source {
     void *ud;
@@ -44,6 +59,16 @@ typedef struct df_expert_source {
     /* Cache and I/O counters (zeroed struct for sources without a cache). */
     void (*stats)(void *ud, struct df_store_stats *st);
     void (*destroy)(void *ud);
+    /* Optional, all three or none: experts computed by the source (remote owners).
+     * submit starts the job's experts that are not local without waiting for them and sets
+     * local[u] = 1 for the e_union entries the caller computes itself (acquire/release),
+     * 0 for those the source computes; poll lets their transfers progress (the caller calls
+     * it between its own experts); complete waits for them and writes their pairs' rows of
+     * job->y. A submit that succeeded is followed by exactly one complete with the same job,
+     * also when the caller fails in between. Errors name the rank, layer and cause. */
+    int (*submit)(void *ud, const df_expert_job *job, uint8_t *local);
+    void (*poll)(void *ud);
+    int (*complete)(void *ud, const df_expert_job *job);
 } df_expert_source;
 
 typedef struct df_weights {
@@ -55,6 +80,8 @@ typedef struct df_weights {
     df_expert_source ex;
     bool has_ex;
     struct df_store *store;                    /* the expert store when experts stream, else NULL */
+    struct df_dist *dist;                      /* experts spread over processes (dist/dist.h): the
+                                                * source is remote, `store` holds this one's share */
     /* streamed dense layers, or NULL when every dense tensor is resident */
     struct df_dense_stream *ds;
     /* the model files as they were when loading finished (df_weights_watch_files) */
@@ -114,6 +141,15 @@ static inline void df_weights_expert_prefetch(df_weights *w, int layer, const in
 }
 static inline void df_weights_expert_lookahead(df_weights *w, int layer, const int *experts, int n) {
     if (w->ex.lookahead) w->ex.lookahead(w->ex.ud, layer, experts, n);
+}
+/* Whether the source computes some experts itself (df_expert_source.submit). */
+static inline bool df_weights_expert_remote(const df_weights *w) { return w->has_ex && w->ex.submit; }
+static inline int df_weights_expert_submit(df_weights *w, const df_expert_job *job, uint8_t *local) {
+    return w->ex.submit(w->ex.ud, job, local);
+}
+static inline void df_weights_expert_poll(df_weights *w) { w->ex.poll(w->ex.ud); }
+static inline int df_weights_expert_complete(df_weights *w, const df_expert_job *job) {
+    return w->ex.complete(w->ex.ud, job);
 }
 static inline bool df_weights_lookahead_wanted(const df_weights *w) {
     return w->has_ex && w->ex.lookahead_wanted && w->ex.lookahead_wanted(w->ex.ud);
