@@ -1852,4 +1852,4 @@ const df_chat_builtin df_chat_builtins[] = {
     {"minimax-m2", tmpl_minimax_m2},
 };
 
-const int df_chat_n_builtins = 12;
+const int df_chat_n_builtins = 13;
