@@ -71,14 +71,16 @@ typedef struct {
     int64_t n, cap, n_ex, cap_ex;
 } lines;
 
-static int add_step_from(trace *t, const lines *L, int64_t i) {
+/* Lines [a, b) of one layer as one step: their distinct experts (a step holds each once). */
+static int add_step(trace *t, const lines *L, int64_t a, int64_t b) {
     const int64_t s0 = t->n_acc;
-    for (int64_t q = L->off[i]; q < L->off[i + 1]; q++) {
-        const int32_t k = L->layer[i] * t->n_expert + L->ex[q];
-        bool dup = false; /* a step holds each expert once */
-        for (int64_t a = s0; a < t->n_acc && !dup; a++) dup = t->key[a] == k;
-        if (!dup && push_acc(t, k)) return -1;
-    }
+    for (int64_t i = a; i < b; i++)
+        for (int64_t q = L->off[i]; q < L->off[i + 1]; q++) {
+            const int32_t k = L->layer[i] * t->n_expert + L->ex[q];
+            bool dup = false;
+            for (int64_t x = s0; x < t->n_acc && !dup; x++) dup = t->key[x] == k;
+            if (!dup && push_acc(t, k)) return -1;
+        }
     return t->n_acc > s0 ? push_step(t) : 0;
 }
 
@@ -95,17 +97,9 @@ static int build_steps(trace *t, const lines *L, bool per_pass) {
         while (e < L->n && L->pass[e] == L->pass[i]) e++;
         if (per_pass) {
             for (int64_t a = i; a < e && !rc;) {
-                int64_t b = a, s0 = t->n_acc;
+                int64_t b = a;
                 while (b < e && L->layer[b] == L->layer[a]) b++;
-                for (int64_t q = a; q < b && !rc; q++) {
-                    for (int64_t x = L->off[q]; x < L->off[q + 1] && !rc; x++) {
-                        const int32_t k = L->layer[q] * t->n_expert + L->ex[x];
-                        bool dup = false;
-                        for (int64_t y = s0; y < t->n_acc && !dup; y++) dup = t->key[y] == k;
-                        if (!dup) rc = push_acc(t, k);
-                    }
-                }
-                if (!rc && t->n_acc > s0) rc = push_step(t);
+                rc = add_step(t, L, a, b);
                 a = b;
             }
         } else {
@@ -119,7 +113,7 @@ static int build_steps(trace *t, const lines *L, bool per_pass) {
             for (int r = 0; r < R && !rc; r++)
                 for (int j = 0; j < nl && !rc; j++) {
                     const int l = order[j], idx = r - (R - rows[l]);
-                    if (idx >= 0) rc = add_step_from(t, L, first[l] + idx);
+                    if (idx >= 0) rc = add_step(t, L, first[l] + idx, first[l] + idx + 1);
                 }
             for (int j = 0; j < nl; j++) rows[order[j]] = 0;
         }
@@ -202,7 +196,7 @@ static int read_trace(const char *path, bool per_pass, trace *t) {
     }
     fclose(f);
     if (!rc && L.n == 0) { fprintf(stderr, "replay-trace: %s: no routing lines\n", path); rc = -1; }
-    if (!rc && (push_step(t) || (t->n_steps = 0, build_steps(t, &L, per_pass)))) rc = -1;
+    if (!rc && build_steps(t, &L, per_pass)) rc = -1;
     for (int l = 0; !rc && l < t->n_layer; l++) t->n_moe_layers += seen_layer[l];
     for (int64_t s = 0; !rc && s < t->n_steps; s++) {
         int n = (int)(t->step_at[s + 1] - t->step_at[s]);
