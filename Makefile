@@ -25,7 +25,7 @@ endif
 ARCH := $(shell uname -m)
 # The engine's own libraries (what a program embedding libdeltafin.a links: tests/test_embed.sh)
 # and the application's (HTTP server, downloads, config file), linked only into the CLI.
-ENGINE_LIBS := -lpcre2-8 -lcjson -lm -lpthread
+ENGINE_LIBS := -lpcre2-8 -lcjson -lxxhash -lm -lpthread
 APP_LIBS    := -lmicrohttpd -lyaml -lcurl -lcrypto
 HAVE_URING := $(shell test -f /usr/include/liburing.h && echo 1)
 ifeq ($(HAVE_URING),1)

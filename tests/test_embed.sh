@@ -22,7 +22,7 @@ if nm -u "$LIBA" 2>/dev/null | grep -E ' (MHD_|curl_|yaml_|EVP_|SHA256)' >"$T/ap
     bad "libdeltafin.a references application libraries: $(sort -u "$T/app_syms" | head -n 5 | tr '\n' ' ')"
 else ok "libdeltafin.a references no microhttpd, curl, yaml or crypto symbol"; fi
 
-LIBS="-lpcre2-8 -lcjson -lm -lpthread"
+LIBS="-lpcre2-8 -lcjson -lxxhash -lm -lpthread"
 nm -u "$LIBA" 2>/dev/null | grep -q ' io_uring_' && LIBS="$LIBS -luring"
 SAN=""
 nm "$LIBA" 2>/dev/null | grep -q '__asan_' && SAN="-fsanitize=address,undefined"
