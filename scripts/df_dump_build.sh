@@ -93,7 +93,7 @@ patch('src/forward/moe.c',[
 ])
 PY
 F="-std=c11 -D_GNU_SOURCE -O2 -Iinclude -Isrc -pthread"
-L="-lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread"
+L="-lpcre2-8 -lmicrohttpd -lcjson -lxxhash -lyaml -lcurl -lcrypto -lm -lpthread"
 [ -f /usr/include/liburing.h ] && { F="$F -DDF_HAVE_URING=1"; L="$L -luring"; }
 for f in attn_mla session moe; do gcc $F -c src/forward/$f.c -o $f.o; done
 # shellcheck disable=SC2086

@@ -16,7 +16,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 gcc -O2 -o "$TMP/oracle" scripts/llama_oracle.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" \
     -L"$LIBDIR" -lllama -lggml-base -Wl,-rpath,"$LIBDIR"
-LIBS="-lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread"
+LIBS="-lpcre2-8 -lmicrohttpd -lcjson -lxxhash -lyaml -lcurl -lcrypto -lm -lpthread"
 [ -f /usr/include/liburing.h ] && LIBS="$LIBS -luring"
 # shellcheck disable=SC2086
 gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -o "$TMP/df" scripts/df_logits.c ${DF_LIB:-build/libdeltafin.a} $LIBS

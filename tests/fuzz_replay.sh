@@ -4,7 +4,7 @@
 BUILD=${DELTAFIN_BUILD:-build}
 LIB="$BUILD/libdeltafin.a"
 [ -f "$LIB" ] || { echo "fuzz_replay: $LIB missing (run make first)"; exit 1; }
-LIBS="-lpcre2-8 -lmicrohttpd -lcjson -lyaml -lcurl -lcrypto -lm -lpthread"
+LIBS="-lpcre2-8 -lmicrohttpd -lcjson -lxxhash -lyaml -lcurl -lcrypto -lm -lpthread"
 [ -f /usr/include/liburing.h ] && LIBS="$LIBS -luring"
 # a library built with MPI (make MPI=1) links through mpicc
 ar t "$LIB" 2>/dev/null | grep -qx world.o && CC=${MPICC:-mpicc}
