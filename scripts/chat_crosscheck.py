@@ -31,7 +31,7 @@ def main():
     drv = os.path.join(tmp, "drv")
     subprocess.run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-I" + ROOT + "/include", "-I" + ROOT + "/src",
                     "-o", drv, ROOT + "/scripts/chat_render_drv.c", ROOT + "/build/libdeltafin.a",
-                    "-lcjson", "-lpcre2-8", "-lm", "-lpthread"], check=True)
+                    "-lcjson", "-lxxhash", "-lpcre2-8", "-lm", "-lpthread"], check=True)
     env = R.make_env(SandboxedEnvironment)
     convs = sorted(glob.glob(os.path.join(R.DATA, "conversations", "*.json")))
     stats = {}
