@@ -26,7 +26,7 @@ ARCH := $(shell uname -m)
 # The engine's own libraries (what a program embedding libdeltafin.a links: tests/test_embed.sh)
 # and the application's (HTTP server, downloads, config file), linked only into the CLI.
 ENGINE_LIBS := -lpcre2-8 -lcjson -lxxhash -lm -lpthread
-APP_LIBS    := -lmicrohttpd -lyaml -lcurl -lcrypto
+APP_LIBS    := -lmicrohttpd -lyaml -lcurl -lcrypto -ledit
 HAVE_URING := $(shell test -f /usr/include/liburing.h && echo 1)
 ifeq ($(HAVE_URING),1)
   CFLAGS_COMMON += -DDF_HAVE_URING=1

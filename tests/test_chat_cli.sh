@@ -50,4 +50,21 @@ wait "$PID"; rc=$?; PID=""
 grep -q '(stopped)' "$T/err" || fail "no '(stopped)' after SIGINT"
 g=$(num "$(grep '^\[turn 1\]' "$T/err")" generated)
 [ -n "$g" ] && [ "$g" -lt 4000 ] || fail "answer was not cut short (generated $g)"
+# --grammar constrains every answer (each turn is one generation of the grammar)
+printf 'Answer me\nAnd again\n/save %s\n' "$T/g.json" |
+    "$BIN" chat -m "$M" -n 16 -s 3 -c 512 --grammar 'root ::= ("yes" | "no") "."' >"$T/out" 2>"$T/err" || fail "grammar: exit status $?"
+python3 - "$T/g.json" <<'EOF2' || fail "--grammar: the answers do not follow the grammar"
+import json, sys
+m = json.load(open(sys.argv[1]))
+a = [x["content"] for x in m if x["role"] == "assistant"]
+assert len(a) == 2 and all(x in ("yes.", "no.") for x in a), a
+EOF2
+# --context-shift: a conversation that outgrows -c drops its oldest turns instead of refusing
+printf 'one two three four five\nsix seven eight nine ten\neleven twelve thirteen\nfourteen fifteen sixteen\nlast one\n' |
+    "$BIN" chat -m "$M" -n 12 --temp 0 -c 96 --context-shift --stats >"$T/out" 2>"$T/err" || fail "context-shift: exit status $?"
+grep -q 'context shift: dropped' "$T/err" || fail "--context-shift dropped nothing at -c 96"
+[ "$(grep -c '^\[turn' "$T/err")" -eq 5 ] || fail "--context-shift: not every message was answered"
+printf 'one two three four five\nsix seven eight nine ten\neleven twelve thirteen\nfourteen fifteen sixteen\nlast one\n' |
+    "$BIN" chat -m "$M" -n 12 --temp 0 -c 96 --stats >"$T/out" 2>"$T/err" || fail "no context-shift: exit status $?"
+grep -q -- 'or --context-shift' "$T/err" || fail "without --context-shift a full context is not explained"
 echo "test_chat_cli: OK (turn 2 reused $r2 of $p2 prompt tokens, decoded $d2; Ctrl-C stopped after $g tokens)"

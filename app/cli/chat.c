@@ -1,15 +1,22 @@
 /* chat.c — `deltafin chat`: interactive multi-turn chat in the terminal. Each turn renders
  * the whole conversation with the model's chat template, keeps the KV cache of the longest
  * common token prefix with what is already cached (deltafin_ctx_truncate) and decodes only
- * the rest, then streams the answer. Ctrl-C stops the current answer (the program goes on);
- * /reset clears the conversation, /exit (or end of input) quits. gpt-oss (Harmony: the prompt
- * ends with "<|start|>assistant"): only the final / commentary text is shown and kept as the
- * answer; the analysis channel (reasoning) goes to stderr with -v, as llama-server's
- * reasoning format separates it. */
+ * the rest, then streams the answer. Input comes through lineedit.h (libedit on a terminal:
+ * history kept in a file, Up/Down, multi-line messages with a trailing backslash or a """
+ * block). A line that starts with / is a command (/help /reset /save /load /exit), never
+ * sent to the model. Ctrl-C stops the current answer (the program goes on); at the prompt it
+ * asks for a second Ctrl-C, which quits. When the context is full the answer stops with a
+ * notice; --context-shift drops the oldest turns so the next message fits. gpt-oss (Harmony:
+ * the prompt ends with "<|start|>assistant"): only the final / commentary text is shown and
+ * kept as the answer; the analysis channel (reasoning) goes to stderr with -v, as
+ * llama-server's reasoning format separates it. */
 #include "app/cli/flags.h"
+#include "app/cli/lineedit.h"
 #include "app/cli/load_progress.h"
 #include "deltafin.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +24,21 @@
 #include <unistd.h>
 
 static const df_cmd k_chat = {
-    DF_CMD_CHAT, "chat", "usage: deltafin chat -m MODEL [options]   (then type messages; /reset, /exit)",
-    "Interactive multi-turn chat in the terminal, with the model's chat template. Ctrl-C stops the\n"
-    "current answer; /reset clears the conversation; /exit (or end of input) quits.", NULL, 0};
+    DF_CMD_CHAT, "chat", "usage: deltafin chat -m MODEL [options]   (then type messages; /help lists the commands)",
+    "Interactive multi-turn chat in the terminal, with the model's chat template. On a terminal the\n"
+    "input line is editable (emacs keys, Up/Down through the history, kept in --history). A message\n"
+    "spans lines with a trailing \\ or between two lines of \"\"\". Ctrl-C stops the current answer;\n"
+    "at the prompt, Ctrl-C twice (or Ctrl-D, or /exit) quits.",
+    "Commands: /help, /reset, /save FILE, /load FILE, /exit (// sends a line that starts with /).", 0};
+
+static const char k_commands[] =
+    "commands (a line that starts with / is never sent to the model; // sends one that does):\n"
+    "  /help, /?          this list\n"
+    "  /reset, /clear     forget the conversation (the system prompt stays)\n"
+    "  /save FILE         write the conversation to FILE as JSON (OpenAI messages)\n"
+    "  /load FILE         continue a conversation written by /save\n"
+    "  /exit, /quit, /bye leave (also Ctrl-D, or Ctrl-C twice at the prompt)\n"
+    "a message spans lines with a trailing \\, or between two lines of \"\"\"; Ctrl-C stops an answer\n";
 
 /* append n bytes to the answer (NUL-terminated); < 0 when out of memory */
 static int answer_put(char **answer, size_t *alen, size_t *acap, const char *p, size_t n) {
@@ -98,6 +117,98 @@ static void msgs_clear(msgs_t *m, int keep) {
     m->n = keep;
 }
 
+/* drop messages [i, i+k) keeping the order of the rest */
+static void msgs_drop(msgs_t *m, int i, int k) {
+    for (int j = i; j < i + k; j++) free((char *)m->v[j].content);
+    memmove(m->v + i, m->v + i + k, sizeof m->v[0] * (size_t)(m->n - i - k));
+    m->n -= k;
+}
+
+static const char *role_name(const char *r) { /* the static spelling, or NULL for an unknown role */
+    static const char *const k[] = {"system", "user", "assistant"};
+    for (int i = 0; i < 3; i++)
+        if (r && !strcmp(r, k[i])) return k[i];
+    return NULL;
+}
+
+/* /save FILE: the conversation as an OpenAI messages array */
+static int msgs_save(const msgs_t *m, const char *path) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < m->n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "role", m->v[i].role) ||
+            !cJSON_AddStringToObject(o, "content", m->v[i].content)) {
+            cJSON_Delete(o);
+            cJSON_Delete(a);
+            a = NULL;
+            break;
+        }
+        cJSON_AddItemToArray(a, o);
+    }
+    char *text = a ? cJSON_Print(a) : NULL;
+    cJSON_Delete(a);
+    if (!text) { fprintf(stderr, "/save: out of memory\n"); return -1; }
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0) ok = 0;
+    free(text);
+    if (!ok) { fprintf(stderr, "/save: %s: %s\n", path, strerror(errno)); return -1; }
+    return 0;
+}
+
+/* /load FILE: replaces the conversation when the whole file is valid; names the problem else */
+static int msgs_load(msgs_t *m, const char *path) {
+    char *data = NULL;
+    size_t len = 0;
+    if (deltafin_read_file(path, &data, &len) < 0) { fprintf(stderr, "/load: %s\n", deltafin_errmsg()); return -1; }
+    cJSON *a = cJSON_ParseWithLength(data, len);
+    free(data);
+    if (!cJSON_IsArray(a)) {
+        fprintf(stderr, "/load: %s: not a JSON array of messages (as /save writes)\n", path);
+        cJSON_Delete(a);
+        return -1;
+    }
+    msgs_t n = {0};
+    int i = 0, rc = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, a) {
+        const char *role = role_name(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "role")));
+        const char *content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "content"));
+        if (!role || !content) {
+            fprintf(stderr, "/load: %s: message %d needs a role (system, user, assistant) and a string content\n", path, i);
+            rc = -1;
+            break;
+        }
+        if (msgs_push(&n, role, content) < 0) { fprintf(stderr, "/load: out of memory\n"); rc = -1; break; }
+        i++;
+    }
+    cJSON_Delete(a);
+    if (rc < 0) { msgs_clear(&n, 0); free(n.v); return -1; }
+    msgs_clear(m, 0);
+    free(m->v);
+    *m = n;
+    return 0;
+}
+
+/* SIGINT: without SA_RESTART while the prompt waits, so the read ends at once */
+static void set_sigint(bool restart) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* the first word of a command line ("/save" of "/save a.json") and its argument */
+static bool is_cmd(const char *text, const char *name, const char **arg) {
+    size_t n = strlen(name);
+    if (strncmp(text, name, n) || (text[n] && text[n] != ' ' && text[n] != '\t')) return false;
+    const char *a = text + n;
+    while (*a == ' ' || *a == '\t') a++;
+    if (arg) *arg = a;
+    return true;
+}
+
 /* tokens of text (rendered conversation): BOS per the vocab, special tokens parsed, one BOS
  * kept when the template already wrote it */
 static int tokenize_all(deltafin_model *m, const char *text, int32_t **ids) {
@@ -127,7 +238,9 @@ int cmd_chat(int argc, char **argv) {
         df_cli_help(&k_chat, stderr);
         return 2;
     }
-    if (df_cli_log_begin(&k_chat, &S) != DF_CLI_GO) return 1;
+    char *gbnf = NULL;
+    if (df_cli_grammar(&k_chat, &S, &gbnf)) return 1;
+    if (df_cli_log_begin(&k_chat, &S) != DF_CLI_GO) { free(gbnf); return 1; }
 
     int ret = 1;
     deltafin_model *m = NULL;
@@ -135,11 +248,11 @@ int cmd_chat(int argc, char **argv) {
     deltafin_sampler *smp = NULL;
     deltafin_detok *dt = NULL, *dts = NULL; /* dts: special tokens rendered (Harmony) */
     deltafin_harmony *hm = NULL;
+    df_lineedit *le = NULL;
     int32_t *cache = NULL, *ids = NULL;
     int n_cache = 0;
     msgs_t msgs = {0};
-    char *line = NULL, *answer = NULL;
-    size_t line_cap = 0;
+    char *answer = NULL, *hist_path = NULL;
 
     deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
@@ -162,45 +275,100 @@ int cmd_chat(int argc, char **argv) {
     hm = deltafin_harmony_create();
     if (!dt || !dts || !hm) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     if (system && msgs_push(&msgs, "system", system) < 0) goto done;
-    const int n_keep_msgs = msgs.n;
+    int n_keep_msgs = msgs.n;
+    /* with --context-shift the prompt leaves this much room for the answer */
+    const int answer_room = n_predict > 0 && n_predict < nctx / 2 ? n_predict : nctx / 4;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESTART; /* Ctrl-C at the prompt does not end the program */
-    sigaction(SIGINT, &sa, NULL);
+    if (!S.history_file) {
+        const char *home = getenv("HOME");
+        if (home && *home && asprintf(&hist_path, "%s/.deltafin_history", home) < 0) hist_path = NULL;
+    } else if (*S.history_file) {
+        hist_path = strdup(S.history_file);
+    }
+    le = df_le_open(hist_path, &g_interrupt);
+    if (!le) { fprintf(stderr, "chat: cannot start the line editor\n"); goto done; }
+
     g_ctx = c;
     const bool tty = isatty(0);
-    if (tty) fprintf(stderr, "deltafin chat — type a message; /reset clears, /exit quits, Ctrl-C stops an answer\n");
+    if (tty) fprintf(stderr, "deltafin chat — type a message; /help lists the commands, Ctrl-C stops an answer\n");
+    FILE *note = tty ? stdout : stderr; /* notices for the person at the prompt */
 
+    int n_intr = 0; /* Ctrl-C at the prompt in a row */
     for (int turn = 1;; turn++) {
-        if (tty) { fputs("> ", stdout); fflush(stdout); }
         g_interrupt = 0;
-        ssize_t ln = getline(&line, &line_cap, stdin);
-        if (ln < 0) break;
-        while (ln > 0 && (line[ln - 1] == '\n' || line[ln - 1] == '\r')) line[--ln] = 0;
-        if (ln == 0) { turn--; continue; }
-        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
-        if (!strcmp(line, "/reset")) {
-            msgs_clear(&msgs, n_keep_msgs);
-            deltafin_ctx_truncate(c, 0);
-            n_cache = 0;
-            fprintf(tty ? stdout : stderr, "(conversation cleared)\n");
-            turn = 0;
+        set_sigint(false);
+        char *text = NULL;
+        int lr = df_le_message(le, "> ", "... ", &text);
+        set_sigint(true);
+        if (lr == DF_LE_INTR) {
+            turn--;
+            if (++n_intr >= 2) { fputc('\n', note); break; }
+            fprintf(note, "\n(Ctrl-C again to exit, or /exit)\n");
             continue;
         }
-        if (msgs_push(&msgs, "user", line) < 0) goto done;
-        char *rendered = NULL;
-        rc = deltafin_chat_render(m, tmpl, msgs.v, msgs.n, NULL, true, &rendered);
-        if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-        free(ids);
-        ids = NULL;
-        const bool harmony = ends_with(rendered, "<|start|>assistant");
-        int n = tokenize_all(m, rendered, &ids);
-        free(rendered);
-        if (n < 0) { fprintf(stderr, "chat: tokenize: %s\n", deltafin_errmsg()); goto done; }
+        if (lr == DF_LE_EOF) break;
+        if (lr < 0) { fprintf(stderr, "chat: reading the input: %s\n", strerror(errno)); goto done; }
+        n_intr = 0;
+        if (!*text) { turn--; continue; }
+        df_le_history_add(le, text);
+        const char *arg = NULL;
+        if (text[0] == '/' && text[1] == '/') {
+            text++; /* "//..." sends "/..." */
+        } else if (text[0] == '/') {
+            turn--;
+            if (is_cmd(text, "/exit", NULL) || is_cmd(text, "/quit", NULL) || is_cmd(text, "/bye", NULL)) break;
+            if (is_cmd(text, "/help", NULL) || is_cmd(text, "/?", NULL)) {
+                fputs(k_commands, note);
+            } else if (is_cmd(text, "/reset", NULL) || is_cmd(text, "/clear", NULL)) {
+                msgs_clear(&msgs, n_keep_msgs);
+                deltafin_ctx_truncate(c, 0);
+                n_cache = 0;
+                fprintf(note, "(conversation cleared)\n");
+                turn = 0;
+            } else if (is_cmd(text, "/save", &arg)) {
+                if (!*arg) fprintf(stderr, "/save needs a file name\n");
+                else if (msgs_save(&msgs, arg) == 0) fprintf(note, "(saved %d messages to %s)\n", msgs.n, arg);
+            } else if (is_cmd(text, "/load", &arg)) {
+                if (!*arg) {
+                    fprintf(stderr, "/load needs a file name\n");
+                } else if (msgs_load(&msgs, arg) == 0) {
+                    n_keep_msgs = 0;
+                    while (n_keep_msgs < msgs.n && !strcmp(msgs.v[n_keep_msgs].role, "system")) n_keep_msgs++;
+                    fprintf(note, "(loaded %d messages from %s)\n", msgs.n, arg);
+                }
+            } else {
+                size_t w = strcspn(text, " \t");
+                fprintf(stderr, "unknown command '%.*s' (/help lists the commands; // sends a line that starts with /)\n",
+                        (int)w, text);
+            }
+            continue;
+        }
+        if (msgs_push(&msgs, "user", text) < 0) goto done;
+        int n = 0, dropped = 0;
+        bool harmony = false;
+        for (;;) { /* render; with --context-shift drop the oldest turns until it fits */
+            char *rendered = NULL;
+            rc = deltafin_chat_render(m, tmpl, msgs.v, msgs.n, NULL, true, &rendered);
+            if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
+            free(ids);
+            ids = NULL;
+            harmony = ends_with(rendered, "<|start|>assistant");
+            n = tokenize_all(m, rendered, &ids);
+            free(rendered);
+            if (n < 0) { fprintf(stderr, "chat: tokenize: %s\n", deltafin_errmsg()); goto done; }
+            if (!S.context_shift || n <= nctx - answer_room || msgs.n - 1 <= n_keep_msgs) break;
+            /* the oldest turn: a message and, when it is the user's, the answer after it */
+            int k = msgs.n - 1 - n_keep_msgs >= 2 && !strcmp(msgs.v[n_keep_msgs].role, "user") &&
+                            !strcmp(msgs.v[n_keep_msgs + 1].role, "assistant") ? 2 : 1;
+            msgs_drop(&msgs, n_keep_msgs, k);
+            dropped += k;
+        }
+        if (dropped)
+            fprintf(note, "(context shift: dropped the %d oldest message%s so the conversation fits in %d tokens)\n",
+                    dropped, dropped > 1 ? "s" : "", nctx);
         if (n >= nctx) {
-            fprintf(stderr, "chat: the conversation has %d tokens, the context holds %d: /reset or use a larger -c\n", n, nctx);
+            fprintf(stderr, "chat: the conversation has %d tokens, the context holds %d: /reset, use a larger -c%s\n", n,
+                    nctx, S.context_shift ? "" : " or --context-shift");
             msgs_clear(&msgs, msgs.n - 1);
             turn--;
             continue;
@@ -222,6 +390,14 @@ int cmd_chat(int argc, char **argv) {
         memcpy(cache + keep, ids + keep, sizeof(int32_t) * (size_t)(n - keep));
         n_cache = n;
         for (int i = 0; i < n; i++) deltafin_sampler_accept(smp, ids[i]);
+        if (gbnf) { /* each answer is one generation of the grammar, attached after the prompt */
+            deltafin_grammar *g = NULL;
+            if (deltafin_grammar_create(deltafin_model_vocab(m), gbnf, NULL, &g) < 0 ||
+                deltafin_sampler_set_grammar(smp, g) < 0) {
+                fprintf(stderr, "chat: grammar: %s\n", deltafin_errmsg());
+                goto done;
+            }
+        }
 
         size_t alen = 0, acap = 256;
         free(answer);
@@ -234,11 +410,12 @@ int cmd_chat(int argc, char **argv) {
         hm_out ho = {.answer = &answer, .alen = &alen, .acap = &acap, .show_reasoning = stats == 2};
         int n_gen = 0;
         uint64_t t1 = deltafin_time_ns();
-        bool stopped = false;
+        bool stopped = false, full = false;
         while (n_predict < 0 || n_gen < n_predict) {
             if (g_interrupt) { stopped = true; break; }
             const float *lg = deltafin_logits(c, -1);
             int32_t id = deltafin_sampler_sample(smp, lg, n_vocab);
+            if (id < 0) { fprintf(stderr, "\nchat: sampling: %s\n", deltafin_errmsg()); break; }
             deltafin_sampler_accept(smp, id);
             if (deltafin_token_is_eog(m, id)) break;
             n_gen++;
@@ -252,7 +429,7 @@ int cmd_chat(int argc, char **argv) {
                 fwrite(piece, 1, (size_t)pn, stdout);
                 fflush(stdout);
             }
-            if (n_cache >= nctx) break;
+            if (n_cache >= nctx) { full = true; break; }
             rc = deltafin_decode(c, &id, 1, false);
             if (rc < 0) {
                 n_cache = deltafin_ctx_pos(c);
@@ -262,6 +439,7 @@ int cmd_chat(int argc, char **argv) {
             }
             cache[n_cache++] = id;
         }
+        if (gbnf) deltafin_sampler_set_grammar(smp, NULL); /* the next prompt must not advance it */
         const char *rest;
         int rn = deltafin_detok_flush(td, &rest);
         if (harmony) {
@@ -276,6 +454,10 @@ int cmd_chat(int argc, char **argv) {
         fputc('\n', stdout);
         fflush(stdout);
         if (stopped) fprintf(stderr, "(stopped)\n");
+        if (full)
+            fprintf(note, "(context full: the conversation fills all %d tokens of the context; %s)\n", nctx,
+                    S.context_shift ? "the next message drops the oldest turns"
+                                    : "/reset to start over, or chat with --context-shift or a larger -c");
         uint64_t t_gen = deltafin_time_ns() - t1;
         if (msgs_push(&msgs, "assistant", answer) < 0) goto done;
         if (stats)
@@ -287,12 +469,14 @@ int cmd_chat(int argc, char **argv) {
 done:
     g_ctx = NULL;
     signal(SIGINT, SIG_DFL);
+    df_le_close(le);
     msgs_clear(&msgs, 0);
     free(msgs.v);
-    free(line);
     free(answer);
     free(ids);
     free(cache);
+    free(gbnf);
+    free(hist_path);
     deltafin_sampler_free(smp);
     deltafin_detok_free(dt);
     deltafin_detok_free(dts);

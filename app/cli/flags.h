@@ -53,6 +53,8 @@ typedef struct df_settings {
     /* inputs */
     const char *prompt, *file, *system, *chat_template;
     const char *chat_template_file;
+    const char *history_file;     /* chat: NULL = the default file, "" = none */
+    bool context_shift;           /* chat: drop the oldest turns when the context is full */
     /* constrained output: a GBNF grammar or a JSON schema, as text or from a file */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;
     /* output and logging */
