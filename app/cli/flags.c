@@ -22,6 +22,7 @@ typedef enum {
     K_STR,        /* const char * */
     K_IO,         /* const char *: a read engine name */
     K_PREFETCH,   /* int DELTAFIN_PREFETCH_*: auto | on | off */
+    K_KVTYPE,     /* int DELTAFIN_KV_*: f16 | q8_0 | q4_0 ... */
     K_LOGLEVEL,   /* int: error | warn | info | debug | 0..3 */
     K_NOTICE,     /* llama.cpp option without a value that means nothing here: a notice */
     K_NOTICE_VAL, /* the same with a value (checked by `meta`'s choices when it lists them) */
@@ -167,6 +168,12 @@ static const row g_rows[] = {
      LOADS, NOCFG},
     {"--trace", "FILE", K_STR, F(trace), NULL,
      "also write the routing trace (one line per token and MoE layer: token layer experts...)", B(PROFILE), NOCFG},
+    {"-ctk|--cache-type-k", "TYPE", K_KVTYPE, F(cache_type_k), "f16",
+     "KV cache type for K: f16 | f32 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl, with llama.cpp's "
+     "flash-attention numerics (docs/kv_cache.md) (default f16)", LOADS | B(INFO), C(CACHE_TYPE_K, cache_type_k)},
+    {"-ctv|--cache-type-v", "TYPE", K_KVTYPE, F(cache_type_v), "f16",
+     "KV cache type for V, the same types (MLA models: must equal -ctk) (default f16)", LOADS | B(INFO),
+     C(CACHE_TYPE_V, cache_type_v)},
     {"--mlock", NULL, K_SWITCH, F(mlock), NULL, "lock the dense weights in RAM (mlock)", LOADS, NOCFG},
     {"--verify-on-load", NULL, K_SWITCH, F(verify_on_load), NULL,
      "packed models: check every dense tensor against its checksum as it is read (streamed layers and expert "
@@ -410,6 +417,10 @@ static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const 
     case K_PREFETCH:
         if (deltafin_prefetch_parse(v, (int *)dst) != DELTAFIN_OK) return bad_value(cmd, flag, "auto, on or off", v);
         return 0;
+    case K_KVTYPE:
+        if (deltafin_kv_type_parse(v, (int *)dst) != DELTAFIN_OK)
+            return bad_value(cmd, flag, "f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl", v);
+        return 0;
     case K_LOGLEVEL: {
         static const char *lv[] = {"error", "warn", "info", "debug"};
         for (int k = 0; k < 4; k++)
@@ -454,7 +465,7 @@ static void apply_cfg_row(const row *r, df_settings *s) {
     void *dst = (char *)s + r->off;
     const char *src = (const char *)&s->cfg + r->cfg_off;
     switch (r->k) {
-    case K_INT: case K_PREFETCH: memcpy(dst, src, sizeof(int)); break;
+    case K_INT: case K_PREFETCH: case K_KVTYPE: memcpy(dst, src, sizeof(int)); break;
     case K_FLOAT: memcpy(dst, src, sizeof(float)); break;
     case K_SIZE: case K_SEED: memcpy(dst, src, sizeof(uint64_t)); break;
     case K_STR: case K_IO: *(const char **)dst = src; break;
@@ -643,6 +654,8 @@ deltafin_model_params df_cli_model_params(const df_settings *s) {
     mp.hot_file = s->hot;
     mp.preload = s->preload;
     mp.mlock = s->mlock;
+    mp.cache_type_k = s->cache_type_k;
+    mp.cache_type_v = s->cache_type_v;
     mp.verify_on_load = s->verify_on_load;
     /* what the memory plan reserves: this context, this chunk (when chosen), one sequence
      * (serve sets n_seq to its slots) */

@@ -152,6 +152,12 @@ static inline int df_hp_n_run_layers(const df_hparams *hp) { return hp->n_layer 
 
 /* KV row sizes of layer il (the arch hook or n_head_kv * head dims; 0 for NextN layers). */
 void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
+/* The ggml types the KV cache stores K and V rows in (from params.cache_type_k / _v; F32 is
+ * stored as F16, see deltafin.h) and the check that the architecture can hold them: every
+ * attention head a multiple of the type's block, and K and V of one type where V is a view of
+ * K (MLA's latent). DF_ERR_UNSUPPORTED naming the architecture otherwise. */
+void df_model_kv_types(const df_model *m, int *type_k, int *type_v);
+int df_model_kv_check(const df_model *m);
 
 struct deltafin_model {
     char *path;
@@ -227,7 +233,7 @@ typedef struct df_footprint {
     uint64_t expert_bytes;       /* routed expert weights (all layers) */
     uint64_t expert_bytes_one;   /* largest single expert (gate+up+down) */
     int n_moe_layers;            /* layers with routed experts */
-    uint64_t kv_bytes_per_token; /* all layers, K+V, F16 */
+    uint64_t kv_bytes_per_token; /* all layers, K+V, in the cache types (df_model_kv_types) */
     uint64_t kv_bytes;           /* at n_ctx, plus 2 x state_bytes */
     uint64_t state_bytes;        /* per-sequence recurrent state (kimi-k3 KDA), 0 if none */
     int n_ctx;
