@@ -298,9 +298,9 @@ static const row g_rows[] = {
     /* ---- llama.cpp options that mean nothing on this CPU engine: accepted with a notice ---- */
     {"-ngl|--gpu-layers|--n-gpu-layers", "N", K_NOTICE_VAL, 0, NULL,
      "llama.cpp's GPU offload: accepted and ignored (every layer runs on the CPU)", LOADS, NOCFG},
-    {"-fa|--flash-attn", "on|off|auto", K_NOTICE_VAL, 0, NULL,
+    {"-fa|--flash-attn", "on|off|auto", K_NOTICE_VAL, F(flash_attn), NULL,
      "llama.cpp's flash attention switch: accepted and ignored (attention always runs fused, in ggml's "
-     "flash-attention order)", LOADS, NOCFG},
+     "flash-attention order; -fa off with a quantized -ctv is refused, as llama.cpp does)", LOADS, NOCFG},
     {"-ub|--ubatch-size", "N", K_NOTICE_VAL, 0, NULL,
      "llama.cpp's physical batch: accepted and ignored (a prompt step is -b tokens)", LOADS, NOCFG},
     {"-tb|--threads-batch", "N", K_NOTICE_VAL, 0, NULL,
@@ -439,6 +439,7 @@ static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const 
             if (!ok) return bad_value(cmd, flag, r->meta, v);
         }
         fprintf(stderr, "%s: note: %s %s: %s\n", cmd->name, flag, v, r->help);
+        if (r->off) *(const char **)dst = v; /* kept where a combination is refused (-fa off -ctv q8_0) */
         return 0;
     }
     default:
@@ -558,6 +559,13 @@ int df_cli_parse(const df_cmd *cmd, int argc, char **argv, df_settings *s) {
     }
     /* a chunk the user chose is kept by the memory plan; the default may shrink under pressure */
     s->n_batch_chosen = df_cli_given(s, cmd, "--batch-size") || (s->cfg.set & DF_CFG_BATCH_SIZE);
+    /* llama.cpp: "quantized V cache requires flash_attn to be enabled" */
+    const int tv = s->cache_type_v;
+    if (s->flash_attn && !strcmp(s->flash_attn, "off") && tv != DELTAFIN_KV_F16 && tv != DELTAFIN_KV_F32 &&
+        tv != DELTAFIN_KV_BF16)
+        return df_cli_usage_error(cmd, "a quantized V cache (-ctv %s) requires flash attention; llama.cpp refuses "
+                                  "-fa off with it (deltafin always runs flash attention: drop -fa off)",
+                                  deltafin_kv_type_name(tv));
     return DF_CLI_GO;
 }
 

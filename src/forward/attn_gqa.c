@@ -47,6 +47,21 @@ void df_kv_put(int type, const float *x, void *dst, int64_t n) {
     else df_quantize_row(type, x, dst, n);
 }
 
+void df_fwht(float *x, int64_t n, int nrot) {
+    const float scale = 1.0f / sqrtf((float)nrot);
+    for (int64_t r = 0; r + nrot <= n; r += nrot) {
+        float *y = x + r;
+        for (int j = 0; j < nrot; j++) y[j] *= scale;
+        for (int len = 1; len < nrot; len <<= 1)
+            for (int i = 0; i < nrot; i += 2 * len)
+                for (int j = 0; j < len; j++) {
+                    const float u = y[i + j], v = y[i + len + j];
+                    y[i + j] = u + v;
+                    y[i + len + j] = u - v;
+                }
+    }
+}
+
 static void attn_task(void *ctx, int task, int thread) {
     const df_attn_args *a = ctx;
     const int t = task / a->n_head, h = task % a->n_head;

@@ -154,11 +154,15 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
                 for (int h = 0; h < nh; h++) {
                     /* K head h = [k_nope,h ; k_pe] as llama.cpp concatenates it in F32, then stored */
                     const float *src = kvt + (int64_t)h * (dn + dv);
-                    float kh[MLA_MAX_HEAD];
+                    float kh[MLA_MAX_HEAD], vh[MLA_MAX_HEAD];
                     memcpy(kh, src, sizeof(float) * (size_t)dn);
                     memcpy(kh + dn, pe, sizeof(float) * (size_t)dr);
+                    memcpy(vh, src + dn, sizeof(float) * (size_t)dv);
+                    /* llama.cpp's rotation before a quantized cache (df_model_kv_rot) */
+                    if (sg->sc->rot_k) df_fwht(kh, dq, sg->sc->rot_k);
+                    if (sg->sc->rot_v) df_fwht(vh, dv, sg->sc->rot_v);
                     df_kv_put(sg->sc->type_k, kh, kd + (uint64_t)h * kh_b, dq);
-                    df_kv_put(sg->sc->type_v, src + dn, vd + (uint64_t)h * vh_b, dv);
+                    df_kv_put(sg->sc->type_v, vh, vd + (uint64_t)h * vh_b, dv);
                 }
             }
             a.n_tok = sg->n; a.pos0 = sg->pos0;
@@ -167,7 +171,9 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
             a.q = b.q + (int64_t)sg->row0 * nq;
             a.out = b.ov + (int64_t)sg->row0 * a.ldo;
             a.f32_acc = df_use_tiled_attn(sg->n, dv);
+            if (sg->sc->rot_k) df_fwht(b.q + (int64_t)sg->row0 * nq, (int64_t)sg->n * nq, sg->sc->rot_k);
             df_attn_gqa(c->pool, &a);
+            if (sg->sc->rot_v) df_fwht(a.out, (int64_t)sg->n * a.ldo, sg->sc->rot_v);
         }
     }
     if (L->attn_gate) {

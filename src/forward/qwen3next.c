@@ -217,6 +217,8 @@ static int qn_full_attend(struct deltafin_ctx *c, int il, int nt, const float *x
             df_rope_apply(&m->rope, rc, qt, H, dk);
             df_rope_apply(&m->rope, rc, kt, Hkv, dk);
         }
+        if (c->rot_k) { df_fwht(qt, nq, c->rot_k); df_fwht(kt, nk, c->rot_k); } /* df_model_kv_rot */
+        if (c->rot_v) df_fwht(c->v + t * nv, nv, c->rot_v);
         df_kv_put(c->type_k, kt, df_ctx_k(c, il, c->n_past + t), nk);
         df_kv_put(c->type_v, c->v + t * nv, df_ctx_v(c, il, c->n_past + t), nv);
     }
@@ -228,6 +230,7 @@ static int qn_full_attend(struct deltafin_ctx *c, int il, int nt, const float *x
         .sinks = NULL, .swa = 0, .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
     };
     df_attn_gqa(c->pool, &a);
+    if (c->rot_v) df_fwht(c->o, (int64_t)nt * H * dv, c->rot_v); /* before the gate, as llama.cpp */
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < H; h++) {
             const float *gt = qg + t * 2 * nq + (int64_t)h * 2 * dk + dk;

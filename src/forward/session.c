@@ -171,6 +171,7 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     c->v_row = c->k_row + hp->n_layer;
     c->v_rowb = c->k_rowb + hp->n_layer;
     df_model_kv_types(m, &c->type_k, &c->type_v); /* checked at load (df_model_kv_check) */
+    df_model_kv_rot(m, &c->rot_k, &c->rot_v);
     c->kv_bytes = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         df_model_kv_row(m, l, &c->k_row[l], &c->v_row[l]);
@@ -435,6 +436,9 @@ int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
                 df_rope_apply(&m->rope, rc, qt, hp->n_head, dk);
                 df_rope_apply(&m->rope, rc, kt, hp->n_head_kv, dk);
             }
+            /* llama.cpp rotates Q and K (V) before a quantized cache (df_model_kv_rot) */
+            if (sg->sc->rot_k) { df_fwht(qt, nq, sg->sc->rot_k); df_fwht(kt, nk, sg->sc->rot_k); }
+            if (sg->sc->rot_v) df_fwht(c->v + t * nv, nv, sg->sc->rot_v);
             /* K and V are stored in the cache types (F16 rounding by default, as llama.cpp) */
             df_kv_put(sg->sc->type_k, kt, df_ctx_k(sg->sc, il, sg->pos0 + i), nk);
             df_kv_put(sg->sc->type_v, c->v + t * nv, df_ctx_v(sg->sc, il, sg->pos0 + i), nv);
@@ -450,6 +454,8 @@ int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
             .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
         };
         df_attn_gqa(c->pool, &a);
+        if (sg->sc->rot_v) /* the output back from the rotated V */
+            df_fwht(c->o + (int64_t)sg->row0 * hp->n_head * dv, (int64_t)sg->n * hp->n_head * dv, sg->sc->rot_v);
     }
     df_fw_mm(c, L->wo, c->o, (int64_t)hp->n_head * dv, nt, c->y, D);
     add_bias(c->y, D, nt, L->bo);

@@ -72,6 +72,7 @@ struct deltafin_ctx {
     int64_t *k_row, *v_row;
     uint64_t *k_rowb, *v_rowb;
     int type_k, type_v;
+    int rot_k, rot_v;            /* df_model_kv_rot: Hadamard rotation sizes (0 = none) */
     void *kv_mem; uint64_t kv_bytes;
     /* scratch for nb = n_batch tokens */
     float *h;      /* [nb][n_embd] residual stream */
@@ -141,6 +142,10 @@ static inline void *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c
 /* Store n values of an F32 K or V row as cache type `type` (llama.cpp's set_rows: the CPU
  * backend's from_float — F16 rounding, or the type's quantizer; n a multiple of its block). */
 void df_kv_put(int type, const float *x, void *dst, int64_t n);
+/* In place over n values (n % nrot == 0): each run of nrot values becomes its Walsh-Hadamard
+ * transform / sqrt(nrot), as ggml-cpu's fwht (llama.cpp's attention rotation, df_model_kv_rot):
+ * x *= 1/sqrtf(nrot), then butterflies u+v, u-v of widths 1, 2, 4, ... (exact in every order). */
+void df_fwht(float *x, int64_t n, int nrot);
 /* llama.cpp's choice of its tiled F32 flash-attention kernel for nq queries (per sequence). */
 bool df_use_tiled_attn(int nq, int dv);
 /* Whether every sequence of the pass c leads was cancelled (deltafin_ctx_cancel). */

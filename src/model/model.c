@@ -504,6 +504,31 @@ int df_model_kv_check(const df_model *m) {
     return DF_OK;
 }
 
+void df_model_kv_rot(const df_model *m, int *nrot_k, int *nrot_v) {
+    const df_hparams *hp = &m->hp;
+    int tk, tv;
+    df_model_kv_types(m, &tk, &tv);
+    *nrot_k = *nrot_v = 0;
+    if (tk < 0 || tv < 0) return;
+    int64_t hk_all = 0, hv_all = 0; /* the head sizes of every KV layer, -1 where they differ */
+    for (int l = 0; l < hp->n_layer; l++) {
+        int64_t kr, vr, hk, hv;
+        df_model_kv_row(m, l, &kr, &vr);
+        if (!kr && !vr) continue;
+        if (kr && !vr) return; /* MLA: llama.cpp's K-only attention applies no rotation */
+        if (hp->n_lora_kv > 0) { hk = hp->n_embd_head_k_mla; hv = hp->n_embd_head_v_mla; }
+        else { hk = hp->n_embd_head_k; hv = hp->n_embd_head_v; }
+        hk_all = !hk_all ? hk : hk_all == hk ? hk_all : -1;
+        hv_all = !hv_all ? hv : hv_all == hv ? hv_all : -1;
+    }
+    if (hk_all > 0 && hk_all % 64 == 0 && df_type_info(tk)->blck > 1) {
+        int n = 64;
+        while (hk_all % (2 * n) == 0) n *= 2;
+        *nrot_k = n;
+    }
+    if (hv_all > 0 && hv_all % 64 == 0 && df_type_info(tv)->blck > 1) *nrot_v = 64;
+}
+
 /* ---- footprint ------------------------------------------------------------------------- */
 void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out) {
     const df_hparams *hp = &m->hp;

@@ -158,6 +158,13 @@ void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
  * K (MLA's latent). DF_ERR_UNSUPPORTED naming the architecture otherwise. */
 void df_model_kv_types(const df_model *m, int *type_k, int *type_v);
 int df_model_kv_check(const df_model *m);
+/* llama.cpp's attention rotation for quantized caches (llama-kv-cache.cpp attn_rot_k / _v):
+ * with a quantized K type and every KV layer's key head a multiple of 64, Q and K rows are
+ * rotated by a Walsh-Hadamard transform of *nrot_k values (the largest power of 2 >= 64 that
+ * divides the head) before K is stored; with a quantized V type and value heads a multiple of
+ * 64, V rows and the attention output by one of 64. 0 = no rotation (F16 / BF16 caches, other
+ * head sizes, MLA's latent cache). */
+void df_model_kv_rot(const df_model *m, int *nrot_k, int *nrot_v);
 
 struct deltafin_model {
     char *path;
