@@ -11,8 +11,8 @@
 #      F16's x 34/64 (Q8_0) and x 18/64 (Q4_0), and `run -v --mem-limit` plans that much less
 #   4. refusals name the architecture: MLA with -ctk != -ctv, a block that does not divide a
 #      head (16-wide llama heads); -fa off with a quantized V and an unknown type name (exit 2)
-#   5. the config file (inference.cache_type_k / _v) gives the flags' ids; `serve -ctk q8_0
-#      -ctv q8_0` answers /completion with the text `run` prints with the same flags
+#   5. the config file (inference.cache_type_k / _v) gives llama.cpp's ids for those types;
+#      `serve -ctk q4_0 -ctv q4_0` answers /completion with the text `run` prints with the flags
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
@@ -111,26 +111,31 @@ try:
     rc, out, err = run(["run", "-m", q3 or "x.gguf", "-p", "Hi", "-ctk", "q9_0"])
     report(rc == 2 and "q8_0" in err, "unknown type name: usage error listing the types", last(err))
     # ---- 5. config file and server ----
-    if q3:
+    q4 = path.get("qwen3moe-f16-q4_0")
+    if q3 and q4:
         r0 = next(r for r in rows if r["name"] == "qwen3moe-f16-q8_0")
+        r4 = next(r for r in rows if r["name"] == "qwen3moe-f16-q4_0")
         cfg = os.path.join(tmp, "kv.yaml")
+        open(cfg, "w").write("inference:\n  cache_type_k: q4_0\n  cache_type_v: q4_0\n")
+        a, e1 = greedy(q4, r4["prompt"], extra=["--config", cfg])
+        c, e3 = greedy(q4, r4["prompt"])
+        ok = not (e1 or e3) and a["tokens"] == [int(x) for x in r4["gen_ids"].split(",")] and a["tokens"] != c["tokens"]
+        report(ok, "config inference.cache_type_k/_v: q4_0 gives llama.cpp's -ctk q4_0 -ctv q4_0 ids (not f16's)",
+               e1 or e3 or "")
         open(cfg, "w").write("inference:\n  cache_type_k: q8_0\n  cache_type_v: q8_0\n")
-        a, e1 = greedy(q3, r0["prompt"], extra=["--config", cfg])
-        b, e2 = greedy(q3, r0["prompt"], extra=["-ctk", "q8_0", "-ctv", "q8_0"])
-        c, e3 = greedy(q3, r0["prompt"])
-        ok = not (e1 or e2 or e3) and a["tokens"] == b["tokens"] and a["tokens"] != c["tokens"]
-        report(ok, "config inference.cache_type_k/_v = the flags (and differs from f16 here)", e1 or e2 or e3 or "")
         rc, out, err = run(["info", q3, "--config", cfg])
         report(rc == 0 and "(q8_0/q8_0)" in out, "info --config shows the types", last(err) if rc else "")
         bad = os.path.join(tmp, "bad.yaml")
         open(bad, "w").write("inference:\n  cache_type_k: q3\n")
         rc, out, err = run(["run", "-m", q3, "-p", "Hi", "--config", bad])
         report(rc != 0 and "bad.yaml:2" in err and "cache_type_k" in err, "config refuses a bad type with file:line", last(err))
-        # serve -ctk q8_0 -ctv q8_0: /completion's text = run's
-        p = r0["prompt"]
-        rc, out, err = run(["run", "-m", q3, "-p", p, "-n", "12", "--temp", "0", "--json", "-ctk", "q8_0", "-ctv", "q8_0"])
-        want_text = json.loads(out.strip().splitlines()[-1])["text"] if rc == 0 else None
-        srv = subprocess.Popen([BIN, "serve", "-m", q3, "--port", "0", "-ctk", "q8_0", "-ctv", "q8_0", "-t", "2"],
+        # serve -ctk q4_0 -ctv q4_0: /completion's text = run's with the same flags (not f16's)
+        p = r4["prompt"]
+        def run_text(extra):
+            rc, out, err = run(["run", "-m", q4, "-p", p, "-n", "12", "--temp", "0", "--json"] + extra)
+            return json.loads(out.strip().splitlines()[-1])["text"] if rc == 0 else None
+        want_text, f16_text = run_text(["-ctk", "q4_0", "-ctv", "q4_0"]), run_text([])
+        srv = subprocess.Popen([BIN, "serve", "-m", q4, "--port", "0", "-ctk", "q4_0", "-ctv", "q4_0", "-t", "2"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
         port = None
         t0 = time.time()
@@ -153,8 +158,9 @@ try:
                 got_text = json.loads(urllib.request.urlopen(req, timeout=60).read())["content"]
             except Exception as ex:
                 got_text = f"error {ex}"
-        report(want_text is not None and got_text == want_text, "serve -ctk q8_0 -ctv q8_0: /completion = run's text",
-               f"got {got_text!r} want {want_text!r}")
+        report(want_text is not None and got_text == want_text and want_text != f16_text,
+               "serve -ctk q4_0 -ctv q4_0: /completion = run's text with the flags (not f16's)",
+               f"got {got_text!r} want {want_text!r} (f16 {f16_text!r})")
 finally:
     if srv:
         srv.terminate()
