@@ -29,9 +29,9 @@ size_t df_attn_scratch_per_thread(int dk, int dv) {
 
 static int kv_type(int t) { return t == DF_TYPE_F32 ? DF_TYPE_F16 : t; }
 
-/* element offset e of a cache of type t (e a multiple of its block) */
-static const char *kv_at(const void *base, int t, int64_t e) {
-    return (const char *)base + (t == DF_TYPE_F16 ? (uint64_t)e * sizeof(df_f16) : df_type_row_bytes(t, e));
+/* element offset e of a cache whose blocks are blck values in bytes bytes (e a multiple of blck) */
+static inline const char *kv_at(const void *base, int blck, int bytes, int64_t e) {
+    return (const char *)base + (uint64_t)(e / blck) * (uint64_t)bytes;
 }
 
 void df_kv_put(int type, const float *x, void *dst, int64_t n) {
@@ -93,9 +93,11 @@ static void attn_task(void *ctx, int task, int thread) {
         float *v32 = q32;
         if (f16v) memset(acc16, 0, (size_t)dv * sizeof(df_f16));
         else memset(acc32, 0, (size_t)dv * sizeof(float));
+        const df_type_traits *fk = df_type_info(tk), *fv = df_type_info(tv);
+        const int kb = fk->blck, kby = fk->bytes, vb = fv->blck, vby = fv->bytes;
         for (int p = p_lo; p <= pq; p++) {
-            const void *kr = kv_at(a->kc, tk, (int64_t)p * a->ldk + (int64_t)kvh * dk);
-            const void *vr = kv_at(a->vc, tv, (int64_t)p * a->ldv + (int64_t)kvh * dv);
+            const void *kr = kv_at(a->kc, kb, kby, (int64_t)p * a->ldk + (int64_t)kvh * dk);
+            const void *vr = kv_at(a->vc, vb, vby, (int64_t)p * a->ldv + (int64_t)kvh * dv);
             float s;
             if (tk == DF_TYPE_F16) s = k->attn_dot_f16(kr, q16, dk);
             else k->vec_dot[tk](dk, &s, kr, qq);
@@ -114,8 +116,7 @@ static void attn_task(void *ctx, int task, int thread) {
                 k->attn_mad_f16(acc16, vr, vs, dv);
             } else {
                 df_dequantize_row(tv, vr, v32, dv);
-                if (k->attn_fma_sum) for (int d = 0; d < dv; d++) acc32[d] = fmaf(v32[d], vs, acc32[d]);
-                else for (int d = 0; d < dv; d++) acc32[d] += v32[d] * vs;
+                k->attn_mad_f32f(acc32, v32, vs, dv);
             }
             S = k->attn_fma_sum ? fmaf(S, ms, vs) : S * ms + vs;
         }
