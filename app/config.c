@@ -13,7 +13,7 @@
 #include <string.h>
 #include <yaml.h>
 
-typedef enum { T_STR, T_INT, T_FLOAT, T_SIZE, T_SEED, T_ENGINE, T_PREFETCH, T_PRELOAD, T_PRECISION } vtype;
+typedef enum { T_STR, T_INT, T_FLOAT, T_SIZE, T_SEED, T_ENGINE, T_PREFETCH, T_PRELOAD, T_PRECISION, T_KVTYPE } vtype;
 
 typedef struct {
     const char *section, *key, *alias;
@@ -31,6 +31,8 @@ static const keydef g_keys[] = {
     {"inference", "precision", NULL, T_PRECISION, DF_CFG_PRECISION, S(precision), 0, 0},
     {"inference", "batch_size", NULL, T_INT, DF_CFG_BATCH_SIZE, N(batch_size), 1, 1 << 20},
     {"inference", "max_seq_len", "context", T_INT, DF_CFG_MAX_SEQ_LEN, N(max_seq_len), 1, 1 << 24},
+    {"inference", "cache_type_k", NULL, T_KVTYPE, DF_CFG_CACHE_TYPE_K, N(cache_type_k), 0, 0},
+    {"inference", "cache_type_v", NULL, T_KVTYPE, DF_CFG_CACHE_TYPE_V, N(cache_type_v), 0, 0},
     {"sampling", "temperature", "temp", T_FLOAT, DF_CFG_TEMP, N(temperature), 0, 100},
     {"sampling", "top_k", NULL, T_INT, DF_CFG_TOP_K, N(top_k), 0, 1 << 30},
     {"sampling", "top_p", NULL, T_FLOAT, DF_CFG_TOP_P, N(top_p), 0, 1},
@@ -226,6 +228,15 @@ static int set_value(rd *r, const keydef *k, const char *sec) {
                           k->key, v);
         }
         *(int *)(base + k->off) = m;
+        break;
+    }
+    case T_KVTYPE: {
+        int t;
+        if (deltafin_kv_type_parse(v, &t) != DELTAFIN_OK) {
+            return deltafin_set_error(DELTAFIN_ERR_FORMAT, "%s:%d: %s.%s: expected f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, "
+                          "q5_1 or iq4_nl, got '%s'", r->name, ln, sec, k->key, v);
+        }
+        *(int *)(base + k->off) = t;
         break;
     }
     }

@@ -18,6 +18,7 @@ enum {
     DF_CFG_IO_ENGINE = 1u << 14,
     DF_CFG_CACHE_SIZE = 1u << 15, DF_CFG_PRELOAD = 1u << 16, DF_CFG_HOT_SET = 1u << 17,
     DF_CFG_PREFETCH = 1u << 18,
+    DF_CFG_CACHE_TYPE_K = 1u << 19, DF_CFG_CACHE_TYPE_V = 1u << 20,
 };
 
 typedef struct {
@@ -29,6 +30,7 @@ typedef struct {
     char precision[16];           /* "auto" (the model's own tensor types) */
     int batch_size;               /* -> n_batch */
     int max_seq_len;              /* -> n_ctx */
+    int cache_type_k, cache_type_v; /* DELTAFIN_KV_* (deltafin.h): f16 q8_0 q4_0 ... */
     float temperature, top_p, min_p, repeat_penalty;
     int top_k;
     uint64_t seed;

@@ -82,6 +82,19 @@ int deltafin_prefetch_parse(const char *s, int *mode);
 /* DELTAFIN_OK if `name` is a read engine of this build ("auto", "pread", "direct", "uring",
  * "mmap"), else DELTAFIN_ERR_INVALID / _UNSUPPORTED with a message. */
 int deltafin_io_engine_check(const char *name);
+/* KV cache element types (llama.cpp's -ctk / -ctv, docs/kv_cache.md). F16 is llama.cpp's
+ * default; F32 is accepted and stored as F16 (llama.cpp's flash attention casts an F32 cache
+ * to F16, so the tokens are the same). Quantized types use ggml's block formats and
+ * llama.cpp's flash-attention numerics (K·Q in K's dot type, V rows dequantized to F32). */
+enum {
+    DELTAFIN_KV_F16 = 0, DELTAFIN_KV_F32, DELTAFIN_KV_BF16, DELTAFIN_KV_Q8_0, DELTAFIN_KV_Q4_0,
+    DELTAFIN_KV_Q4_1, DELTAFIN_KV_Q5_0, DELTAFIN_KV_Q5_1, DELTAFIN_KV_IQ4_NL, DELTAFIN_KV_COUNT
+};
+/* "f16" | "f32" | "bf16" | "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "iq4_nl" (any case) ->
+ * DELTAFIN_KV_*; DELTAFIN_ERR_INVALID with a message listing them otherwise. */
+int deltafin_kv_type_parse(const char *s, int *type);
+/* "f16" ... (NULL for an id out of range) */
+const char *deltafin_kv_type_name(int type);
 
 typedef struct {
     int n_threads;          /* <= 0: all cores */
@@ -102,6 +115,10 @@ typedef struct {
     int n_ctx;
     int n_batch;
     int n_seq;
+    /* KV cache types of K and V rows (DELTAFIN_KV_*, 0 = F16), llama.cpp's -ctk / -ctv: the
+     * memory plan counts their bytes; load refuses a type the architecture cannot hold (block
+     * size not dividing a head, K and V types differing where V is a view of K: MLA) */
+    int cache_type_k, cache_type_v;
     bool mlock;             /* lock the resident weights, the expert cache and the dense layer
                              * buffers in RAM (llama.cpp's --mlock); load fails with a message
                              * naming RLIMIT_MEMLOCK when the kernel refuses */

@@ -18,6 +18,9 @@ extern "C" {
  * Such a model answers the queries of this header and deltafin.h's metadata, vocabulary and
  * plan functions; it cannot create contexts. Free with deltafin_model_free. */
 int deltafin_model_load_meta(const char *path, deltafin_model **out);
+/* KV cache types (DELTAFIN_KV_*) for the footprint and plans of a meta model (`info -ctk`):
+ * checked against the architecture as a load would check them. */
+int deltafin_model_set_cache_types(deltafin_model *m, int type_k, int type_v);
 
 typedef struct {
     int n_vocab, n_ctx_train, n_embd, n_layer;
@@ -60,7 +63,7 @@ typedef struct {
     uint64_t dense_bytes;         /* non-expert weights */
     uint64_t expert_bytes;        /* routed experts, all layers */
     uint64_t expert_bytes_one;    /* the largest single expert (gate + up + down) */
-    uint64_t kv_bytes_per_token;  /* all layers, K + V, F16 */
+    uint64_t kv_bytes_per_token;  /* all layers, K + V, in the model's cache types */
     uint64_t kv_bytes;            /* at n_ctx, plus the recurrent state twice (state + snapshot) */
     uint64_t state_bytes;         /* recurrent state per sequence (kimi-k3 KDA layers), 0 if none */
     uint64_t scratch_bytes;       /* activations for n_batch tokens */

@@ -33,6 +33,9 @@ int main(int argc, char **argv) {
     if (argc == 6 && df_kernels_select(argv[5])) { fprintf(stderr, "no kernel table %s\n", argv[5]); return 2; }
     deltafin_model *m;
     deltafin_model_params mp = deltafin_model_default_params();
+    /* DF_CTK / DF_CTV: KV cache types, as llama_oracle's ORACLE_TYPE_K / _V */
+    if (getenv("DF_CTK") && deltafin_kv_type_parse(getenv("DF_CTK"), &mp.cache_type_k) < 0) return 2;
+    if (getenv("DF_CTV") && deltafin_kv_type_parse(getenv("DF_CTV"), &mp.cache_type_v) < 0) return 2;
     if (deltafin_model_load(argv[1], &mp, &m)) { fprintf(stderr, "%s\n", deltafin_errmsg()); return 1; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();
     deltafin_ctx *c;

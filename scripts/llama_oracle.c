@@ -15,6 +15,8 @@
  * Fourth form: the same decode calls; at decode call STEP every contiguous F32 graph tensor is
  * written to DIR/NAME.f32 (NAME as llama.cpp's graph calls it, `#2`... for repeated names),
  * with DIR/index.tsv listing name and shape — for bisecting a difference op by op.)
+ * Every form takes the KV cache types and flash attention from ORACLE_TYPE_K / ORACLE_TYPE_V /
+ * ORACLE_FLASH_ATTN (llama.cpp's -ctk / -ctv / -fa; see oracle_ctx_params).
  * Tokenizes PROMPT like llama-completion (add BOS per the model, parse special tokens),
  * decodes it as one batch, then generates up to N_PREDICT tokens greedily (argmax, stopping at
  * an end-of-generation token like llama-completion) one token per decode call. Prints one
@@ -45,11 +47,40 @@ static struct llama_model_params oracle_model_params(void) {
     return mp;
 }
 
+/* ORACLE_TYPE_K / ORACLE_TYPE_V = f16 | f32 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl: the KV
+ * cache types (llama.cpp's -ctk / -ctv); ORACLE_FLASH_ATTN = on | off | auto (-fa). Unset: the
+ * library defaults (F16, auto = on for the CPU), as every form records without them. */
+static int kv_type(const char *var, enum ggml_type def) {
+    static const struct { const char *n; enum ggml_type t; } k[] = {
+        {"f16", GGML_TYPE_F16}, {"f32", GGML_TYPE_F32}, {"bf16", GGML_TYPE_BF16}, {"q8_0", GGML_TYPE_Q8_0},
+        {"q4_0", GGML_TYPE_Q4_0}, {"q4_1", GGML_TYPE_Q4_1}, {"q5_0", GGML_TYPE_Q5_0}, {"q5_1", GGML_TYPE_Q5_1},
+        {"iq4_nl", GGML_TYPE_IQ4_NL},
+    };
+    const char *e = getenv(var);
+    if (!e || !*e) return def;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(e, k[i].n)) return k[i].t;
+    fprintf(stderr, "%s=%s: unknown KV cache type\n", var, e);
+    exit(2);
+}
+
+static struct llama_context_params oracle_ctx_params(void) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.type_k = kv_type("ORACLE_TYPE_K", cp.type_k);
+    cp.type_v = kv_type("ORACLE_TYPE_V", cp.type_v);
+    const char *fa = getenv("ORACLE_FLASH_ATTN");
+    if (fa && !strcmp(fa, "on")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    else if (fa && !strcmp(fa, "off")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    else if (fa && !strcmp(fa, "auto")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
+    else if (fa && *fa) { fprintf(stderr, "ORACLE_FLASH_ATTN=%s: on, off or auto\n", fa); exit(2); }
+    return cp;
+}
+
 static int dump_logits(char **argv) {
     const char *path = argv[2], *out = argv[5];
     struct llama_model *model = llama_model_load_from_file(path, oracle_model_params());
     if (!model) { fprintf(stderr, "cannot load %s\n", path); return 1; }
-    struct llama_context_params cp = llama_context_default_params();
+    struct llama_context_params cp = oracle_ctx_params();
     cp.n_ctx = 0;
     cp.n_threads = cp.n_threads_batch = 2;
     struct llama_context *ctx = llama_init_from_model(model, cp);
@@ -176,7 +207,7 @@ static int dump_step(char **argv) {
     snprintf(ip, sizeof ip, "%s/index.tsv", argv[6]);
     dump_ud u = {.step = -1, .want_step = atoi(argv[5]), .dir = argv[6], .index = fopen(ip, "w")};
     if (!u.index) { perror(ip); return 1; }
-    struct llama_context_params cp = llama_context_default_params();
+    struct llama_context_params cp = oracle_ctx_params();
     cp.n_ctx = 0;
     cp.n_threads = cp.n_threads_batch = 2;
     cp.cb_eval = dump_cb;
@@ -221,7 +252,7 @@ static int dump_routes(char **argv) {
     u.n_groups = meta_int(model, "expert_group_count", 0);
     u.n_group_used = meta_int(model, "expert_group_used_count", 0);
     if (u.n_expert <= 0 || u.n_used <= 0 || u.n_expert > 1024) { fprintf(stderr, "not a MoE model\n"); return 1; }
-    struct llama_context_params cp = llama_context_default_params();
+    struct llama_context_params cp = oracle_ctx_params();
     cp.n_ctx = 0;
     cp.n_threads = cp.n_threads_batch = 2;
     cp.cb_eval = route_cb;
@@ -276,7 +307,7 @@ int main(int argc, char **argv) {
     struct llama_model *model = llama_model_load_from_file(path, mp);
     if (!model) { fprintf(stderr, "cannot load %s\n", path); return 1; }
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
-    struct llama_context_params cp = llama_context_default_params();
+    struct llama_context_params cp = oracle_ctx_params();
     cp.n_ctx = 0; /* training context, like llama-completion */
     cp.n_threads = 2;
     cp.n_threads_batch = 2;

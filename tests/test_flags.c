@@ -66,7 +66,7 @@ static void check_config_keys(void) {
     const unsigned want = DF_CFG_MODEL_PATH | DF_CFG_BATCH_SIZE | DF_CFG_MAX_SEQ_LEN | DF_CFG_TEMP | DF_CFG_TOP_K |
                           DF_CFG_TOP_P | DF_CFG_MIN_P | DF_CFG_SEED | DF_CFG_REPEAT_PENALTY | DF_CFG_THREADS |
                           DF_CFG_MEM_LIMIT | DF_CFG_MEM_RESERVE | DF_CFG_IO_ENGINE | DF_CFG_CACHE_SIZE |
-                          DF_CFG_PRELOAD | DF_CFG_HOT_SET | DF_CFG_PREFETCH;
+                          DF_CFG_PRELOAD | DF_CFG_HOT_SET | DF_CFG_PREFETCH | DF_CFG_CACHE_TYPE_K | DF_CFG_CACHE_TYPE_V;
     unsigned got = 0;
     for (int i = 0; i < df_cli_n_rows(); i++) {
         const char *n, *h;

@@ -22,6 +22,7 @@ typedef enum {
     K_STR,        /* const char * */
     K_IO,         /* const char *: a read engine name */
     K_PREFETCH,   /* int DELTAFIN_PREFETCH_*: auto | on | off */
+    K_KVTYPE,     /* int DELTAFIN_KV_*: f16 | q8_0 | q4_0 ... */
     K_LOGLEVEL,   /* int: error | warn | info | debug | 0..3 */
     K_NOTICE,     /* llama.cpp option without a value that means nothing here: a notice */
     K_NOTICE_VAL, /* the same with a value (checked by `meta`'s choices when it lists them) */
@@ -172,6 +173,12 @@ static const row g_rows[] = {
      LOADS, NOCFG},
     {"--trace", "FILE", K_STR, F(trace), NULL,
      "also write the routing trace (one line per token and MoE layer: token layer experts...)", B(PROFILE), NOCFG},
+    {"-ctk|--cache-type-k", "TYPE", K_KVTYPE, F(cache_type_k), "f16",
+     "KV cache type for K: f16 | f32 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl, with llama.cpp's "
+     "flash-attention numerics (docs/kv_cache.md) (default f16)", LOADS | B(INFO), C(CACHE_TYPE_K, cache_type_k)},
+    {"-ctv|--cache-type-v", "TYPE", K_KVTYPE, F(cache_type_v), "f16",
+     "KV cache type for V, the same types (MLA models: must equal -ctk) (default f16)", LOADS | B(INFO),
+     C(CACHE_TYPE_V, cache_type_v)},
     {"--mlock", NULL, K_SWITCH, F(mlock), NULL, "lock the dense weights in RAM (mlock)", LOADS, NOCFG},
     {"--verify-on-load", NULL, K_SWITCH, F(verify_on_load), NULL,
      "packed models: check every dense tensor against its checksum as it is read (streamed layers and expert "
@@ -296,9 +303,9 @@ static const row g_rows[] = {
     /* ---- llama.cpp options that mean nothing on this CPU engine: accepted with a notice ---- */
     {"-ngl|--gpu-layers|--n-gpu-layers", "N", K_NOTICE_VAL, 0, NULL,
      "llama.cpp's GPU offload: accepted and ignored (every layer runs on the CPU)", LOADS, NOCFG},
-    {"-fa|--flash-attn", "on|off|auto", K_NOTICE_VAL, 0, NULL,
+    {"-fa|--flash-attn", "on|off|auto", K_NOTICE_VAL, F(flash_attn), NULL,
      "llama.cpp's flash attention switch: accepted and ignored (attention always runs fused, in ggml's "
-     "flash-attention order)", LOADS, NOCFG},
+     "flash-attention order; -fa off with a quantized -ctv is refused, as llama.cpp does)", LOADS, NOCFG},
     {"-ub|--ubatch-size", "N", K_NOTICE_VAL, 0, NULL,
      "llama.cpp's physical batch: accepted and ignored (a prompt step is -b tokens)", LOADS, NOCFG},
     {"-tb|--threads-batch", "N", K_NOTICE_VAL, 0, NULL,
@@ -415,6 +422,10 @@ static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const 
     case K_PREFETCH:
         if (deltafin_prefetch_parse(v, (int *)dst) != DELTAFIN_OK) return bad_value(cmd, flag, "auto, on or off", v);
         return 0;
+    case K_KVTYPE:
+        if (deltafin_kv_type_parse(v, (int *)dst) != DELTAFIN_OK)
+            return bad_value(cmd, flag, "f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl", v);
+        return 0;
     case K_LOGLEVEL: {
         static const char *lv[] = {"error", "warn", "info", "debug"};
         for (int k = 0; k < 4; k++)
@@ -433,6 +444,7 @@ static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const 
             if (!ok) return bad_value(cmd, flag, r->meta, v);
         }
         fprintf(stderr, "%s: note: %s %s: %s\n", cmd->name, flag, v, r->help);
+        if (r->off) *(const char **)dst = v; /* kept where a combination is refused (-fa off -ctv q8_0) */
         return 0;
     }
     default:
@@ -459,7 +471,7 @@ static void apply_cfg_row(const row *r, df_settings *s) {
     void *dst = (char *)s + r->off;
     const char *src = (const char *)&s->cfg + r->cfg_off;
     switch (r->k) {
-    case K_INT: case K_PREFETCH: memcpy(dst, src, sizeof(int)); break;
+    case K_INT: case K_PREFETCH: case K_KVTYPE: memcpy(dst, src, sizeof(int)); break;
     case K_FLOAT: memcpy(dst, src, sizeof(float)); break;
     case K_SIZE: case K_SEED: memcpy(dst, src, sizeof(uint64_t)); break;
     case K_STR: case K_IO: *(const char **)dst = src; break;
@@ -552,6 +564,13 @@ int df_cli_parse(const df_cmd *cmd, int argc, char **argv, df_settings *s) {
     }
     /* a chunk the user chose is kept by the memory plan; the default may shrink under pressure */
     s->n_batch_chosen = df_cli_given(s, cmd, "--batch-size") || (s->cfg.set & DF_CFG_BATCH_SIZE);
+    /* llama.cpp: "quantized V cache requires flash_attn to be enabled" */
+    const int tv = s->cache_type_v;
+    if (s->flash_attn && !strcmp(s->flash_attn, "off") && tv != DELTAFIN_KV_F16 && tv != DELTAFIN_KV_F32 &&
+        tv != DELTAFIN_KV_BF16)
+        return df_cli_usage_error(cmd, "a quantized V cache (-ctv %s) requires flash attention; llama.cpp refuses "
+                                  "-fa off with it (deltafin always runs flash attention: drop -fa off)",
+                                  deltafin_kv_type_name(tv));
     return DF_CLI_GO;
 }
 
@@ -648,6 +667,8 @@ deltafin_model_params df_cli_model_params(const df_settings *s) {
     mp.hot_file = s->hot;
     mp.preload = s->preload;
     mp.mlock = s->mlock;
+    mp.cache_type_k = s->cache_type_k;
+    mp.cache_type_v = s->cache_type_v;
     mp.verify_on_load = s->verify_on_load;
     /* what the memory plan reserves: this context, this chunk (when chosen), one sequence
      * (serve sets n_seq to its slots) */

@@ -44,6 +44,8 @@ typedef struct df_settings {
     uint64_t mem_limit, mem_reserve, cache_size;
     const char *io_engine, *hot, *preload;
     int prefetch;                 /* DELTAFIN_PREFETCH_*; -1: not given */
+    int cache_type_k, cache_type_v; /* DELTAFIN_KV_* (0: f16) */
+    const char *flash_attn;       /* -fa's value (a notice; NULL: not given) */
     bool mlock, verify_on_load;
     deltafin_routing routing;     /* opt-in lossy routing (all 0: off) */
     /* context and generation */

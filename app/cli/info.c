@@ -75,7 +75,7 @@ static int print_tensors(const deltafin_model *m) {
     return DELTAFIN_OK;
 }
 
-static void print_footprint(const deltafin_model *m, int n_ctx, int n_batch) {
+static void print_footprint(const deltafin_model *m, int n_ctx, int n_batch, int type_k, int type_v) {
     char b1[32], b2[32];
     const int ctx_train = deltafin_model_n_ctx_train(m);
     int ctx = n_ctx > 0 ? n_ctx : (ctx_train < 4096 ? ctx_train : 4096);
@@ -88,7 +88,13 @@ static void print_footprint(const deltafin_model *m, int n_ctx, int n_batch) {
     printf("  routed experts             %12s", deltafin_fmt_bytes(plan.expert_bytes, b1, sizeof b1));
     if (plan.expert_bytes_one) printf("  (largest expert %s)", deltafin_fmt_bytes(plan.expert_bytes_one, b2, sizeof b2));
     printf("\n");
-    printf("  KV cache per token (F16)   %12s\n", deltafin_fmt_bytes(plan.kv_bytes_per_token, b1, sizeof b1));
+    if (!type_k && !type_v) {
+        printf("  KV cache per token (F16)   %12s\n", deltafin_fmt_bytes(plan.kv_bytes_per_token, b1, sizeof b1));
+    } else {
+        char tn[32];
+        snprintf(tn, sizeof tn, "(%s/%s)", deltafin_kv_type_name(type_k), deltafin_kv_type_name(type_v));
+        printf("  KV cache per token %-15s %s\n", tn, deltafin_fmt_bytes(plan.kv_bytes_per_token, b1, sizeof b1));
+    }
     if (plan.state_bytes) /* kimi-k3 KDA layers: conv + delta-rule state, per sequence */
         printf("  recurrent state per seq    %12s\n", deltafin_fmt_bytes(plan.state_bytes, b1, sizeof b1));
     printf("  KV cache at n_ctx %-7d  %12s%s\n", ctx, deltafin_fmt_bytes(plan.kv_bytes, b1, sizeof b1),
@@ -124,15 +130,21 @@ static void print_limit_plan(deltafin_model *m, uint64_t mem_limit, int n_ctx, i
         printf("  expert cache               refused: %s\n", lp.cache_error);
 }
 
-static int info_model(const char *model, int n_ctx, int n_batch, bool batch_chosen, uint64_t mem_limit) {
+static int info_model(const char *model, int n_ctx, int n_batch, bool batch_chosen, uint64_t mem_limit, int type_k,
+                      int type_v) {
     deltafin_model *m = NULL;
     if (deltafin_model_load_meta(model, &m) < 0) {
         fprintf(stderr, "info: %s\n", deltafin_errmsg());
         return 1;
     }
+    if ((type_k || type_v) && deltafin_model_set_cache_types(m, type_k, type_v) < 0) {
+        fprintf(stderr, "info: %s\n", deltafin_errmsg());
+        deltafin_model_free(m);
+        return 1;
+    }
     print_header(model, m);
     int rc = print_tensors(m);
-    print_footprint(m, n_ctx, n_batch);
+    print_footprint(m, n_ctx, n_batch, type_k, type_v);
     /* as run: the chunk is the plan's to shrink under pressure unless -b was given */
     if (mem_limit) print_limit_plan(m, mem_limit, n_ctx, batch_chosen ? n_batch : 0);
     deltafin_model_free(m);
@@ -147,5 +159,5 @@ int cmd_info(int argc, char **argv) {
     if (!model) return rc;
     if (df_cli_given(&S, &k_info, "--mem-limit") && !S.mem_limit)
         return df_cli_usage_error(&k_info, "--mem-limit must be more than 0");
-    return info_model(model, S.n_ctx, S.n_batch, S.n_batch_chosen, S.mem_limit);
+    return info_model(model, S.n_ctx, S.n_batch, S.n_batch_chosen, S.mem_limit, S.cache_type_k, S.cache_type_v);
 }

@@ -15,6 +15,7 @@ typedef struct {
 } mla_bufs;
 
 #define MLA_NBUF 8
+#define MLA_MAX_HEAD 4096 /* legacy deepseek2 K head: n_embd_head_k_mla <= 4096 (arch_deepseek2.c) */
 
 /* Float counts per token of each buffer. */
 static void mla_sizes(const df_model *m, uint64_t sz[MLA_NBUF]) {
@@ -124,13 +125,11 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
         a.ldq = nqf; a.ldk = nkv; a.ldv = nkv; a.ldo = (int64_t)nh * rkv;
         for (int s = 0; s < c->n_seg; s++) { /* each sequence its own cache */
             const df_seg *sg = &c->seg[s];
-            for (int i = 0; i < sg->n; i++) {
-                df_f16 *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
-                const float *kt = b.kv + (int64_t)(sg->row0 + i) * nkv;
-                for (int64_t e = 0; e < nkv; e++) kd[e] = df_f32_to_f16(kt[e]);
-            }
+            for (int i = 0; i < sg->n; i++)
+                df_kv_put(sg->sc->type_k, b.kv + (int64_t)(sg->row0 + i) * nkv, df_ctx_k(sg->sc, il, sg->pos0 + i), nkv);
             a.n_tok = sg->n; a.pos0 = sg->pos0;
             a.kc = a.vc = sg->sc->k_l[il];
+            a.type_k = a.type_v = sg->sc->type_k; /* V is a view of K (df_model_kv_check) */
             a.q = b.qf + (int64_t)sg->row0 * nqf;
             a.out = b.o + (int64_t)sg->row0 * a.ldo;
             a.f32_acc = df_use_tiled_attn(sg->n, rkv);
@@ -148,23 +147,33 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
             const df_seg *sg = &c->seg[s];
             for (int i = 0; i < sg->n; i++) {
                 const int t = sg->row0 + i;
-                df_f16 *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
-                df_f16 *vd = df_ctx_v(sg->sc, il, sg->pos0 + i);
+                char *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
+                char *vd = df_ctx_v(sg->sc, il, sg->pos0 + i);
                 const float *kvt = b.kvb + t * nkvb, *pe = b.kv + t * nkv + rkv;
+                const uint64_t kh_b = df_type_row_bytes(sg->sc->type_k, dq), vh_b = df_type_row_bytes(sg->sc->type_v, dv);
                 for (int h = 0; h < nh; h++) {
+                    /* K head h = [k_nope,h ; k_pe] as llama.cpp concatenates it in F32, then stored */
                     const float *src = kvt + (int64_t)h * (dn + dv);
-                    df_f16 *kh = kd + (int64_t)h * dq, *vh = vd + (int64_t)h * dv;
-                    for (int e = 0; e < dn; e++) kh[e] = df_f32_to_f16(src[e]);
-                    for (int e = 0; e < dr; e++) kh[dn + e] = df_f32_to_f16(pe[e]);
-                    for (int e = 0; e < dv; e++) vh[e] = df_f32_to_f16(src[dn + e]);
+                    float kh[MLA_MAX_HEAD], vh[MLA_MAX_HEAD];
+                    memcpy(kh, src, sizeof(float) * (size_t)dn);
+                    memcpy(kh + dn, pe, sizeof(float) * (size_t)dr);
+                    memcpy(vh, src + dn, sizeof(float) * (size_t)dv);
+                    /* llama.cpp's rotation before a quantized cache (df_model_kv_rot) */
+                    if (sg->sc->rot_k) df_fwht(kh, dq, sg->sc->rot_k);
+                    if (sg->sc->rot_v) df_fwht(vh, dv, sg->sc->rot_v);
+                    df_kv_put(sg->sc->type_k, kh, kd + (uint64_t)h * kh_b, dq);
+                    df_kv_put(sg->sc->type_v, vh, vd + (uint64_t)h * vh_b, dv);
                 }
             }
             a.n_tok = sg->n; a.pos0 = sg->pos0;
             a.kc = sg->sc->k_l[il]; a.vc = sg->sc->v_l[il];
+            a.type_k = sg->sc->type_k; a.type_v = sg->sc->type_v;
             a.q = b.q + (int64_t)sg->row0 * nq;
             a.out = b.ov + (int64_t)sg->row0 * a.ldo;
             a.f32_acc = df_use_tiled_attn(sg->n, dv);
+            if (sg->sc->rot_k) df_fwht(b.q + (int64_t)sg->row0 * nq, (int64_t)sg->n * nq, sg->sc->rot_k);
             df_attn_gqa(c->pool, &a);
+            if (sg->sc->rot_v) df_fwht(a.out, (int64_t)sg->n * a.ldo, sg->sc->rot_v);
         }
     }
     if (L->attn_gate) {

@@ -217,19 +217,20 @@ static int qn_full_attend(struct deltafin_ctx *c, int il, int nt, const float *x
             df_rope_apply(&m->rope, rc, qt, H, dk);
             df_rope_apply(&m->rope, rc, kt, Hkv, dk);
         }
-        df_f16 *kd = df_ctx_k(c, il, c->n_past + t);
-        df_f16 *vd = df_ctx_v(c, il, c->n_past + t);
-        for (int64_t i = 0; i < nk; i++) kd[i] = df_f32_to_f16(kt[i]);
-        const float *vt = c->v + t * nv;
-        for (int64_t i = 0; i < nv; i++) vd[i] = df_f32_to_f16(vt[i]);
+        if (c->rot_k) { df_fwht(qt, nq, c->rot_k); df_fwht(kt, nk, c->rot_k); } /* df_model_kv_rot */
+        if (c->rot_v) df_fwht(c->v + t * nv, nv, c->rot_v);
+        df_kv_put(c->type_k, kt, df_ctx_k(c, il, c->n_past + t), nk);
+        df_kv_put(c->type_v, c->v + t * nv, df_ctx_v(c, il, c->n_past + t), nv);
     }
     df_attn_args a = {
         .n_tok = nt, .pos0 = c->n_past, .n_head = H, .n_head_kv = Hkv, .dk = dk, .dv = dv,
         .scale = hp->kq_scale, .q = c->q, .ldq = nq, .kc = c->k_l[il], .vc = c->v_l[il], .ldk = nk, .ldv = nv,
+        .type_k = c->type_k, .type_v = c->type_v,
         .out = c->o, .ldo = (int64_t)H * dv, .f32_acc = nt >= 64 && dv % df_kernels()->f32_epr == 0,
         .sinks = NULL, .swa = 0, .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
     };
     df_attn_gqa(c->pool, &a);
+    if (c->rot_v) df_fwht(c->o, (int64_t)nt * H * dv, c->rot_v); /* before the gate, as llama.cpp */
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < H; h++) {
             const float *gt = qg + t * 2 * nq + (int64_t)h * 2 * dk + dk;

@@ -163,23 +163,28 @@ int deltafin_ctx_create(deltafin_model *m, const deltafin_ctx_params *pp, deltaf
     if (!c->pool) { free(c); return df_err(DF_ERR_NOMEM, "cannot create thread pool"); }
     c->n_threads = df_pool_size(c->pool);
 
-    c->k_l = df_calloc((size_t)hp->n_layer * 2, sizeof(df_f16 *));
+    c->k_l = df_calloc((size_t)hp->n_layer * 2, sizeof(char *));
     c->k_row = df_calloc((size_t)hp->n_layer * 2, sizeof(int64_t));
-    if (!c->k_l || !c->k_row) { deltafin_ctx_free(c); return DF_ERR_NOMEM; }
+    c->k_rowb = df_calloc((size_t)hp->n_layer * 2, sizeof(uint64_t));
+    if (!c->k_l || !c->k_row || !c->k_rowb) { deltafin_ctx_free(c); return DF_ERR_NOMEM; }
     c->v_l = c->k_l + hp->n_layer;
     c->v_row = c->k_row + hp->n_layer;
-    uint64_t kv_elems = 0;
+    c->v_rowb = c->k_rowb + hp->n_layer;
+    df_model_kv_types(m, &c->type_k, &c->type_v); /* checked at load (df_model_kv_check) */
+    df_model_kv_rot(m, &c->rot_k, &c->rot_v);
+    c->kv_bytes = 0;
     for (int l = 0; l < hp->n_layer; l++) {
         df_model_kv_row(m, l, &c->k_row[l], &c->v_row[l]);
-        kv_elems += (uint64_t)(c->k_row[l] + c->v_row[l]) * (uint64_t)c->n_ctx;
+        c->k_rowb[l] = df_type_row_bytes(c->type_k, c->k_row[l]);
+        c->v_rowb[l] = df_type_row_bytes(c->type_v, c->v_row[l]);
+        c->kv_bytes += (c->k_rowb[l] + c->v_rowb[l]) * (uint64_t)c->n_ctx;
     }
-    c->kv_bytes = kv_elems * sizeof(df_f16);
     c->kv_mem = anon(c->kv_bytes);
     if (!c->kv_mem) { deltafin_ctx_free(c); return df_err(DF_ERR_NOMEM, "cannot allocate the KV cache (%llu bytes)", (unsigned long long)c->kv_bytes); }
-    df_f16 *kvp = c->kv_mem;
+    char *kvp = c->kv_mem;
     for (int l = 0; l < hp->n_layer; l++) {
-        c->k_l[l] = kvp; kvp += (uint64_t)c->k_row[l] * (uint64_t)c->n_ctx;
-        c->v_l[l] = kvp; kvp += (uint64_t)c->v_row[l] * (uint64_t)c->n_ctx;
+        c->k_l[l] = kvp; kvp += c->k_rowb[l] * (uint64_t)c->n_ctx;
+        c->v_l[l] = kvp; kvp += c->v_rowb[l] * (uint64_t)c->n_ctx;
     }
 
     scratch_plan sp;
@@ -234,6 +239,7 @@ void deltafin_ctx_free(deltafin_ctx *c) {
     if (c->kv_mem) munmap(c->kv_mem, (size_t)(c->kv_bytes ? c->kv_bytes : 1));
     free(c->k_l);
     free(c->k_row);
+    free(c->k_rowb);
     if (c->logits_cap > 1 && c->logits) free(c->logits);
     if (c->mem) munmap(c->mem, (size_t)c->mem_bytes);
     if (c->rs) munmap(c->rs, (size_t)(c->rs_bytes ? c->rs_bytes : 1));
@@ -430,24 +436,26 @@ int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
                 df_rope_apply(&m->rope, rc, qt, hp->n_head, dk);
                 df_rope_apply(&m->rope, rc, kt, hp->n_head_kv, dk);
             }
-            /* K and V are rounded to F16 when stored, as llama.cpp's default cache type */
-            df_f16 *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
-            df_f16 *vd = df_ctx_v(sg->sc, il, sg->pos0 + i);
-            for (int64_t e = 0; e < nk; e++) kd[e] = df_f32_to_f16(kt[e]);
-            const float *vt = c->v + t * nv;
-            for (int64_t e = 0; e < nv; e++) vd[e] = df_f32_to_f16(vt[e]);
+            /* llama.cpp rotates Q and K (V) before a quantized cache (df_model_kv_rot) */
+            if (sg->sc->rot_k) { df_fwht(qt, nq, sg->sc->rot_k); df_fwht(kt, nk, sg->sc->rot_k); }
+            if (sg->sc->rot_v) df_fwht(c->v + t * nv, nv, sg->sc->rot_v);
+            /* K and V are stored in the cache types (F16 rounding by default, as llama.cpp) */
+            df_kv_put(sg->sc->type_k, kt, df_ctx_k(sg->sc, il, sg->pos0 + i), nk);
+            df_kv_put(sg->sc->type_v, c->v + t * nv, df_ctx_v(sg->sc, il, sg->pos0 + i), nv);
         }
         /* each sequence attends its own cache, with the kernel its own pass would choose */
         df_attn_args a = {
             .n_tok = sg->n, .pos0 = sg->pos0, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
             .dk = dk, .dv = dv, .scale = hp->kq_scale, .q = c->q + (int64_t)sg->row0 * nq, .ldq = nq,
             .kc = sg->sc->k_l[il], .vc = sg->sc->v_l[il],
-            .ldk = nk, .ldv = nv, .out = c->o + (int64_t)sg->row0 * hp->n_head * dv, .ldo = (int64_t)hp->n_head * dv,
+            .ldk = nk, .ldv = nv, .type_k = sg->sc->type_k, .type_v = sg->sc->type_v, .out = c->o + (int64_t)sg->row0 * hp->n_head * dv, .ldo = (int64_t)hp->n_head * dv,
             .f32_acc = df_use_tiled_attn(sg->n, dv), .sinks = L->attn_sinks ? L->attn_sinks->data : NULL,
             .swa = hp->layer_swa[il] ? hp->n_swa : 0, /* the cache keeps every position; the mask limits */
             .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
         };
         df_attn_gqa(c->pool, &a);
+        if (sg->sc->rot_v) /* the output back from the rotated V */
+            df_fwht(c->o + (int64_t)sg->row0 * hp->n_head * dv, (int64_t)sg->n * hp->n_head * dv, sg->sc->rot_v);
     }
     df_fw_mm(c, L->wo, c->o, (int64_t)hp->n_head * dv, nt, c->y, D);
     add_bias(c->y, D, nt, L->bo);

@@ -64,10 +64,15 @@ struct deltafin_ctx {
     int n_threads;
     int n_ctx, n_batch;
     int n_past;
-    /* KV cache in F16 (as llama.cpp's default): layer il keeps [n_ctx][k_row[il]] K and
-     * [n_ctx][v_row[il]] V elements at k_l[il] / v_l[il] (rows from df_model_kv_row) */
-    df_f16 **k_l, **v_l;
+    /* KV cache in type_k / type_v (ggml types: F16 as llama.cpp's default, or -ctk / -ctv's
+     * BF16 / Q8_0 / Q4_0 ... blocks): layer il keeps [n_ctx] rows of k_row[il] K and
+     * v_row[il] V elements (rows from df_model_kv_row), k_rowb / v_rowb bytes each, at
+     * k_l[il] / v_l[il] */
+    char **k_l, **v_l;
     int64_t *k_row, *v_row;
+    uint64_t *k_rowb, *v_rowb;
+    int type_k, type_v;
+    int rot_k, rot_v;            /* df_model_kv_rot: Hadamard rotation sizes (0 = none) */
     void *kv_mem; uint64_t kv_bytes;
     /* scratch for nb = n_batch tokens */
     float *h;      /* [nb][n_embd] residual stream */
@@ -132,8 +137,15 @@ struct deltafin_ctx {
 
 uint64_t df_session_scratch_bytes(const df_model *m, int n_batch, int n_threads);
 /* K / V cache row of layer il at position pos (for df_arch attention hooks). */
-static inline df_f16 *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return c->k_l[il] + (int64_t)pos * c->k_row[il]; }
-static inline df_f16 *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (int64_t)pos * c->v_row[il]; }
+static inline void *df_ctx_k(struct deltafin_ctx *c, int il, int pos) { return c->k_l[il] + (uint64_t)pos * c->k_rowb[il]; }
+static inline void *df_ctx_v(struct deltafin_ctx *c, int il, int pos) { return c->v_l[il] + (uint64_t)pos * c->v_rowb[il]; }
+/* Store n values of an F32 K or V row as cache type `type` (llama.cpp's set_rows: the CPU
+ * backend's from_float — F16 rounding, or the type's quantizer; n a multiple of its block). */
+void df_kv_put(int type, const float *x, void *dst, int64_t n);
+/* In place over n values (n % nrot == 0): each run of nrot values becomes its Walsh-Hadamard
+ * transform / sqrt(nrot), as ggml-cpu's fwht (llama.cpp's attention rotation, df_model_kv_rot):
+ * x *= 1/sqrtf(nrot), then butterflies u+v, u-v of widths 1, 2, 4, ... (exact in every order). */
+void df_fwht(float *x, int64_t n, int nrot);
 /* llama.cpp's choice of its tiled F32 flash-attention kernel for nq queries (per sequence). */
 bool df_use_tiled_attn(int nq, int dv);
 /* Whether every sequence of the pass c leads was cancelled (deltafin_ctx_cancel). */
@@ -158,8 +170,10 @@ typedef struct df_attn_args {
     int n_head, n_head_kv, dk, dv;
     float scale;
     const float *q; int64_t ldq;        /* [n_tok][ldq], head h at h*dk */
-    const df_f16 *kc, *vc;              /* cache of this layer: row p at p*ldk / p*ldv */
+    const void *kc, *vc;                /* cache of this layer: row p, head h at element
+                                         * p*ldk + h*dk / p*ldv + h*dv (block-aligned) */
     int64_t ldk, ldv;
+    int type_k, type_v;                 /* their ggml types; 0 (F32) is taken as F16 */
     float *out; int64_t ldo;            /* [n_tok][ldo], head h at h*dv */
     bool f32_acc;               /* llama.cpp's tiled path: F32 Q and accumulator */
     const float *sinks;         /* [n_head] or NULL */

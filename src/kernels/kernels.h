@@ -54,6 +54,9 @@ typedef float (*df_dot_f16_f32_fn)(const df_f16 *x, const float *y, int n);
 typedef void (*df_mad_f16_fn)(df_f16 *acc, const df_f16 *v, float s, int n);
 /* acc[i] = fma(v[i], s, acc[i]) for i < n (F32 accumulator, F16 values) */
 typedef void (*df_mad_f32_fn)(float *acc, const df_f16 *v, float s, int n);
+/* acc[i] += v[i] * s for i < n, F32 values (a dequantized V row of a quantized cache), as
+ * ggml_vec_mad_f32: fused (fma) in an FMA build, a plain multiply-add in the reference */
+typedef void (*df_mad_f32f_fn)(float *acc, const float *v, float s, int n);
 /* The gated delta rule of one KDA head over nt tokens, sequentially (llama.cpp's fused op):
  * for each token t, with q, k, v, g, o the S-wide rows at q + t*ld ..., b = beta[t*ldb]:
  *   M[jv][i] *= exp(g[i]); del[jv] = (v[jv] - dot(M[jv], k)) * b; M[jv][i] = fma(k[i], del[jv],
@@ -118,6 +121,7 @@ typedef struct df_kernel_table {
     /* and its tiled path (F32 Q and accumulator): the same results in every table */
     df_dot_f16_f32_fn attn_dot_f16_f32;
     df_mad_f32_fn attn_mad_f32;
+    df_mad_f32f_fn attn_mad_f32f; /* the one-chunk kernel's F32 V accumulation (quantized V) */
     df_kda_head_fn kda_head; /* KDA's gated delta rule (forward/kimi_k3.c); same bits everywhere */
     /* Optional: F32 weights x 2+ tokens in tinyBLAS's order (NULL: vec_dot per output, as
      * ggml without tinyBLAS); df_matmul uses it when df_gemm_f32_ggml_applies() */

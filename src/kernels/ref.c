@@ -613,6 +613,10 @@ static void attn_mad_f16(df_f16 *acc, const df_f16 *v, float s, int n) {
     for (int i = 0; i < n; i++) acc[i] = df_f32_to_f16(fmaf(df_f16_to_f32(v[i]), s, df_f16_to_f32(acc[i])));
 }
 
+static void attn_mad_f32f(float *acc, const float *v, float s, int n) {
+    for (int i = 0; i < n; i++) acc[i] += v[i] * s;
+}
+
 static void attn_mad_f32(float *acc, const df_f16 *v, float s, int n) {
     for (int i = 0; i < n; i++) acc[i] = fmaf(df_f16_to_f32(v[i]), s, acc[i]);
 }
@@ -673,6 +677,7 @@ void df_kernels_fill_ref(df_kernel_table *t) {
     t->attn_fma_sum = false;
     t->attn_dot_f16_f32 = attn_dot_f16_f32;
     t->attn_mad_f32 = attn_mad_f32;
+    t->attn_mad_f32f = attn_mad_f32f;
     t->kda_head = kda_head_ref;
     t->gemm_f32 = NULL; /* optional: F32 batches take vec_dot per output */
     t->f32_epr = 8;

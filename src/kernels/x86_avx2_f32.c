@@ -133,6 +133,15 @@ static void attn_mad_f32(float *acc, const df_f16 *v, float vs, int n) {
     for (; i < n; i++) acc[i] = __builtin_fmaf(df_f16_to_f32(v[i]), vs, acc[i]);
 }
 
+/* ggml_vec_mad_f32 of an FMA build: acc = fma(v, vs, acc) lane by lane (the same bits at any
+ * vector width) */
+static void attn_mad_f32f(float *acc, const float *v, float vs, int n) {
+    const __m256 b = _mm256_set1_ps(vs);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(_mm256_loadu_ps(v + i), b, _mm256_loadu_ps(acc + i)));
+    for (; i < n; i++) acc[i] = __builtin_fmaf(v[i], vs, acc[i]);
+}
+
 /* ------------------------------------------------------------------ KDA (kernels_impl.h's body with FMA) */
 
 static void kda_head_fma(float *M, int S, int nt, const float *q, const float *k, const float *v, const float *g,
@@ -184,6 +193,7 @@ void df_kernels_fill_avx2_f32(df_kernel_table *t) {
     t->attn_fma_sum = true; /* gcc contracts ggml's S = S*ms + vs in an FMA build */
     t->attn_dot_f16_f32 = attn_dot_f16_f32;
     t->attn_mad_f32 = attn_mad_f32;
+    t->attn_mad_f32f = attn_mad_f32f;
     t->kda_head = kda_head_fma;
     t->gemm_f32 = gemm_f32_avx2;
     t->f32_epr = 8;

@@ -454,6 +454,81 @@ void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) 
     *v_row = (int64_t)m->hp.n_head_kv * m->hp.n_embd_head_v;
 }
 
+static int kv_ggml_type(int t) {
+    static const int map[DELTAFIN_KV_COUNT] = {
+        [DELTAFIN_KV_F16] = DF_TYPE_F16, [DELTAFIN_KV_F32] = DF_TYPE_F16, /* cast to F16, as llama.cpp's FA */
+        [DELTAFIN_KV_BF16] = DF_TYPE_BF16, [DELTAFIN_KV_Q8_0] = DF_TYPE_Q8_0, [DELTAFIN_KV_Q4_0] = DF_TYPE_Q4_0,
+        [DELTAFIN_KV_Q4_1] = DF_TYPE_Q4_1, [DELTAFIN_KV_Q5_0] = DF_TYPE_Q5_0, [DELTAFIN_KV_Q5_1] = DF_TYPE_Q5_1,
+        [DELTAFIN_KV_IQ4_NL] = DF_TYPE_IQ4_NL,
+    };
+    return t >= 0 && t < DELTAFIN_KV_COUNT ? map[t] : -1;
+}
+
+void df_model_kv_types(const df_model *m, int *type_k, int *type_v) {
+    *type_k = kv_ggml_type(m->params.cache_type_k);
+    *type_v = kv_ggml_type(m->params.cache_type_v);
+}
+
+int df_model_kv_check(const df_model *m) {
+    const df_hparams *hp = &m->hp;
+    const char *an = m->arch->name;
+    const int ck = m->params.cache_type_k, cv = m->params.cache_type_v;
+    int tk, tv;
+    df_model_kv_types(m, &tk, &tv);
+    if (tk < 0) return df_err(DF_ERR_INVALID, "KV cache type K: bad id %d", ck);
+    if (tv < 0) return df_err(DF_ERR_INVALID, "KV cache type V: bad id %d", cv);
+    const df_type_traits *fk = df_type_info(tk), *fv = df_type_info(tv);
+    for (int l = 0; l < hp->n_layer; l++) {
+        int64_t kr, vr;
+        df_model_kv_row(m, l, &kr, &vr);
+        if (!kr && !vr) continue; /* no KV (recurrent or NextN layer) */
+        int64_t hk, hv;
+        if (kr && !vr) { /* MLA: one latent row [c_kv ; k_pe], V its first n_lora_kv values */
+            if (ck != cv)
+                return df_err(DF_ERR_UNSUPPORTED, "%s: its MLA cache keeps one latent row for K and V, so the K "
+                              "and V cache types must be the same (-ctk %s -ctv %s; llama.cpp refuses this too)",
+                              an, deltafin_kv_type_name(ck), deltafin_kv_type_name(cv));
+            hk = kr; hv = hp->n_lora_kv;
+        } else if (hp->n_lora_kv > 0) { /* deepseek2 without MLA tensors: decompressed heads */
+            hk = hp->n_embd_head_k_mla; hv = hp->n_embd_head_v_mla;
+        } else {
+            hk = hp->n_embd_head_k; hv = hp->n_embd_head_v;
+        }
+        if (hk % fk->blck)
+            return df_err(DF_ERR_UNSUPPORTED, "%s: K cache type %s (blocks of %d) does not divide the key head size %lld",
+                          an, deltafin_kv_type_name(ck), fk->blck, (long long)hk);
+        if (hv % fv->blck)
+            return df_err(DF_ERR_UNSUPPORTED, "%s: V cache type %s (blocks of %d) does not divide the value head size %lld",
+                          an, deltafin_kv_type_name(cv), fv->blck, (long long)hv);
+    }
+    return DF_OK;
+}
+
+void df_model_kv_rot(const df_model *m, int *nrot_k, int *nrot_v) {
+    const df_hparams *hp = &m->hp;
+    int tk, tv;
+    df_model_kv_types(m, &tk, &tv);
+    *nrot_k = *nrot_v = 0;
+    if (tk < 0 || tv < 0) return;
+    int64_t hk_all = 0, hv_all = 0; /* the head sizes of every KV layer, -1 where they differ */
+    for (int l = 0; l < hp->n_layer; l++) {
+        int64_t kr, vr, hk, hv;
+        df_model_kv_row(m, l, &kr, &vr);
+        if (!kr && !vr) continue;
+        if (kr && !vr) return; /* MLA: llama.cpp's K-only attention applies no rotation */
+        if (hp->n_lora_kv > 0) { hk = hp->n_embd_head_k_mla; hv = hp->n_embd_head_v_mla; }
+        else { hk = hp->n_embd_head_k; hv = hp->n_embd_head_v; }
+        hk_all = !hk_all ? hk : hk_all == hk ? hk_all : -1;
+        hv_all = !hv_all ? hv : hv_all == hv ? hv_all : -1;
+    }
+    if (hk_all > 0 && hk_all % 64 == 0 && df_type_info(tk)->blck > 1) {
+        int n = 64;
+        while (hk_all % (2 * n) == 0) n *= 2;
+        *nrot_k = n;
+    }
+    if (hv_all > 0 && hv_all % 64 == 0 && df_type_info(tv)->blck > 1) *nrot_v = 64;
+}
+
 /* ---- footprint ------------------------------------------------------------------------- */
 void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out) {
     const df_hparams *hp = &m->hp;
@@ -476,10 +551,14 @@ void df_model_footprint(const df_model *m, int n_ctx, df_footprint *out) {
         }
         if (one > out->expert_bytes_one) out->expert_bytes_one = one;
     }
+    int tk, tv;
+    df_model_kv_types(m, &tk, &tv);
+    if (tk < 0) tk = DF_TYPE_F16; /* refused at load (df_model_kv_check) */
+    if (tv < 0) tv = DF_TYPE_F16;
     for (int l = 0; l < hp->n_layer; l++) {
         int64_t kr, vr;
         df_model_kv_row(m, l, &kr, &vr);
-        out->kv_bytes_per_token += (uint64_t)(kr + vr) * sizeof(df_f16);
+        out->kv_bytes_per_token += df_type_row_bytes(tk, kr) + df_type_row_bytes(tv, vr);
     }
     out->kv_bytes = out->kv_bytes_per_token * (uint64_t)n_ctx;
     out->state_bytes = m->arch->state_bytes ? m->arch->state_bytes(m) : 0;

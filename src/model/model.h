@@ -152,6 +152,19 @@ static inline int df_hp_n_run_layers(const df_hparams *hp) { return hp->n_layer 
 
 /* KV row sizes of layer il (the arch hook or n_head_kv * head dims; 0 for NextN layers). */
 void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
+/* The ggml types the KV cache stores K and V rows in (from params.cache_type_k / _v; F32 is
+ * stored as F16, see deltafin.h) and the check that the architecture can hold them: every
+ * attention head a multiple of the type's block, and K and V of one type where V is a view of
+ * K (MLA's latent). DF_ERR_UNSUPPORTED naming the architecture otherwise. */
+void df_model_kv_types(const df_model *m, int *type_k, int *type_v);
+int df_model_kv_check(const df_model *m);
+/* llama.cpp's attention rotation for quantized caches (llama-kv-cache.cpp attn_rot_k / _v):
+ * with a quantized K type and every KV layer's key head a multiple of 64, Q and K rows are
+ * rotated by a Walsh-Hadamard transform of *nrot_k values (the largest power of 2 >= 64 that
+ * divides the head) before K is stored; with a quantized V type and value heads a multiple of
+ * 64, V rows and the attention output by one of 64. 0 = no rotation (F16 / BF16 caches, other
+ * head sizes, MLA's latent cache). */
+void df_model_kv_rot(const df_model *m, int *nrot_k, int *nrot_v);
 
 struct deltafin_model {
     char *path;
@@ -227,7 +240,7 @@ typedef struct df_footprint {
     uint64_t expert_bytes;       /* routed expert weights (all layers) */
     uint64_t expert_bytes_one;   /* largest single expert (gate+up+down) */
     int n_moe_layers;            /* layers with routed experts */
-    uint64_t kv_bytes_per_token; /* all layers, K+V, F16 */
+    uint64_t kv_bytes_per_token; /* all layers, K+V, in the cache types (df_model_kv_types) */
     uint64_t kv_bytes;           /* at n_ctx, plus 2 x state_bytes */
     uint64_t state_bytes;        /* per-sequence recurrent state (kimi-k3 KDA), 0 if none */
     int n_ctx;

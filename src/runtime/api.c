@@ -44,6 +44,20 @@ void deltafin_log(int level, const char *fmt, ...) {
 
 int deltafin_prefetch_parse(const char *s, int *mode) { return df_prefetch_parse(s, mode); }
 
+static const char *const g_kv_names[DELTAFIN_KV_COUNT] = {"f16", "f32", "bf16", "q8_0", "q4_0",
+                                                          "q4_1", "q5_0", "q5_1", "iq4_nl"};
+
+const char *deltafin_kv_type_name(int type) {
+    return type >= 0 && type < DELTAFIN_KV_COUNT ? g_kv_names[type] : NULL;
+}
+
+int deltafin_kv_type_parse(const char *s, int *type) {
+    for (int t = 0; s && t < DELTAFIN_KV_COUNT; t++)
+        if (!strcasecmp(s, g_kv_names[t])) { *type = t; return DF_OK; }
+    return df_err(DF_ERR_INVALID, "KV cache type '%s': expected f16, f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl",
+                  s ? s : "");
+}
+
 int deltafin_io_engine_check(const char *name) {
     int e;
     int rc = df_io_engine_parse(name, &e);

@@ -26,6 +26,15 @@ int deltafin_model_load_meta(const char *path, deltafin_model **out) {
     return df_model_load(path, NULL, DF_LOAD_META_ONLY, out);
 }
 
+int deltafin_model_set_cache_types(deltafin_model *m, int type_k, int type_v) {
+    const int ok = m->params.cache_type_k, ov = m->params.cache_type_v;
+    m->params.cache_type_k = type_k;
+    m->params.cache_type_v = type_v;
+    int rc = df_model_kv_check(m);
+    if (rc < 0) { m->params.cache_type_k = ok; m->params.cache_type_v = ov; }
+    return rc;
+}
+
 void deltafin_model_hparams(const deltafin_model *m, deltafin_hparams *out) {
     const df_hparams *hp = &m->hp;
     *out = (deltafin_hparams){

@@ -426,6 +426,7 @@ int df_model_load(const char *path, const deltafin_model_params *p, int flags, d
     int engine = DF_IO_AUTO;
     int rc = m->path ? df_gguf_open(path, &m->gguf) : DF_ERR_NOMEM;
     if (rc == DF_OK) rc = df_model_describe(m);
+    if (rc == DF_OK) rc = df_model_kv_check(m); /* -ctk / -ctv the architecture cannot hold */
     /* a packed file's header, tensor table and expert index: cheap, so at every load */
     if (rc == DF_OK && m->pack && !m->meta_only) rc = df_pack_check_meta(m->pack);
     if (rc == DF_OK && m->rope.n_rot > 0) df_rope_init(&m->rope);
