@@ -1033,6 +1033,15 @@ static int conn_fd(struct MHD_Connection *c) {
     return ci ? (int)ci->connect_fd : -1;
 }
 
+/* --timeout is MHD's idle timeout: it guards against clients that stall while sending a request
+ * or sit idle on a keep-alive connection, but MHD also counts the time our handler or stream
+ * reader spends waiting for a slot or the next token as idle, and closes the connection (a
+ * queued stream got its 200 headers and then nothing). While the server owns a request the
+ * timeout is off; putting it back restarts MHD's timer. */
+static void conn_timeout(df_server *s, struct MHD_Connection *c, bool on) {
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, on ? (unsigned int)s->p.timeout_s : 0u);
+}
+
 static bool peer_closed(int fd) {
     if (fd < 0) return false;
     struct pollfd pf = {.fd = fd, .events = POLLIN | POLLRDHUP};
@@ -1214,6 +1223,7 @@ static cJSON *final_json(df_server *s, job *j) {
 typedef struct {
     df_server *s;
     job *j;
+    struct MHD_Connection *c;
     int fd;
     char *out;
     size_t out_len, out_pos, out_cap;
@@ -1353,7 +1363,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             if (ss->out_pos == ss->out_len) ss->out_pos = ss->out_len = 0;
             return (ssize_t)n;
         }
-        if (ss->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (ss->finished) {
+            conn_timeout(s, ss->c, true); /* the connection may stay open for the next request */
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
         pthread_mutex_lock(&s->mu);
         bool got = stream_build(ss);
         if (!got) {
@@ -1710,11 +1723,13 @@ static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn 
     s->q_len++;
     pthread_cond_signal(&s->sched_cv);
     int fd = conn_fd(c);
+    conn_timeout(s, c, false); /* until the answer is complete (streams: the last event) */
     if (j->req.stream && kind != DF_SRV_EMBED) {
         stream_st *ss = calloc(1, sizeof *ss);
         if (!ss) { atomic_store(&j->cancel, 1); job_unref_locked(j); pthread_mutex_unlock(&s->mu); return MHD_NO; }
         ss->s = s;
         ss->j = j;
+        ss->c = c;
         ss->fd = fd;
         pthread_mutex_unlock(&s->mu);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, ss, stream_free);
@@ -1737,6 +1752,7 @@ static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn 
             return MHD_NO; /* close the connection */
         }
     }
+    conn_timeout(s, c, true);
     if (j->err_status) {
         df_srv_set_error(&e, j->err_status, j->err_status == 503 ? "unavailable_error" : "server_error",
                          "generation_failed", "%s", j->err_msg);
