@@ -386,6 +386,10 @@ int df_srv_parse(int kind, const char *body, size_t len, const df_srv_limits *li
         }
         if ((rc = parse_sampling(out, root, lim, err))) goto fail;
         if ((rc = df_srv_parse_ext(&out->x, kind, root, false, &out->max_tokens, err))) goto fail;
+        if (out->x.native) { /* llama.cpp's n_probs: the top n_probs tokens of each step */
+            out->logprobs = out->x.n_probs > 0;
+            out->top_logprobs = out->x.n_probs;
+        }
         break;
     }
     case DF_SRV_TOKENIZE: {
@@ -1079,39 +1083,61 @@ static char *tok_text(df_server *s, int32_t id, char *raw, int *rawn) {
 
 static double lp_val(float x) { return isfinite(x) ? (double)x : -9999.0; }
 
+/* the order of r's entries by logprob, best first (the chosen token, entry 0, among them);
+ * returns the count */
+static int rec_order(const tokrec *r, int *idx) {
+    int ni = 0;
+    for (int k = 0; k < r->n_top; k++) idx[ni++] = k;
+    for (int x = 1; x < ni; x++) /* insertion sort by logprob desc */
+        for (int y = x; y > 0 && r->top_lps[idx[y]] > r->top_lps[idx[y - 1]]; y--) {
+            int tmp = idx[y]; idx[y] = idx[y - 1]; idx[y - 1] = tmp;
+        }
+    return ni;
+}
+
+/* {"id" (native only), "token", "bytes", "logprob"} of one token */
+static cJSON *token_lp_json(df_server *s, int32_t id, float lp, bool with_id) {
+    char raw[256];
+    int rn;
+    cJSON *e = cJSON_CreateObject();
+    if (with_id) cJSON_AddNumberToObject(e, "id", id);
+    char *t = tok_text(s, id, raw, &rn);
+    cJSON_AddStringToObject(e, "token", t ? t : "");
+    free(t);
+    if (with_id) { /* llama.cpp's order */
+        cJSON_AddItemToObject(e, "bytes", piece_json_bytes(raw, rn));
+        cJSON_AddNumberToObject(e, "logprob", lp_val(lp));
+    } else {
+        cJSON_AddNumberToObject(e, "logprob", lp_val(lp));
+        cJSON_AddItemToObject(e, "bytes", piece_json_bytes(raw, rn));
+    }
+    return e;
+}
+
+/* per token of recs [a, b): the chosen token and its "top_logprobs", the top_logprobs most
+ * likely tokens (the chosen one included if it is one of them); chat's logprobs.content and
+ * (with ids) llama.cpp's /completion completion_probabilities */
+static cJSON *token_lps_json(df_server *s, const job *j, const tokrec *recs, int a, int b, bool with_id) {
+    cJSON *content = cJSON_CreateArray();
+    for (int i = a; i < b; i++) {
+        const tokrec *r = &recs[i];
+        cJSON *e = token_lp_json(s, r->id, r->lp, with_id);
+        cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
+        int idx[DF_SRV_MAX_TOP_LOGPROBS + 1], ni = rec_order(r, idx);
+        for (int k = 0; k < ni && k < j->req.top_logprobs; k++)
+            cJSON_AddItemToArray(tops, token_lp_json(s, r->top_ids[idx[k]], r->top_lps[idx[k]], with_id));
+        cJSON_AddItemToArray(content, e);
+    }
+    return content;
+}
+
 /* logprobs object for recs [a, b) */
 static cJSON *logprobs_json(df_server *s, const job *j, const tokrec *recs, int a, int b) {
     char raw[256];
     int rn;
     if (j->req.kind == DF_SRV_CHAT) {
-        cJSON *o = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(o, "content");
-        for (int i = a; i < b; i++) {
-            const tokrec *r = &recs[i];
-            cJSON *e = cJSON_CreateObject();
-            char *t = tok_text(s, r->id, raw, &rn);
-            cJSON_AddStringToObject(e, "token", t ? t : "");
-            free(t);
-            cJSON_AddNumberToObject(e, "logprob", lp_val(r->lp));
-            cJSON_AddItemToObject(e, "bytes", piece_json_bytes(raw, rn));
-            cJSON *tops = cJSON_AddArrayToObject(e, "top_logprobs");
-            /* top_logprobs: the top_logprobs most likely tokens (chosen one included if it is) */
-            int idx[DF_SRV_MAX_TOP_LOGPROBS + 1], ni = 0;
-            for (int k = 0; k < r->n_top; k++) idx[ni++] = k;
-            for (int x = 1; x < ni; x++) /* insertion sort by logprob desc */
-                for (int y = x; y > 0 && r->top_lps[idx[y]] > r->top_lps[idx[y - 1]]; y--) {
-                    int tmp = idx[y]; idx[y] = idx[y - 1]; idx[y - 1] = tmp;
-                }
-            for (int k = 0; k < ni && k < j->req.top_logprobs; k++) {
-                cJSON *te = cJSON_CreateObject();
-                char *tt = tok_text(s, r->top_ids[idx[k]], raw, &rn);
-                cJSON_AddStringToObject(te, "token", tt ? tt : "");
-                free(tt);
-                cJSON_AddNumberToObject(te, "logprob", lp_val(r->top_lps[idx[k]]));
-                cJSON_AddItemToObject(te, "bytes", piece_json_bytes(raw, rn));
-                cJSON_AddItemToArray(tops, te);
-            }
-            cJSON_AddItemToArray(content, e);
-        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "content", token_lps_json(s, j, recs, a, b, false));
         return o;
     }
     cJSON *o = cJSON_CreateObject();
@@ -1126,12 +1152,7 @@ static cJSON *logprobs_json(df_server *s, const job *j, const tokrec *recs, int 
             cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp_val(r->lp)));
             cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
             cJSON *m = cJSON_CreateObject();
-            int idx[DF_SRV_MAX_TOP_LOGPROBS + 1], ni = 0;
-            for (int k = 0; k < r->n_top; k++) idx[ni++] = k;
-            for (int x = 1; x < ni; x++)
-                for (int y = x; y > 0 && r->top_lps[idx[y]] > r->top_lps[idx[y - 1]]; y--) {
-                    int tmp = idx[y]; idx[y] = idx[y - 1]; idx[y - 1] = tmp;
-                }
+            int idx[DF_SRV_MAX_TOP_LOGPROBS + 1], ni = rec_order(r, idx);
             for (int k = 0, added = 0; k < ni && added < j->req.top_logprobs; k++) {
                 char tmp[256];
                 int tn;
@@ -1264,7 +1285,10 @@ static cJSON *chunk_json(stream_st *ss, cJSON *delta, const char *text, const to
     bool chat = j->req.kind == DF_SRV_CHAT;
     if (j->req.x.native) { /* llama.cpp's /completion stream */
         cJSON_Delete(delta);
-        return df_srv_native_chunk(ss->choice, text, finish, j->n_prompt, j->n_gen, s->model_id);
+        cJSON *o = df_srv_native_chunk(ss->choice, text, finish, j->n_prompt, j->n_gen, s->model_id);
+        if (j->req.logprobs && rec_b > rec_a)
+            cJSON_AddItemToObject(o, "completion_probabilities", token_lps_json(s, j, recs, rec_a, rec_b, true));
+        return o;
     }
     cJSON *o = response_head(s, j, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c0 = cJSON_CreateObject();
@@ -1764,6 +1788,8 @@ static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn 
              : j->req.x.native     ? df_srv_native_final(j->text ? j->text : "", j->finish, j->stop_word, j->n_prompt,
                                                          j->n_gen, j->n_cached, s->model_id, j->slot)
                                    : final_json(s, j);
+    if (o && kind != DF_SRV_EMBED && j->req.x.native && j->req.logprobs && j->n_rec > 0)
+        cJSON_AddItemToObject(o, "completion_probabilities", token_lps_json(s, j, j->recs, 0, j->n_rec, true));
     if (s->p.verbose)
         deltafin_log(DELTAFIN_LOG_INFO, "%s: prompt %d (cached %d), generated %d, %s, %.1f ms", j->id, j->n_prompt, j->n_cached,
                j->n_gen, j->finish, (j->t_end - j->t_submit) / 1e6);

@@ -186,9 +186,17 @@ int df_srv_parse_ext(df_srv_ext *x, int kind, const cJSON *root, bool has_tools,
         }
         const cJSON *pr = item(root, "n_probs");
         if (given(pr)) {
-            if (!cJSON_IsNumber(pr) || pr->valuedouble < 0 || pr->valuedouble > DF_SRV_MAX_TOP_LOGPROBS)
+            if (!cJSON_IsNumber(pr) || pr->valuedouble != floor(pr->valuedouble) || pr->valuedouble < 0 ||
+                pr->valuedouble > DF_SRV_MAX_TOP_LOGPROBS)
                 return BAD("'n_probs' must be an integer in [0, %d]", DF_SRV_MAX_TOP_LOGPROBS);
             x->n_probs = (int)pr->valuedouble;
+        }
+        const cJSON *ps = item(root, "post_sampling_probs");
+        if (given(ps)) {
+            if (!cJSON_IsBool(ps)) return BADTYPE("'post_sampling_probs' must be a boolean");
+            if (cJSON_IsTrue(ps))
+                return df_srv_set_error(err, 400, "invalid_request_error", "unsupported_value",
+                                        "'post_sampling_probs' is not supported (n_probs gives the model's probabilities before sampling)");
         }
     }
     const cJSON *lb = item(root, "logit_bias");

@@ -150,6 +150,42 @@ req "grammar" POST /v1/completions 200 -d '{"prompt":"a","grammar":"root ::= (\"
     grep -Eq '"text":"(yes|no)\."' "$T/body" && grep -q '"finish_reason":"stop"' "$T/body" && ok || bad "grammar output: $(head -c 300 "$T/body")"
 req "llama.cpp /completion" POST /completion 200 -d '{"prompt":"Hello","n_predict":3}' &&
     grep -q '"tokens_predicted":3' "$T/body" && grep -q '"stop_type":"limit"' "$T/body" && ok || bad "/completion body: $(head -c 300 "$T/body")"
+# /completion n_probs: llama.cpp's completion_probabilities (per token id, token, bytes, logprob,
+# top_logprobs of the n_probs best), non-streamed and in the stream chunks (a chunk carries the entries
+# of the tokens whose text it sends, so one entry per token over the stream).
+# Expected values recorded from llama-server (llama.cpp d32676d) with the same request on this model.
+if command -v python3 >/dev/null; then
+    NP_EXP='[[9439,-10.152198791503906,[[9439,-10.152198791503906],[20960,-10.153776168823242]]],[6937,-10.169352531433105,[[6937,-10.169352531433105],[6430,-10.171646118164062]]]]'
+    np_check() { # FILE stream(0|1)
+        python3 - "$1" "$2" "$NP_EXP" <<'PY'
+import json, sys
+raw = open(sys.argv[1], encoding="utf-8").read()
+if sys.argv[2] == "1":
+    ev = [json.loads(l[6:]) for l in raw.splitlines() if l.startswith("data: ")]
+    probs = [p for e in ev for p in e.get("completion_probabilities", [])]
+    assert "completion_probabilities" not in ev[-1], "final chunk has probabilities"
+else:
+    probs = json.loads(raw)["completion_probabilities"]
+exp = json.loads(sys.argv[3])
+assert len(probs) == len(exp), "%d entries" % len(probs)
+for p, (tid, lp, tops) in zip(probs, exp):
+    assert list(p.keys()) == ["id", "token", "bytes", "logprob", "top_logprobs"], list(p.keys())
+    assert p["id"] == tid and abs(p["logprob"] - lp) < 1e-3, (p["id"], p["logprob"])
+    assert bytes(p["bytes"]).decode("utf-8") == p["token"], p
+    assert [t["id"] for t in p["top_logprobs"]] == [t[0] for t in tops], p["top_logprobs"]
+    for t, (_, tl) in zip(p["top_logprobs"], tops):
+        assert list(t.keys()) == ["id", "token", "bytes", "logprob"] and abs(t["logprob"] - tl) < 1e-3, t
+PY
+    }
+    req "/completion n_probs" POST /completion 200 -d '{"prompt":"Hello","n_predict":2,"n_probs":2,"temperature":0}' &&
+        { np_check "$T/body" 0 && ok || bad "/completion n_probs: $(head -c 400 "$T/body")"; }
+    req "/completion n_probs stream" POST /completion 200 -d '{"prompt":"Hello","n_predict":2,"n_probs":2,"temperature":0,"stream":true}' &&
+        { np_check "$T/body" 1 && ok || bad "/completion n_probs stream: $(head -c 400 "$T/body")"; }
+    req "/completion without n_probs" POST /completion 200 -d '{"prompt":"Hello","n_predict":2}' &&
+        { ! grep -q completion_probabilities "$T/body" && ok || bad "/completion without n_probs has probabilities"; }
+fi
+req "n_probs not an integer" POST /completion 400 -d '{"prompt":"Hello","n_probs":1.5}'
+req "post_sampling_probs" POST /completion 400 -d '{"prompt":"Hello","n_probs":2,"post_sampling_probs":true}'
 req "/props" GET /props 200 && grep -q '"total_slots":2' "$T/body" && ok || bad "/props body: $(head -c 300 "$T/body")"
 req "/slots" GET /slots 200 && grep -q '"is_processing"' "$T/body" && ok || bad "/slots body: $(head -c 300 "$T/body")"
 req "embeddings base64" POST /v1/embeddings 200 -d '{"input":"Hello","encoding_format":"base64"}' && grep -q '"embedding":"[A-Za-z0-9+/]*=*"' "$T/body" && ok || bad "base64 embedding"
