@@ -145,7 +145,7 @@ bench: all
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
 fuzz: $(FUZZ_BIN)
-FUZZ_APP := app/server.c app/server_parse.c app/config.c app/server_agents.c app/server_web.c
+FUZZ_APP := app/server.c app/server_parse.c app/server_stream.c app/config.c app/server_agents.c app/server_web.c
 build-fuzz/%: fuzz/%.c $(LIB_SRC) $(FUZZ_APP)
 	@mkdir -p build-fuzz
 	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -I. \

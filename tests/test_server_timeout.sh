@@ -45,8 +45,8 @@ for i in $(seq 600); do
 done
 
 # ---- queued requests wait longer than --timeout and still get their whole answer ----
-# each takes about a second or more on a slow machine: the last ones wait 3+ s for the slot
-N=64
+# each takes a second or more (1000 tokens): the last ones wait 3+ s for the slot
+N=1000
 nonstream() { # NAME: a non-streamed completion into $T/NAME, "status time" into $T/NAME.st
     curl -s -m 120 -o "$T/$1" -w '%{http_code} %{time_total}' \
         -d "{\"prompt\":\"request $1\",\"max_tokens\":$N,\"temperature\":0}" "$URL/v1/completions" >"$T/$1.st"
