@@ -25,8 +25,8 @@ nfail=0; nok=0
 ok() { nok=$((nok+1)); }
 bad() { echo "test_server_timeout: FAIL: $*"; nfail=$((nfail+1)); }
 
-$GEN --arch qwen3moe --type q8_0 --n-embd 512 --n-layer 4 --n-head 4 --n-head-kv 2 --head-dim 64 \
-    --n-expert 24 --n-expert-used 6 --n-ff-exp 768 --vocab bytes --seed 11 "$T/m.gguf" >/dev/null 2>&1 ||
+$GEN --arch qwen3moe --type q8_0 --n-embd 1024 --n-layer 8 --n-head 4 --n-head-kv 2 --head-dim 64 \
+    --n-expert 24 --n-expert-used 6 --n-ff-exp 1536 --vocab bytes --seed 11 "$T/m.gguf" >/dev/null 2>&1 ||
     { echo "test_server_timeout: FAIL: gen-random"; exit 1; }
 "$BIN" serve -m "$T/m.gguf" --port 0 -np 1 --queue 8 --timeout 2 --no-cache-prompt >"$T/out" 2>"$T/err" &
 SPID=$!
