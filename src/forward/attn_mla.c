@@ -81,7 +81,7 @@ static const void *slice(const df_tensor *w, int h) {
  * rounding); query t scores each key p <= pos as sum_h relu(q_h·k_p)·w_h (the dot in the
  * cache type's vec_dot form, the head sum in double as ggml_sum_rows) and attends only the
  * top_k best keys (all of them while it has <= top_k). */
-static void dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const float *x, mla_bufs *b) {
+static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const float *x, mla_bufs *b) {
     const df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const int D = hp->n_embd, rq = hp->n_lora_q, ih = hp->indexer_n_head, id = hp->indexer_head_size;
@@ -107,11 +107,31 @@ static void dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const f
         const float *rc = c->rc + (int64_t)t * hp->n_rot;
         df_rope_apply(&neox, rc, b->iq + t * niq, ih, id);
         df_rope_apply(&neox, rc, k, 1, id);
-        df_fwht(b->iq + t * niq, niq, id);
-        df_fwht(k, id, id);
         float *w = b->iw + (int64_t)t * ih;
         for (int h = 0; h < ih; h++) w[h] *= wscale;
     }
+    /* the rotation as llama.cpp does it: a MUL_MAT by the F32 matrix, per token (its q heads
+     * the columns of one product; the key alone) */
+    float *hm = malloc(sizeof(float) * ((size_t)id * id + (size_t)niq));
+    if (!hm) return df_err(DF_ERR_NOMEM, "DSA Hadamard matrix (%d)", id);
+    float *tmp = hm + (size_t)id * id;
+    hm[0] = 1.0f / sqrtf((float)id);
+    for (int s = 1; s < id; s *= 2)
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j < s; j++) {
+                const float v = hm[i * id + j];
+                hm[(i + s) * id + j] = v;
+                hm[i * id + j + s] = v;
+                hm[(i + s) * id + j + s] = -v;
+            }
+    for (int t = 0; t < nt; t++) {
+        df_matmul_g(c->pool, hm, DF_TYPE_F32, id, id, b->iq + t * niq, id, ih, tmp, id, c->act, NULL);
+        memcpy(b->iq + t * niq, tmp, sizeof(float) * (size_t)niq);
+        df_matmul_g(c->pool, hm, DF_TYPE_F32, id, id, b->ik + (int64_t)t * id, id, 1, tmp, id, c->act, NULL);
+        memcpy(b->ik + (int64_t)t * id, tmp, sizeof(float) * (size_t)id);
+    }
+    free(hm);
+    return DF_OK;
 }
 
 static int cmp_desc(const void *pa, const void *pb) {
@@ -129,30 +149,26 @@ static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const ml
     const df_kernel_table *kt = df_kernels();
     float *sc = malloc(sizeof(float) * 2 * (size_t)ldm), *srt = sc ? sc + ldm : NULL;
     float *kf = malloc(sizeof(float) * (size_t)id);
-    df_f16 *q16 = malloc(sizeof(df_f16) * (size_t)niq);
-    if (!sc || !kf || !q16) { free(sc); free(kf); free(q16); return df_err(DF_ERR_NOMEM, "DSA indexer scratch"); }
+    if (!sc || !kf) { free(sc); free(kf); return df_err(DF_ERR_NOMEM, "DSA indexer scratch"); }
     memset(kmask, 0, (size_t)(sg->n * ldm));
     for (int i = 0; i < sg->n; i++) {
         const int pq = sg->pos0 + i;
         uint8_t *km = kmask + (int64_t)i * ldm;
         if (pq + 1 <= topk) { memset(km, 1, (size_t)pq + 1); continue; }
         const float *q = b->iq + (int64_t)(sg->row0 + i) * niq, *w = b->iw + (int64_t)(sg->row0 + i) * ih;
-        for (int64_t j = 0; j < niq; j++) q16[j] = df_f32_to_f16(q[j]);
         for (int p = 0; p <= pq; p++) {
+            /* ggml's fused lightning indexer: the key to F32, ggml_vec_dot_f32 per head, the
+             * relu-weighted sum in float (an fma where gcc contracts it) */
             const char *kr = (const char *)df_ctx_k(sg->sc, il, p) + off_b;
-            if (tk != DF_TYPE_F16) df_dequantize_row(tk, kr, kf, id);
-            double s = 0.0;
+            df_dequantize_row(tk, kr, kf, id);
+            float s = 0.0f;
             for (int h = 0; h < ih; h++) {
                 float d;
-                if (tk == DF_TYPE_F16) {
-                    d = kt->attn_dot_f16((const df_f16 *)kr, q16 + (int64_t)h * id, id);
-                } else {
-                    d = 0.0f;
-                    for (int e = 0; e < id; e++) d += kf[e] * q[(int64_t)h * id + e];
-                }
-                s += (double)((d > 0.0f ? d : 0.0f) * w[h]);
+                kt->vec_dot[DF_TYPE_F32](id, &d, q + (int64_t)h * id, kf);
+                const float r = d > 0.0f ? d : 0.0f;
+                s = kt->attn_fma_sum ? fmaf(r, w[h], s) : s + r * w[h];
             }
-            sc[p] = (float)s;
+            sc[p] = s;
         }
         memcpy(srt, sc, sizeof(float) * ((size_t)pq + 1));
         qsort(srt, (size_t)pq + 1, sizeof(float), cmp_desc);
@@ -161,7 +177,7 @@ static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const ml
         for (int p = 0; p <= pq; p++) if (sc[p] > thr) { km[p] = 1; n++; }
         for (int p = 0; p <= pq && n < topk; p++) if (sc[p] == thr) { km[p] = 1; n++; }
     }
-    free(sc); free(kf); free(q16);
+    free(sc); free(kf);
     return DF_OK;
 }
 
@@ -193,7 +209,10 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
         for (int t = 0; t < nt; t++)
             df_rmsnorm(b.qa + (int64_t)t * rq, L->q_a_norm->data, b.qa + (int64_t)t * rq, rq, hp->eps);
         mmw(c, L->wq_b, b.qa, rq, nt, b.q, nq);
-        if (L->idx_q_b) dsa_index(c, L, nt, x, &b);
+        if (L->idx_q_b) {
+            int rci = dsa_index(c, L, nt, x, &b);
+            if (rci < 0) return rci;
+        }
     } else {
         mmw(c, L->wq, x, D, nt, b.q, nq);
     }
