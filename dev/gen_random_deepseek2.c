@@ -22,6 +22,8 @@ typedef struct {
     int type;
     int64_t n_embd, n_layer, n_head, q_lora, kv_lora, d_nope, d_rope, d_v, n_ff, n_expert, n_used;
     int64_t n_ff_exp, n_shared, n_dense, groups, groups_used, n_ctx;
+    int64_t idx_heads, idx_dim, idx_top_k; /* deepseek32 lightning indexer */
+    const char *arch;     /* deepseek2 | deepseek32 */
     int gating;           /* 1 softmax, 2 sigmoid */
     bool bias, norm, legacy, hf_betas_keys, fused, sparse;
     float scale, rope_base, yarn_factor, yarn_log_mul, beta_fast, beta_slow;
@@ -49,7 +51,12 @@ static void ds_usage(FILE *f) {
         "  --preset kimi-k2    Kimi-K2 widths (61 layers, 384 experts; ~1 TB: use with --sparse)\n"
         "  --sparse            write the header only and extend the file with a hole (all-zero\n"
         "                      weights, no disk use): for `deltafin info` / memory plans at real shapes\n"
-        "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n");
+        "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n"
+        "  --arch deepseek32   DeepSeek-V3.2: v3 plus the DSA lightning indexer per layer\n"
+        "                      (variants v3 / k2 only; --d-rope defaults to indexer-dim / 2):\n"
+        "                      --indexer-heads N (8)  --indexer-dim N (64, a power of two >= 64)\n"
+        "                      --indexer-top-k N (8: below the prompt length, so the sparse key\n"
+        "                      selection is exercised)\n");
 }
 
 /* The file's alternatives and optional tensors: fused gate_up (--fused), exp_probs_b (not
@@ -73,14 +80,15 @@ static int ds_write(ds_opts o) {
     int rc = DF_OK;
     df_gguf_writer *w = df_gguf_writer_new(GR_ALIGN);
     if (!w) return 1;
-    const char *A = "deepseek2";
+    const char *A = o.arch;
+    const bool dsa = !strcmp(A, "deepseek32");
     char key[128];
 #define KU32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_u32(w, key, (uint32_t)(v)))
 #define KF32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_f32(w, key, (v)))
     const int64_t H = o.n_embd, nh = o.n_head, dq = o.d_nope + o.d_rope;
     int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
     char nm[64];
-    snprintf(nm, sizeof nm, "deltafin-random-deepseek2-%s", o.variant);
+    snprintf(nm, sizeof nm, "deltafin-random-%s-%s", A, o.variant);
     if ((rc = df_gguf_w_str(w, "general.architecture", A)) || (rc = df_gguf_w_str(w, "general.name", nm)) ||
         (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
         (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
@@ -106,7 +114,10 @@ static int ds_write(ds_opts o) {
         (rc = KU32("expert_feed_forward_length", o.n_ff_exp)) || (rc = KF32("expert_weights_scale", o.scale)) ||
         (rc = (snprintf(key, sizeof key, "%s.expert_weights_norm", A), df_gguf_w_bool(w, key, o.norm))) ||
         (rc = KU32("expert_gating_func", o.gating)) || (rc = KU32("expert_group_count", o.groups)) ||
-        (rc = KU32("expert_group_used_count", o.groups_used)))
+        (rc = KU32("expert_group_used_count", o.groups_used)) ||
+        (dsa && (rc = KU32("attention.indexer.head_count", o.idx_heads))) ||
+        (dsa && (rc = KU32("attention.indexer.key_length", o.idx_dim))) ||
+        (dsa && (rc = KU32("attention.indexer.top_k", o.idx_top_k))))
         goto done;
     int64_t n_vocab = 0;
     if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
@@ -136,11 +147,16 @@ static int ds_write(ds_opts o) {
     hp->n_ff_exp = (int)o.n_ff_exp;
     hp->n_expert_shared = (int)o.n_shared;
     hp->n_ff_shexp = (int)(o.n_ff_exp * o.n_shared);
+    if (dsa) {
+        hp->indexer_n_head = (int)o.idx_heads;
+        hp->indexer_head_size = (int)o.idx_dim;
+        hp->indexer_top_k = (int)o.idx_top_k;
+    }
     gr_stats st;
     rc = gr_write_model(w, &g, &st);
     if (!rc)
-        fprintf(stderr, "gen-random: wrote %s (deepseek2 %s, %s, %lld layers, n_embd %lld, vocab %lld from %s)\n",
-                o.out, o.variant, o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
+        fprintf(stderr, "gen-random: wrote %s (%s %s, %s, %lld layers, n_embd %lld, vocab %lld from %s)\n",
+                o.out, A, o.variant, o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
                 (long long)o.n_layer, (long long)H, (long long)n_vocab, o.vocab);
 done:
     df_gguf_writer_free(w);
@@ -153,10 +169,11 @@ int df_gen_random_deepseek2(int argc, char **argv) {
                  .d_nope = 32, .d_rope = 16, .d_v = 32, .n_ff = 96, .n_expert = 8, .n_used = 2,
                  .n_ff_exp = 32, .n_shared = 1, .n_dense = 1, .groups = -1, .groups_used = -1,
                  .n_ctx = 4096, .gating = -1, .bias = true, .norm = true, .scale = -1.0f,
-                 .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1, .variant = "v3"};
+                 .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1, .variant = "v3",
+                 .idx_heads = 8, .idx_dim = 64, .idx_top_k = 8, .arch = "deepseek2"};
     int64_t q_lora = -1, n_shared = -1;
     float rope_base = -1.0f, yarn_factor = -1.0f;
-    bool no_bias = false, no_norm = false, legacy = false;
+    bool no_bias = false, no_norm = false, legacy = false, d_rope_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { ds_usage(stdout); return 0; }
@@ -178,12 +195,14 @@ int df_gen_random_deepseek2(int argc, char **argv) {
             {"--d-rope", &o.d_rope}, {"--d-v", &o.d_v}, {"--n-ff", &o.n_ff}, {"--n-expert", &o.n_expert},
             {"--n-expert-used", &o.n_used}, {"--n-ff-exp", &o.n_ff_exp}, {"--n-shared", &n_shared},
             {"--n-dense", &o.n_dense}, {"--groups", &o.groups}, {"--groups-used", &o.groups_used},
-            {"--ctx", &o.n_ctx},
+            {"--ctx", &o.n_ctx}, {"--indexer-heads", &o.idx_heads}, {"--indexer-dim", &o.idx_dim},
+            {"--indexer-top-k", &o.idx_top_k},
         };
         bool done = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
             if (strcmp(a, ints[k].opt)) continue;
             if (!gr_parse_i64(v, 1 << 20, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
+            if (ints[k].dst == &o.d_rope) d_rope_set = true;
             done = true;
         }
         if (done) continue;
@@ -194,7 +213,8 @@ int df_gen_random_deepseek2(int argc, char **argv) {
             o.d_rope = 64; o.d_v = 128; o.n_ff = 18432; o.n_expert = 384; o.n_used = 8; o.n_ff_exp = 2048;
             n_shared = 1; o.n_dense = 1; o.n_ctx = 131072;
         } else if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "deepseek2")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+            if (strcmp(v, "deepseek2") && strcmp(v, "deepseek32")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+            o.arch = v;
         } else if (!strcmp(a, "--variant")) {
             if (strcmp(v, "v3") && strcmp(v, "k2") && strcmp(v, "lite") && strcmp(v, "legacy")) {
                 fprintf(stderr, "gen-random: unknown --variant '%s'\n", v);
@@ -248,6 +268,7 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     if (o.groups < 0) o.groups = (lite || k2) ? 1 : 4;
     if (o.groups_used < 0) o.groups_used = (lite || k2) ? 1 : 2;
     if (o.scale < 0) o.scale = lite ? 1.0f : k2 ? 2.827f : 2.5f;
+    if (!strcmp(o.arch, "deepseek32") && !d_rope_set) o.d_rope = o.idx_dim / 2;
     if (q_lora >= 0) o.q_lora = q_lora;
     if (rope_base > 0) o.rope_base = rope_base;
     if (yarn_factor > 0) o.yarn_factor = yarn_factor;
@@ -263,6 +284,12 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     else if (o.n_used < 1 || o.n_used > o.n_expert || o.n_expert > 512) why = "need 1 <= n-expert-used <= n-expert <= 512";
     else if (o.groups > 1 && (o.n_expert % o.groups || o.groups_used < 1 || o.groups_used > o.groups))
         why = "groups must divide n-expert and 1 <= groups-used <= groups";
+    else if (!strcmp(o.arch, "deepseek32") && (o.legacy || o.q_lora < 1))
+        why = "deepseek32 needs MLA and q LoRA (variants v3 / k2)";
+    else if (!strcmp(o.arch, "deepseek32") && (o.idx_dim < 64 || (o.idx_dim & (o.idx_dim - 1)) ||
+                                              o.idx_dim != 2 * o.d_rope || o.idx_heads < 1 || o.idx_top_k < 1))
+        why = "indexer-dim must be a power of two >= 64 and 2 x d-rope (llama.cpp's graph), indexer "
+              "heads and top-k >= 1";
     if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
 
     return ds_write(o);

@@ -77,6 +77,7 @@ static void attn_task(void *ctx, int task, int thread) {
     const int pq = a->pos0 + t;
     int p_lo = 0;
     if (a->swa > 0 && pq - a->swa + 1 > 0) p_lo = pq - a->swa + 1;
+    const uint8_t *km = a->kmask ? a->kmask + (int64_t)t * a->ldm : NULL;
 
     const df_kernel_table *k = df_kernels();
     float S = 0.0f, M = -INFINITY;
@@ -96,6 +97,7 @@ static void attn_task(void *ctx, int task, int thread) {
         const df_type_traits *fk = df_type_info(tk), *fv = df_type_info(tv);
         const int kb = fk->blck, kby = fk->bytes, vb = fv->blck, vby = fv->bytes;
         for (int p = p_lo; p <= pq; p++) {
+            if (km && !km[p]) continue;
             const void *kr = kv_at(a->kc, kb, kby, (int64_t)p * a->ldk + (int64_t)kvh * dk);
             const void *vr = kv_at(a->vc, vb, vby, (int64_t)p * a->ldv + (int64_t)kvh * dv);
             float s;
@@ -126,6 +128,7 @@ static void attn_task(void *ctx, int task, int thread) {
         for (int i = 0; i < dk; i++) q16[i] = df_f32_to_f16(qs[i]);
         memset(acc16, 0, (size_t)dv * sizeof(df_f16));
         for (int p = p_lo; p <= pq; p++) {
+            if (km && !km[p]) continue;
             const df_f16 *kr = kc + (int64_t)p * a->ldk + (int64_t)kvh * dk;
             const df_f16 *vr = vc + (int64_t)p * a->ldv + (int64_t)kvh * dv;
             float s = k->attn_dot_f16(kr, q16, dk) * a->scale;
@@ -147,6 +150,7 @@ static void attn_task(void *ctx, int task, int thread) {
         memcpy(q32, qs, (size_t)dk * sizeof(float));
         memset(acc32, 0, (size_t)dv * sizeof(float));
         for (int p = p_lo; p <= pq; p++) {
+            if (km && !km[p]) continue;
             const df_f16 *kr = kc + (int64_t)p * a->ldk + (int64_t)kvh * dk;
             const df_f16 *vr = vc + (int64_t)p * a->ldv + (int64_t)kvh * dv;
             float s = k->attn_dot_f16_f32(kr, q32, dk) * a->scale;

@@ -9,12 +9,15 @@
 #include "forward/session.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct {
-    float *qa, *q, *kv, *qf, *o, *ov, *kvb, *gate;
+    float *qa, *q, *kv, *qf, *o, *ov, *kvb, *gate, *iq, *ik, *iw;
 } mla_bufs;
 
-#define MLA_NBUF 8
+#define MLA_NBUF 11
 #define MLA_MAX_HEAD 4096 /* legacy deepseek2 K head: n_embd_head_k_mla <= 4096 (arch_deepseek2.c) */
 
 /* Float counts per token of each buffer. */
@@ -30,6 +33,10 @@ static void mla_sizes(const df_model *m, uint64_t sz[MLA_NBUF]) {
     sz[5] = nh * dv;                                          /* ov: after W_UV */
     sz[6] = hp->is_mla ? 1 : nh * (dq - dr + dv);             /* kvb: legacy decompressed kv */
     sz[7] = 1;                                                /* gate: kimi-k3 output gate */
+    const uint64_t ih = (uint64_t)hp->indexer_n_head, id = (uint64_t)hp->indexer_head_size;
+    sz[8] = hp->indexer_top_k > 0 ? ih * id : 1;              /* iq: DSA indexer queries */
+    sz[9] = hp->indexer_top_k > 0 ? id : 1;                   /* ik: indexer key */
+    sz[10] = hp->indexer_top_k > 0 ? ih : 1;                  /* iw: indexer head weights */
     for (int l = 0; l < hp->n_layer; l++)
         if (m->layers[l].attn_gate) sz[7] = nh * dv;
 }
@@ -47,7 +54,8 @@ static void carve(struct deltafin_ctx *c, mla_bufs *b) {
     uint64_t sz[MLA_NBUF];
     mla_sizes(c->m, sz);
     char *p = c->arch_scr;
-    float **dst[MLA_NBUF] = {&b->qa, &b->q, &b->kv, &b->qf, &b->o, &b->ov, &b->kvb, &b->gate};
+    float **dst[MLA_NBUF] = {&b->qa, &b->q, &b->kv, &b->qf, &b->o, &b->ov, &b->kvb, &b->gate,
+                             &b->iq, &b->ik, &b->iw};
     for (int i = 0; i < MLA_NBUF; i++) {
         *dst[i] = (float *)p;
         p += al64(sz[i] * (uint64_t)c->n_batch * 4);
@@ -63,6 +71,114 @@ static void mmw(struct deltafin_ctx *c, const df_tensor *w, const float *X, int6
 /* slice h of a 3-D weight {ne0, ne1, nh}: rows ne1 of ne0 elements */
 static const void *slice(const df_tensor *w, int h) {
     return (const char *)w->data + (uint64_t)h * df_type_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1];
+}
+
+/* ---- DeepSeek Sparse Attention (deepseek32): the lightning indexer -------------------------
+ * As llama.cpp's deepseek32 graph: per token, indexer q = attn_q_b·qr (qr: the normed q LoRA
+ * latent) as IH heads of ID, k = LayerNorm(attn_k·x) with weight and bias, NEOX RoPE on the
+ * first n_rot dims of each, both times the orthonormal Sylvester Hadamard matrix of order ID;
+ * head weights w = proj·x / sqrt(ID·IH). The key goes to the cache behind the MLA row (F16
+ * rounding); query t scores each key p <= pos as sum_h relu(q_h·k_p)·w_h (the dot in the
+ * cache type's vec_dot form, the head sum in double as ggml_sum_rows) and attends only the
+ * top_k best keys (all of them while it has <= top_k). */
+static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const float *x, mla_bufs *b) {
+    const df_model *m = c->m;
+    const df_hparams *hp = &m->hp;
+    const int D = hp->n_embd, rq = hp->n_lora_q, ih = hp->indexer_n_head, id = hp->indexer_head_size;
+    const int64_t niq = (int64_t)ih * id;
+    df_rope neox = m->rope;
+    neox.mode = DF_ROPE_NEOX;
+    mmw(c, L->idx_q_b, b->qa, rq, nt, b->iq, niq);
+    mmw(c, L->idx_k, x, D, nt, b->ik, id);
+    mmw(c, L->idx_proj, x, D, nt, b->iw, ih);
+    const float wscale = 1.0f / sqrtf((float)(id * ih));
+    const float *kw = L->idx_k_norm->data, *kb = L->idx_k_norm_b->data;
+    for (int t = 0; t < nt; t++) {
+        float *k = b->ik + (int64_t)t * id;
+        /* ggml_norm: mean and variance in double, then * weight + bias */
+        double sum = 0.0;
+        for (int i = 0; i < id; i++) sum += (double)k[i];
+        const float mean = (float)(sum / id);
+        double sum2 = 0.0;
+        for (int i = 0; i < id; i++) { k[i] -= mean; sum2 += (double)(k[i] * k[i]); }
+        const float variance = (float)(sum2 / id);
+        const float scale = 1.0f / sqrtf(variance + 1e-6f); /* llama.cpp's f_norm_eps for deepseek32 */
+        for (int i = 0; i < id; i++) k[i] = k[i] * scale * kw[i] + kb[i];
+        const float *rc = c->rc + (int64_t)t * hp->n_rot;
+        df_rope_apply(&neox, rc, b->iq + t * niq, ih, id);
+        df_rope_apply(&neox, rc, k, 1, id);
+        float *w = b->iw + (int64_t)t * ih;
+        for (int h = 0; h < ih; h++) w[h] *= wscale;
+    }
+    /* the rotation as llama.cpp does it: a MUL_MAT by the F32 matrix, per token (its q heads
+     * the columns of one product; the key alone) */
+    float *hm = malloc(sizeof(float) * ((size_t)id * id + (size_t)niq));
+    if (!hm) return df_err(DF_ERR_NOMEM, "DSA Hadamard matrix (%d)", id);
+    float *tmp = hm + (size_t)id * id;
+    hm[0] = 1.0f / sqrtf((float)id);
+    for (int s = 1; s < id; s *= 2)
+        for (int i = 0; i < s; i++)
+            for (int j = 0; j < s; j++) {
+                const float v = hm[i * id + j];
+                hm[(i + s) * id + j] = v;
+                hm[i * id + j + s] = v;
+                hm[(i + s) * id + j + s] = -v;
+            }
+    for (int t = 0; t < nt; t++) {
+        df_matmul_g(c->pool, hm, DF_TYPE_F32, id, id, b->iq + t * niq, id, ih, tmp, id, c->act, NULL);
+        memcpy(b->iq + t * niq, tmp, sizeof(float) * (size_t)niq);
+        df_matmul_g(c->pool, hm, DF_TYPE_F32, id, id, b->ik + (int64_t)t * id, id, 1, tmp, id, c->act, NULL);
+        memcpy(b->ik + (int64_t)t * id, tmp, sizeof(float) * (size_t)id);
+    }
+    free(hm);
+    return DF_OK;
+}
+
+static int cmp_desc(const void *pa, const void *pb) {
+    const float a = *(const float *)pa, b = *(const float *)pb;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* kmask[i*ldm + p] = 1 for the keys query i of segment sg attends (dsa_index's comment). */
+static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const mla_bufs *b, int64_t off_b,
+                      uint8_t *kmask, int64_t ldm) {
+    const df_hparams *hp = &c->m->hp;
+    const int ih = hp->indexer_n_head, id = hp->indexer_head_size, topk = hp->indexer_top_k;
+    const int64_t niq = (int64_t)ih * id;
+    const int tk = sg->sc->type_k;
+    const df_kernel_table *kt = df_kernels();
+    float *sc = malloc(sizeof(float) * 2 * (size_t)ldm), *srt = sc ? sc + ldm : NULL;
+    float *kf = malloc(sizeof(float) * (size_t)id);
+    if (!sc || !kf) { free(sc); free(kf); return df_err(DF_ERR_NOMEM, "DSA indexer scratch"); }
+    memset(kmask, 0, (size_t)(sg->n * ldm));
+    for (int i = 0; i < sg->n; i++) {
+        const int pq = sg->pos0 + i;
+        uint8_t *km = kmask + (int64_t)i * ldm;
+        if (pq + 1 <= topk) { memset(km, 1, (size_t)pq + 1); continue; }
+        const float *q = b->iq + (int64_t)(sg->row0 + i) * niq, *w = b->iw + (int64_t)(sg->row0 + i) * ih;
+        for (int p = 0; p <= pq; p++) {
+            /* ggml's fused lightning indexer: the key to F32, ggml_vec_dot_f32 per head, the
+             * relu-weighted sum in float (an fma where gcc contracts it) */
+            const char *kr = (const char *)df_ctx_k(sg->sc, il, p) + off_b;
+            df_dequantize_row(tk, kr, kf, id);
+            float s = 0.0f;
+            for (int h = 0; h < ih; h++) {
+                float d;
+                kt->vec_dot[DF_TYPE_F32](id, &d, q + (int64_t)h * id, kf);
+                const float r = d > 0.0f ? d : 0.0f;
+                s = kt->attn_fma_sum ? fmaf(r, w[h], s) : s + r * w[h];
+            }
+            sc[p] = s;
+        }
+        memcpy(srt, sc, sizeof(float) * ((size_t)pq + 1));
+        qsort(srt, (size_t)pq + 1, sizeof(float), cmp_desc);
+        const float thr = srt[topk - 1];
+        int n = 0;
+        for (int p = 0; p <= pq; p++) if (sc[p] > thr) { km[p] = 1; n++; }
+        for (int p = 0; p <= pq && n < topk; p++) if (sc[p] == thr) { km[p] = 1; n++; }
+    }
+    free(sc); free(kf);
+    return DF_OK;
 }
 
 int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt) {
@@ -93,6 +209,10 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
         for (int t = 0; t < nt; t++)
             df_rmsnorm(b.qa + (int64_t)t * rq, L->q_a_norm->data, b.qa + (int64_t)t * rq, rq, hp->eps);
         mmw(c, L->wq_b, b.qa, rq, nt, b.q, nq);
+        if (L->idx_q_b) {
+            int rci = dsa_index(c, L, nt, x, &b);
+            if (rci < 0) return rci;
+        }
     } else {
         mmw(c, L->wq, x, D, nt, b.q, nq);
     }
@@ -122,11 +242,29 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
                 memcpy(b.qf + t * nqf + (int64_t)h * nkv + rkv, b.q + t * nq + (int64_t)h * dq + dn,
                        sizeof(float) * (size_t)dr);
         a.n_head_kv = 1; a.dk = (int)nkv; a.dv = rkv;
-        a.ldq = nqf; a.ldk = nkv; a.ldv = nkv; a.ldo = (int64_t)nh * rkv;
+        a.ldq = nqf; a.ldo = (int64_t)nh * rkv;
+        const bool dsa = L->idx_q_b != NULL;
+        const int64_t krow = nkv + (dsa ? hp->indexer_head_size : 0);
+        a.ldk = a.ldv = krow;
         for (int s = 0; s < c->n_seg; s++) { /* each sequence its own cache */
             const df_seg *sg = &c->seg[s];
-            for (int i = 0; i < sg->n; i++)
-                df_kv_put(sg->sc->type_k, b.kv + (int64_t)(sg->row0 + i) * nkv, df_ctx_k(sg->sc, il, sg->pos0 + i), nkv);
+            const int64_t off_b = (int64_t)df_type_row_bytes(sg->sc->type_k, nkv); /* indexer key */
+            for (int i = 0; i < sg->n; i++) {
+                char *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
+                df_kv_put(sg->sc->type_k, b.kv + (int64_t)(sg->row0 + i) * nkv, kd, nkv);
+                if (dsa)
+                    df_kv_put(sg->sc->type_k, b.ik + (int64_t)(sg->row0 + i) * hp->indexer_head_size, kd + off_b,
+                              hp->indexer_head_size);
+            }
+            uint8_t *kmask = NULL;
+            const int64_t ldm = (int64_t)sg->pos0 + sg->n;
+            if (dsa) {
+                kmask = malloc((size_t)(sg->n * ldm));
+                if (!kmask) return df_err(DF_ERR_NOMEM, "DSA key mask (%d x %lld)", sg->n, (long long)ldm);
+                int rc = dsa_select(c, sg, il, &b, off_b, kmask, ldm);
+                if (rc < 0) { free(kmask); return rc; }
+            }
+            a.kmask = kmask; a.ldm = ldm;
             a.n_tok = sg->n; a.pos0 = sg->pos0;
             a.kc = a.vc = sg->sc->k_l[il];
             a.type_k = a.type_v = sg->sc->type_k; /* V is a view of K (df_model_kv_check) */
@@ -134,6 +272,8 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
             a.out = b.o + (int64_t)sg->row0 * a.ldo;
             a.f32_acc = df_use_tiled_attn(sg->n, rkv);
             df_attn_gqa(c->pool, &a);
+            free(kmask);
+            a.kmask = NULL;
         }
         for (int h = 0; h < nh; h++)
             df_matmul_3d_g(c->pool, slice(L->wv_b, h), L->wv_b->type, rkv, dv, b.o + (int64_t)h * rkv,
@@ -189,6 +329,13 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
 /* deepseek2's forward hooks: MLA attention, the generic FFN / MoE. */
 const df_arch_fwd df_fwd_deepseek2 = {
     .name = "deepseek2",
+    .layer_attn = df_layer_attn_mla,
+    .arch_scratch = df_mla_scratch_bytes,
+};
+
+/* deepseek32: the same MLA attention, with the DSA indexer's key selection (dsa_index). */
+const df_arch_fwd df_fwd_deepseek32 = {
+    .name = "deepseek32",
     .layer_attn = df_layer_attn_mla,
     .arch_scratch = df_mla_scratch_bytes,
 };

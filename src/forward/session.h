@@ -178,6 +178,8 @@ typedef struct df_attn_args {
     bool f32_acc;               /* llama.cpp's tiled path: F32 Q and accumulator */
     const float *sinks;         /* [n_head] or NULL */
     int swa;                    /* sliding window (0 = none) */
+    const uint8_t *kmask; int64_t ldm; /* or NULL; else query t attends key p only where
+                                        * kmask[t*ldm + p] (DSA's selected keys) */
     char *scratch; size_t scratch_stride; /* per thread */
 } df_attn_args;
 size_t df_attn_scratch_per_thread(int dk, int dv);

@@ -101,37 +101,52 @@ static uint32_t deepseek2_props(const df_hparams *hp, int il) {
 
 #define MOE DF_W_MOE
 #define FUSED DF_W_FUSED_GATE_UP
-static const df_tensor_spec deepseek2_tensors[] = {
-    DF_SCHEMA_TOK_EMBD,
-    DF_TS("blk.%d.attn_norm.weight", DF_LF(attn_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_EMBD),
-    /* q LoRA (V2/V3/K2), or the Lite attn_q */
-    DF_TS("blk.%d.attn_q_a.weight", DF_LF(wq_a), 0, DF_R_MAT, DS2_QLORA, 0, DF_D_EMBD, DF_D_LORA_Q),
-    DF_TS("blk.%d.attn_q_a_norm.weight", DF_LF(q_a_norm), DF_T_NORM, DF_R_NORM, DS2_QLORA, 0, DF_D_LORA_Q),
-    DF_TS("blk.%d.attn_q_b.weight", DF_LF(wq_b), 0, DF_R_MAT, DS2_QLORA, 0, DF_D_LORA_Q, DF_D_MLA_Q),
-    DF_TS("blk.%d.attn_q.weight", DF_LF(wq), 0, DF_R_MAT, 0, DS2_QLORA, DF_D_EMBD, DF_D_MLA_Q),
-    /* compressed KV + shared rope key; absorbed k_b / v_b (MLA files) or the legacy kv_b */
-    DF_TS("blk.%d.attn_kv_a_mqa.weight", DF_LF(wkv_a_mqa), 0, DF_R_MAT, 0, 0, DF_D_EMBD, DF_D_KV_A),
-    DF_TS("blk.%d.attn_kv_a_norm.weight", DF_LF(kv_a_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_LORA_KV),
-    DF_TS("blk.%d.attn_kv_b.weight", DF_LF(wkv_b), 0, DF_R_MAT, 0, DS2_MLA, DF_D_LORA_KV, DF_D_MLA_KV_B),
-    DF_TS("blk.%d.attn_k_b.weight", DF_LF(wk_b), 0, DF_R_MAT, DS2_MLA, 0, DF_D_MLA_NOPE, DF_D_LORA_KV, DF_D_HEAD),
-    DF_TS("blk.%d.attn_v_b.weight", DF_LF(wv_b), 0, DF_R_MAT, DS2_MLA, 0, DF_D_LORA_KV, DF_D_MLA_V, DF_D_HEAD),
+#define DS2_ATTN_TENSORS \
+    DF_SCHEMA_TOK_EMBD, \
+    DF_TS("blk.%d.attn_norm.weight", DF_LF(attn_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_EMBD), \
+    /* q LoRA (V2/V3/K2), or the Lite attn_q */ \
+    DF_TS("blk.%d.attn_q_a.weight", DF_LF(wq_a), 0, DF_R_MAT, DS2_QLORA, 0, DF_D_EMBD, DF_D_LORA_Q), \
+    DF_TS("blk.%d.attn_q_a_norm.weight", DF_LF(q_a_norm), DF_T_NORM, DF_R_NORM, DS2_QLORA, 0, DF_D_LORA_Q), \
+    DF_TS("blk.%d.attn_q_b.weight", DF_LF(wq_b), 0, DF_R_MAT, DS2_QLORA, 0, DF_D_LORA_Q, DF_D_MLA_Q), \
+    DF_TS("blk.%d.attn_q.weight", DF_LF(wq), 0, DF_R_MAT, 0, DS2_QLORA, DF_D_EMBD, DF_D_MLA_Q), \
+    /* compressed KV + shared rope key; absorbed k_b / v_b (MLA files) or the legacy kv_b */ \
+    DF_TS("blk.%d.attn_kv_a_mqa.weight", DF_LF(wkv_a_mqa), 0, DF_R_MAT, 0, 0, DF_D_EMBD, DF_D_KV_A), \
+    DF_TS("blk.%d.attn_kv_a_norm.weight", DF_LF(kv_a_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_LORA_KV), \
+    DF_TS("blk.%d.attn_kv_b.weight", DF_LF(wkv_b), 0, DF_R_MAT, 0, DS2_MLA, DF_D_LORA_KV, DF_D_MLA_KV_B), \
+    DF_TS("blk.%d.attn_k_b.weight", DF_LF(wk_b), 0, DF_R_MAT, DS2_MLA, 0, DF_D_MLA_NOPE, DF_D_LORA_KV, DF_D_HEAD), \
+    DF_TS("blk.%d.attn_v_b.weight", DF_LF(wv_b), 0, DF_R_MAT, DS2_MLA, 0, DF_D_LORA_KV, DF_D_MLA_V, DF_D_HEAD), \
     DF_TS("blk.%d.attn_output.weight", DF_LF(wo), 0, DF_R_MAT, 0, 0, DF_D_MLA_O, DF_D_EMBD),
-    DF_SCHEMA_FFN_NORM,
-    DF_SCHEMA_FFN_DENSE,       /* the leading dense layers */
-    DF_SCHEMA_MOE_ROUTER,
-    DF_TS("blk.%d.exp_probs_b.bias", DF_LF(exp_probs_b), DF_T_OPTIONAL | DF_T_NORM, DF_R_BIAS, MOE, 0,
-          DF_D_EXPERT),
-    /* fused ffn_gate_up_exps {n_embd, 2 n_ff_exp, E}: exps[GATE] == exps[UP] (model.h) */
-    {"blk.%d.ffn_gate_up_exps.weight", DF_LF(exps[DF_EXPERT_GATE]), DF_LF(exps[DF_EXPERT_UP]), DF_T_EXPERT,
-     DF_R_MAT, MOE | FUSED, 0, {DF_D_EMBD, DF_DX(2, DF_D_FF_EXP), DF_D_EXPERT}},
-    DF_TS("blk.%d.ffn_gate_exps.weight", DF_LF(exps[DF_EXPERT_GATE]), DF_T_EXPERT, DF_R_MAT, MOE, FUSED,
-          DF_D_EMBD, DF_D_FF_EXP, DF_D_EXPERT),
-    DF_TS("blk.%d.ffn_down_exps.weight", DF_LF(exps[DF_EXPERT_DOWN]), DF_T_EXPERT, DF_R_MAT, MOE, 0,
-          DF_D_FF_EXP, DF_D_EMBD, DF_D_EXPERT),
-    DF_TS("blk.%d.ffn_up_exps.weight", DF_LF(exps[DF_EXPERT_UP]), DF_T_EXPERT, DF_R_MAT, MOE, FUSED,
-          DF_D_EMBD, DF_D_FF_EXP, DF_D_EXPERT),
-    DF_SCHEMA_SHEXP(0, DS2_SHEXP),  /* n_ff_shexp = n_ff_exp · expert_shared_count */
+#define DS2_FFN_TENSORS \
+    DF_SCHEMA_FFN_NORM, \
+    DF_SCHEMA_FFN_DENSE,       /* the leading dense layers */ \
+    DF_SCHEMA_MOE_ROUTER, \
+    DF_TS("blk.%d.exp_probs_b.bias", DF_LF(exp_probs_b), DF_T_OPTIONAL | DF_T_NORM, DF_R_BIAS, MOE, 0, \
+          DF_D_EXPERT), \
+    /* fused ffn_gate_up_exps {n_embd, 2 n_ff_exp, E}: exps[GATE] == exps[UP] (model.h) */ \
+    {"blk.%d.ffn_gate_up_exps.weight", DF_LF(exps[DF_EXPERT_GATE]), DF_LF(exps[DF_EXPERT_UP]), DF_T_EXPERT, \
+     DF_R_MAT, MOE | FUSED, 0, {DF_D_EMBD, DF_DX(2, DF_D_FF_EXP), DF_D_EXPERT}}, \
+    DF_TS("blk.%d.ffn_gate_exps.weight", DF_LF(exps[DF_EXPERT_GATE]), DF_T_EXPERT, DF_R_MAT, MOE, FUSED, \
+          DF_D_EMBD, DF_D_FF_EXP, DF_D_EXPERT), \
+    DF_TS("blk.%d.ffn_down_exps.weight", DF_LF(exps[DF_EXPERT_DOWN]), DF_T_EXPERT, DF_R_MAT, MOE, 0, \
+          DF_D_FF_EXP, DF_D_EMBD, DF_D_EXPERT), \
+    DF_TS("blk.%d.ffn_up_exps.weight", DF_LF(exps[DF_EXPERT_UP]), DF_T_EXPERT, DF_R_MAT, MOE, FUSED, \
+          DF_D_EMBD, DF_D_FF_EXP, DF_D_EXPERT), \
+    DF_SCHEMA_SHEXP(0, DS2_SHEXP),  /* n_ff_shexp = n_ff_exp · expert_shared_count */ \
     DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
+static const df_tensor_spec deepseek2_tensors[] = {
+    DS2_ATTN_TENSORS
+    DS2_FFN_TENSORS
+};
+/* deepseek32 (DeepSeek-V3.2): deepseek2's tensors plus the DSA lightning indexer of each layer */
+enum { DS32_IH = DF_D_ARCH, DS32_ID, DS32_IQ };
+static const df_tensor_spec deepseek32_tensors[] = {
+    DS2_ATTN_TENSORS
+    DF_TS("blk.%d.indexer.k_norm.weight", DF_LF(idx_k_norm), DF_T_NORM, DF_R_NORM, 0, 0, DS32_ID),
+    DF_TS("blk.%d.indexer.k_norm.bias", DF_LF(idx_k_norm_b), DF_T_NORM, DF_R_BIAS, 0, 0, DS32_ID),
+    DF_TS("blk.%d.indexer.proj.weight", DF_LF(idx_proj), 0, DF_R_MAT, 0, 0, DF_D_EMBD, DS32_IH),
+    DF_TS("blk.%d.indexer.attn_k.weight", DF_LF(idx_k), 0, DF_R_MAT, 0, 0, DF_D_EMBD, DS32_ID),
+    DF_TS("blk.%d.indexer.attn_q_b.weight", DF_LF(idx_q_b), 0, DF_R_MAT, 0, 0, DF_D_LORA_Q, DS32_IQ),
+    DS2_FFN_TENSORS
 };
 #undef MOE
 #undef FUSED
@@ -157,4 +172,57 @@ const df_arch df_arch_deepseek2 = {
     DF_PROBES(deepseek2_probes),
     .layer_props = deepseek2_props,
     .kv_row = deepseek2_kv_row,
+};
+
+/* ---- deepseek32: DeepSeek-V3.2, MLA + DeepSeek Sparse Attention (formats.md §3.4) ----------
+ * llama.cpp's deepseek32: deepseek2's hyperparameters (MLA and q LoRA required) plus
+ * attention.indexer.{head_count, key_length, top_k}; the indexer keys are cached per position
+ * behind the MLA latent row (kv_row), F16 / F32 / BF16 caches only (df_model_kv_check). */
+static int deepseek32_hparams(df_model *m) {
+    TRYK(deepseek2_hparams(m));
+    df_hparams *hp = &m->hp;
+    uint32_t ih = 0, id = 0, tk = 0;
+    TRYK(df_model_key_u32(m, "attention.indexer.head_count", &ih, true));
+    TRYK(df_model_key_u32(m, "attention.indexer.key_length", &id, true));
+    TRYK(df_model_key_u32(m, "attention.indexer.top_k", &tk, true));
+    if (!hp->is_mla || hp->n_lora_q <= 0)
+        return df_err(DF_ERR_FORMAT, "%s: deepseek32 needs MLA (key_length_mla / value_length_mla) and "
+                      "q_lora_rank", m->path);
+    /* llama.cpp multiplies q and k by one Hadamard matrix of the indexer key size (a power of
+     * two >= 64); the first n_rot dims are the rotated ones, and its graph takes the others at
+     * offset key_length - n_rot, which is their place only when key_length == 2·n_rot (V3.2:
+     * 128 and 64; other shapes read the wrong dims or abort there) */
+    if (ih < 1 || ih > 4096 || id < 64 || id > 4096 || (id & (id - 1)) || (int)id != 2 * hp->n_rot || tk < 1)
+        return df_err(DF_ERR_FORMAT, "%s: bad indexer (head_count %u, key_length %u: a power of two >= 64 "
+                      "and 2 x rope dims %d, top_k %u)", m->path, ih, id, hp->n_rot, tk);
+    hp->indexer_n_head = (int)ih;
+    hp->indexer_head_size = (int)id;
+    hp->indexer_top_k = (int)tk;
+    return DF_OK;
+}
+
+static void deepseek32_dims(const df_hparams *hp, int il, int64_t *d) {
+    (void)il;
+    d[DS32_IH] = hp->indexer_n_head;
+    d[DS32_ID] = hp->indexer_head_size;
+    d[DS32_IQ] = (int64_t)hp->indexer_n_head * hp->indexer_head_size;
+}
+
+static void deepseek32_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row) {
+    (void)il;
+    const df_hparams *hp = &m->hp;
+    /* [c_kv ; k_pe ; indexer key]: the MLA row (V its first n_lora_kv dims), then the key the
+     * lightning indexer scores against */
+    *k_row = (int64_t)hp->n_lora_kv + hp->n_rot + hp->indexer_head_size;
+    *v_row = 0;
+}
+
+const df_arch df_arch_deepseek32 = {
+    .name = "deepseek32",
+    .load_hparams = deepseek32_hparams,
+    DF_SCHEMA(deepseek32_tensors),
+    DF_PROBES(deepseek2_probes),
+    .layer_props = deepseek2_props,
+    .dims = deepseek32_dims,
+    .kv_row = deepseek32_kv_row,
 };

@@ -20,7 +20,7 @@ extern const df_arch df_arch_llama;
 extern const df_arch df_arch_qwen2moe;
 extern const df_arch df_arch_qwen3moe;
 extern const df_arch df_arch_olmoe;
-extern const df_arch df_arch_deepseek2;
+extern const df_arch df_arch_deepseek2, df_arch_deepseek32;
 extern const df_arch df_arch_kimi_k3;
 extern const df_arch df_arch_gpt_oss;
 extern const df_arch df_arch_qwen3next;
@@ -29,7 +29,7 @@ extern const df_arch df_arch_glm4moe, df_arch_minimax_m2;
 
 const df_arch *df_arch_find(const char *name) {
     const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe,
-                             &df_arch_deepseek2, &df_arch_kimi_k3,
+                             &df_arch_deepseek2, &df_arch_deepseek32, &df_arch_kimi_k3,
                              &df_arch_gpt_oss, &df_arch_qwen3next, &df_arch_qwen35moe,
                              &df_arch_glm4moe, &df_arch_minimax_m2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -484,6 +484,9 @@ int df_model_kv_check(const df_model *m) {
         if (!kr && !vr) continue; /* no KV (recurrent or NextN layer) */
         int64_t hk, hv;
         if (kr && !vr) { /* MLA: one latent row [c_kv ; k_pe], V its first n_lora_kv values */
+            if (hp->indexer_top_k > 0 && tk != DF_TYPE_F16 && tk != DF_TYPE_F32 && tk != DF_TYPE_BF16)
+                return df_err(DF_ERR_UNSUPPORTED, "%s: the sparse-attention indexer cache takes -ctk f16, "
+                              "bf16 or f32 in deltafin (got %s)", an, deltafin_kv_type_name(ck));
             if (ck != cv)
                 return df_err(DF_ERR_UNSUPPORTED, "%s: its MLA cache keeps one latent row for K and V, so the K "
                               "and V cache types must be the same (-ctk %s -ctv %s; llama.cpp refuses this too)",

@@ -53,6 +53,8 @@ typedef struct df_hparams {
     /* deepseek2 MLA (formats.md §3.4): q/kv LoRA ranks, decompressed head dims */
     int n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
     bool is_mla;                 /* attn_k_b / attn_v_b (absorbed) vs legacy attn_kv_b */
+    /* deepseek32 DSA lightning indexer (formats.md §3.4): heads, head size, keys kept per query */
+    int indexer_n_head, indexer_head_size, indexer_top_k;
     /* kimi-k3 (docs kimi-k3.md): KDA layers, latent MoE, situ, block AttnRes */
     bool no_rope;                /* MLA without RoPE (kimi-k3) */
     int ffn_act;                 /* enum df_ffn_act: activation of dense / routed / shared FFNs */
@@ -91,6 +93,9 @@ typedef struct df_layer {
     /* deepseek2 MLA */
     df_tensor *wq_a, *q_a_norm, *wq_b, *wkv_a_mqa, *kv_a_norm, *wk_b, *wv_b, *wkv_b;
     df_tensor *attn_gate;                 /* kimi-k3 MLA sigmoid output gate {n_embd, H·dv} */
+    /* deepseek32 DSA lightning indexer: q_b {q_lora, IH·ID}, k {n_embd, ID} + LayerNorm w/b,
+     * head weights proj {n_embd, IH} */
+    df_tensor *idx_q_b, *idx_k, *idx_k_norm, *idx_k_norm_b, *idx_proj;
     /* kimi-k3 KDA */
     df_tensor *ssm_conv[3];               /* q, k, v short-conv taps {C, 1, DI} (F32) */
     df_tensor *ssm_f_a, *ssm_f_b, *ssm_beta, *ssm_a, *ssm_dt_b, *ssm_g, *ssm_o_norm;
