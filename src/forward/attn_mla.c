@@ -78,9 +78,9 @@ static const void *slice(const df_tensor *w, int h) {
  * latent) as IH heads of ID, k = LayerNorm(attn_k·x) with weight and bias, NEOX RoPE on the
  * first n_rot dims of each, both times the orthonormal Sylvester Hadamard matrix of order ID;
  * head weights w = proj·x / sqrt(ID·IH). The key goes to the cache behind the MLA row (F16
- * rounding); query t scores each key p <= pos as sum_h relu(q_h·k_p)·w_h (the dot in the
- * cache type's vec_dot form, the head sum in double as ggml_sum_rows) and attends only the
- * top_k best keys (all of them while it has <= top_k). */
+ * rounding); query t scores each key p <= pos as sum_h relu(q_h·k_p)·w_h (as ggml's fused
+ * lightning indexer: the cached key back to F32, the F32 vec_dot per head, the weighted sum in
+ * float) and attends only the top_k best keys (all of them while it has <= top_k). */
 static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const float *x, mla_bufs *b) {
     const df_model *m = c->m;
     const df_hparams *hp = &m->hp;
