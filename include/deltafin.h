@@ -187,10 +187,11 @@ typedef struct {
     uint64_t rss_bytes, peak_rss_bytes;
     uint64_t plan_bytes;         /* what the plan assigned (its limit minus what it left free) */
     uint64_t limit;              /* the plan's limit */
+    uint64_t locked_bytes;       /* memory locked by --mlock now (VmLck); 0 without it */
 } deltafin_memory_use;
 void deltafin_model_memory_use(const deltafin_model *m, deltafin_memory_use *out);
 /* One line: "budget use: dense X, cache X, KV X, scratch X, other X = peak RSS X of the plan's X
- * (limit X)". */
+ * (limit X)", then ", locked X" under --mlock. */
 const char *deltafin_memory_use_str(const deltafin_memory_use *u, char *buf, size_t cap);
 
 /* Streaming statistics of a model (all contexts together; cumulative since load). */

@@ -289,6 +289,20 @@ int cmd_run(int argc, char **argv) {
         cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
         cJSON_AddNumberToObject(so, "dense_bytes_read", (double)st.dense_bytes_read);
         add_stream_json(so, &ss); /* expert streaming: cache, I/O, prefetch and look-ahead */
+        { /* budget use, as -v prints it */
+            deltafin_memory_use mu;
+            deltafin_model_memory_use(m, &mu);
+            cJSON *mo = cJSON_AddObjectToObject(so, "memory");
+            cJSON_AddNumberToObject(mo, "dense", (double)mu.dense_bytes);
+            cJSON_AddNumberToObject(mo, "experts", (double)mu.experts_bytes);
+            cJSON_AddNumberToObject(mo, "cache", (double)mu.cache_bytes);
+            cJSON_AddNumberToObject(mo, "kv", (double)mu.kv_bytes);
+            cJSON_AddNumberToObject(mo, "scratch", (double)mu.scratch_bytes);
+            cJSON_AddNumberToObject(mo, "peak_rss", (double)mu.peak_rss_bytes);
+            cJSON_AddNumberToObject(mo, "plan", (double)mu.plan_bytes);
+            cJSON_AddNumberToObject(mo, "limit", (double)mu.limit);
+            cJSON_AddNumberToObject(mo, "locked", (double)mu.locked_bytes);
+        }
         df_cli_dist_report(m, verbose ? stderr : NULL, so);
         char *s = cJSON_PrintUnformatted(o);
         if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }

@@ -189,6 +189,7 @@ static uint64_t proc_status_kb(const char *key) {
 }
 uint64_t df_peak_rss(void) { return proc_status_kb("VmHWM:"); }
 uint64_t df_cur_rss(void) { return proc_status_kb("VmRSS:"); }
+uint64_t df_locked_bytes(void) { return proc_status_kb("VmLck:"); }
 
 int df_parse_size(const char *s, uint64_t *out) {
     if (!s || !*s) return df_err(DF_ERR_INVALID, "empty size");

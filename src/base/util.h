@@ -93,6 +93,8 @@ uint64_t df_time_ns(void);
 /* Peak resident set size of this process in bytes (from /proc/self/status VmHWM). */
 uint64_t df_peak_rss(void);
 uint64_t df_cur_rss(void);
+/* Bytes this process holds locked in RAM (mlock; VmLck). */
+uint64_t df_locked_bytes(void);
 
 /* Parse "20G", "512M", "1.5GiB", "4096" into bytes. Returns DF_OK or DF_ERR_INVALID. */
 int df_parse_size(const char *s, uint64_t *out);

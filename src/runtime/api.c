@@ -139,6 +139,7 @@ void deltafin_model_memory_use(const deltafin_model *m, deltafin_memory_use *out
     out->scratch_bytes = atomic_load(&((deltafin_model *)m)->scratch_live);
     out->rss_bytes = df_cur_rss();
     out->peak_rss_bytes = df_peak_rss();
+    out->locked_bytes = df_locked_bytes();
     const deltafin_plan *p = &m->plan;
     out->plan_bytes = p->dense_bytes + p->kv_bytes + p->scratch_bytes + p->overhead_bytes + p->cache_bytes +
                       (p->experts_stream ? 0 : p->expert_total_bytes);
@@ -156,6 +157,9 @@ const char *deltafin_memory_use_str(const deltafin_memory_use *u, char *buf, siz
              df_fmt_bytes(u->peak_rss_bytes > parts ? u->peak_rss_bytes - parts : 0, o, sizeof o),
              df_fmt_bytes(u->peak_rss_bytes, r, sizeof r), df_fmt_bytes(u->plan_bytes, p, sizeof p),
              df_fmt_bytes(u->limit, l, sizeof l));
+    size_t n = strlen(buf);
+    if (u->locked_bytes && n < cap)
+        snprintf(buf + n, cap - n, ", locked %s", df_fmt_bytes(u->locked_bytes, l, sizeof l));
     return buf;
 }
 
