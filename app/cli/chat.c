@@ -268,7 +268,9 @@ int cmd_chat(int argc, char **argv) {
     const int n_vocab = deltafin_model_n_vocab(m);
     cache = malloc(sizeof(int32_t) * (size_t)nctx);
     if (!cache) goto done;
-    smp = deltafin_sampler_create(&S.sp);
+    deltafin_sampler_params sp;
+    if (df_cli_sampler(&k_chat, &S, m, &sp)) { ret = 2; goto done; }
+    smp = deltafin_sampler_create(&sp);
     if (!smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     dt = deltafin_detok_create(m, false);
     dts = deltafin_detok_create(m, true);
