@@ -238,6 +238,9 @@ int cmd_chat(int argc, char **argv) {
         df_cli_help(&k_chat, stderr);
         return 2;
     }
+    /* an unknown template is refused before the model loads (as serve does) */
+    if (tmpl && tmpl[0] && deltafin_chat_template_check(tmpl) < 0)
+        return df_cli_usage_error(&k_chat, "--chat-template: %s", deltafin_errmsg());
     char *gbnf = NULL;
     if (df_cli_grammar(&k_chat, &S, &gbnf)) return 1;
     if (df_cli_log_begin(&k_chat, &S) != DF_CLI_GO) { free(gbnf); return 1; }
@@ -300,7 +303,14 @@ int cmd_chat(int argc, char **argv) {
         g_interrupt = 0;
         set_sigint(false);
         char *text = NULL;
-        int lr = df_le_message(le, "> ", "... ", &text);
+        int lr;
+        if (turn == 1 && S.prompt) { /* -p: the first message */
+            text = (char *)S.prompt;
+            lr = DF_LE_LINE;
+            S.prompt = NULL;
+        } else {
+            lr = df_le_message(le, "> ", "... ", &text);
+        }
         set_sigint(true);
         if (lr == DF_LE_INTR) {
             turn--;
@@ -466,6 +476,7 @@ int cmd_chat(int argc, char **argv) {
             fprintf(stderr, "[turn %d] prompt %d tokens: reused %d, decoded %d (%.1f tok/s) | generated %d (%.1f tok/s)\n",
                     turn, n, keep, n - keep, t_prompt ? (n - keep) / (t_prompt / 1e9) : 0.0, n_gen,
                     t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0);
+        if (S.single_turn) break;
     }
     ret = 0;
 done:

@@ -63,6 +63,7 @@ typedef struct df_settings {
     const char *chat_template_file;
     const char *history_file;     /* chat: NULL = the default file, "" = none */
     bool context_shift;           /* chat: drop the oldest turns when the context is full */
+    bool single_turn;             /* chat: one answer, then exit */
     /* constrained output: a GBNF grammar or a JSON schema, as text or from a file */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;
     /* output and logging */
