@@ -36,11 +36,6 @@ typedef struct {
     float p;
 } df_cand;
 
-typedef struct { /* typical-p's order: score, then position (a stable sort) */
-    float key;
-    int32_t pos;
-} df_key;
-
 struct deltafin_sampler {
     deltafin_sampler_params par;       /* pointers (bias, breakers, vocab) not kept */
     int chain[DELTAFIN_SAMPLER_MAX_CHAIN]; /* the stages that change something, in order */
@@ -59,8 +54,7 @@ struct deltafin_sampler {
 
     /* per-n_vocab scratch */
     int n_alloc;
-    df_cand *cand, *cand2; /* [n_alloc] */
-    df_key *keys;          /* [n_alloc] */
+    df_cand *cand, *cand2; /* [n_alloc] (cand2: typical-p's order) */
     float *raw;            /* [n_alloc] copy of the last logits (for deltafin_sampler_top) */
     float *work;           /* [n_alloc] logits after the vocabulary-wide stages */
     int n_raw;             /* vocab size of the last sample (0 = none yet) */
@@ -337,7 +331,6 @@ void deltafin_sampler_free(deltafin_sampler *s) {
     df_dry_free(s->dry);
     free(s->cand);
     free(s->cand2);
-    free(s->keys);
     free(s->raw);
     free(s->work);
     free(s->bias);
@@ -386,9 +379,6 @@ static int ensure_vocab(deltafin_sampler *s, int n_vocab) {
     c = df_realloc(s->cand2, n * sizeof *c);
     if (!c) return DF_ERR_NOMEM;
     s->cand2 = c;
-    df_key *k = df_realloc(s->keys, n * sizeof *k);
-    if (!k) return DF_ERR_NOMEM;
-    s->keys = k;
     float *r = df_realloc(s->raw, n * sizeof *r);
     if (!r) return DF_ERR_NOMEM;
     s->raw = r;
@@ -465,28 +455,6 @@ static void top_k_from(df_cand *c, const float *raw, int n, int k) {
     for (int end = k - 1; end > 0; end--) {
         df_cand t = c[0]; c[0] = c[end]; c[end] = t;
         sift_down(c, end, 0);
-    }
-}
-
-/* heapsort of keys by (key asc, pos asc): typical-p's order, made total */
-static inline bool key_after(const df_key *a, const df_key *b) {
-    return a->key > b->key || (!(a->key < b->key) && a->pos > b->pos);
-}
-static void key_sift(df_key *k, int n, int i) {
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, w = i;
-        if (l < n && key_after(&k[l], &k[w])) w = l;
-        if (r < n && key_after(&k[r], &k[w])) w = r;
-        if (w == i) return;
-        df_key t = k[i]; k[i] = k[w]; k[w] = t;
-        i = w;
-    }
-}
-static void key_sort(df_key *k, int n) {
-    for (int i = n / 2 - 1; i >= 0; i--) key_sift(k, n, i);
-    for (int end = n - 1; end > 0; end--) {
-        df_key t = k[0]; k[0] = k[end]; k[end] = t;
-        key_sift(k, end, 0);
     }
 }
 
@@ -581,25 +549,26 @@ static void top_k(int topk, cands *k) {
     k->sorted = true;
 }
 
-/* locally typical: the candidates ordered by |surprise - entropy|, the shortest prefix whose
- * probability exceeds p (and holds min_keep) */
+/* locally typical: the candidates ordered by |surprise - entropy| (ties by position, a stable
+ * order), the shortest prefix whose probability exceeds p (and holds min_keep) */
 static void typical(deltafin_sampler *s, cands *k) {
     const float tp = s->par.typical_p;
     softmax_sorted(k);
-    df_cand *c = k->c;
+    df_cand *c = k->c, *o = s->cand2;
     float ent = 0.0f;
     for (int i = 0; i < k->n; i++) ent += -c[i].p * logf(c[i].p);
-    for (int i = 0; i < k->n; i++) s->keys[i] = (df_key){fabsf(-logf(c[i].p) - ent), i};
-    key_sort(s->keys, k->n);
+    /* the order as candidates: logit = -score, id = position, so `better` sorts it */
+    for (int i = 0; i < k->n; i++) o[i] = (df_cand){i, -fabsf(-logf(c[i].p) - ent), c[i].p};
+    partial_sort(o, k->n, k->n);
     float cum = 0.0f;
     int last = k->n;
     const int mk = s->par.min_keep;
     for (int i = 0; i < k->n; i++) {
-        cum += c[s->keys[i].pos].p;
+        cum += o[i].p;
         if (cum > tp && (mk == 0 || i >= mk - 1)) { last = i + 1; break; }
     }
-    for (int i = 0; i < last; i++) s->cand2[i] = c[s->keys[i].pos];
-    memcpy(c, s->cand2, sizeof *c * (size_t)last);
+    for (int i = 0; i < last; i++) o[i] = c[o[i].id];
+    memcpy(c, o, sizeof *c * (size_t)last);
     k->n = last;
     k->sorted = false;
 }
