@@ -205,6 +205,15 @@ static void check_parser(void) {
         CHECK_MSG(parse(DF_CMD_RUN, &s, 3, bad2[i]) == 2, "%s %s %s accepted", bad2[i][0], bad2[i][1], bad2[i][2]);
     const char *a7[] = {"run", "-ngl", "-1", "-ngl", "all", "-ot", "blk\\.(1[0-9])\\.ffn_.*_exps=CPU,x=CUDA0"};
     CHECK_EQ_INT(parse(DF_CMD_RUN, &s, 7, a7), DF_CLI_GO);
+    /* llama.cpp's escapes (-p, --dry-sequence-breaker) */
+    const char *esc[][2] = {{"a\\nb", "a\nb"}, {"\\t\\r\\'\\\"\\\\", "\t\r'\"\\"}, {"\\x41\\x4", "A\\x4"},
+                            {"\\q\\", "\\q\\"}, {"plain", "plain"}};
+    for (size_t i = 0; i < sizeof esc / sizeof *esc; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%s", esc[i][0]);
+        df_cli_unescape(buf);
+        CHECK_STR(buf, esc[i][1]);
+    }
     /* same spelling, another command's meaning: bench -p is the prompt length */
     const char *a2[] = {"bench", "-p", "64", "-n", "8"};
     CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 5, a2), DF_CLI_GO);

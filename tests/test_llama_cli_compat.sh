@@ -14,7 +14,8 @@
 #     frequency penalties and DRY shorten repeats, --repeat-last-n 0 turns penalties off;
 #     mirostat at temperature 0 is greedy; XTC at probability 1 leaves the greedy path;
 #   - chat: --chat-template (an unknown one refused naming the built-ins), --jinja,
-#     --single-turn -sys -p; --ignore-eos -n -1 runs to the full context;
+#     --single-turn -sys -p; --ignore-eos -n -1 runs to the full context; -p takes llama.cpp's
+#     backslash escapes (-e, the default; --no-escape);
 #   - serve: llama-server's README line (-m M -c 2048); its sampling flags are the defaults of
 #     requests; /completion with llama-server's fields (samplers, dry_*, typical_p, mirostat ...)
 #     and greedy equal to run's; an unknown --chat-template is refused at start;
@@ -176,6 +177,12 @@ printf 'Hello\n' | "$BIN" chat -m "$M" --jinja -n 8 >"$T/o" 2>"$T/err"; rc=$?
 NT=$(rep <"$T/o" | cut -d' ' -f1)
 [ $rc = 0 ] && [ "$NT" = 60 ] && ok "--ignore-eos -n -1: generates until the 64-token context is full (60 after 5)" ||
     bad "ignore-eos -n -1: rc=$rc n=$NT"
+# -p takes llama.cpp's escapes (-e, the default): "a\nb" is a, newline, b; --no-escape keeps them
+pt() { "$BIN" run -m "$M" -n 1 --temp 0 --json "$@" 2>/dev/null | sed -n 's/.*"prompt_tokens":\[\([^]]*\)\].*/\1/p'; }
+NL=$(printf 'a\nb')
+E1=$(pt -p 'a\nb'); E2=$(pt -p "$NL"); E3=$(pt -p 'a\nb' --no-escape); E4=$(pt -e -p 'a\nb')
+[ -n "$E1" ] && [ "$E1" = "$E2" ] && [ "$E1" = "$E4" ] && [ "$E3" != "$E1" ] &&
+    ok "-p: backslash-n is a newline as in llama.cpp (-e), --no-escape keeps it" || bad "escapes: $E1 / $E2 / $E3 / $E4"
 # a model card's line (Unsloth's DeepSeek / Qwen3 guides)
 "$BIN" run --model "$M" --threads -1 --ctx-size 2048 --n-gpu-layers 99 -ot ".ffn_.*_exps.=CPU" --seed 3407 \
     --prio 3 --temp 0.6 --min-p 0.01 --top-p 0.95 --top-k 20 --presence-penalty 1.5 -no-cnv \

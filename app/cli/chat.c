@@ -255,7 +255,7 @@ int cmd_chat(int argc, char **argv) {
     int32_t *cache = NULL, *ids = NULL;
     int n_cache = 0;
     msgs_t msgs = {0};
-    char *answer = NULL, *hist_path = NULL;
+    char *answer = NULL, *hist_path = NULL, *first = NULL;
 
     deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
@@ -304,8 +304,10 @@ int cmd_chat(int argc, char **argv) {
         set_sigint(false);
         char *text = NULL;
         int lr;
-        if (turn == 1 && S.prompt) { /* -p: the first message */
-            text = (char *)S.prompt;
+        if (turn == 1 && S.prompt) { /* -p: the first message (llama.cpp's escapes unless --no-escape) */
+            if (!(first = strdup(S.prompt))) goto done;
+            if (S.escape || !S.no_escape) df_cli_unescape(first);
+            text = first;
             lr = DF_LE_LINE;
             S.prompt = NULL;
         } else {
@@ -486,6 +488,7 @@ done:
     msgs_clear(&msgs, 0);
     free(msgs.v);
     free(answer);
+    free(first);
     free(ids);
     free(cache);
     free(gbnf);

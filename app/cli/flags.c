@@ -5,6 +5,7 @@
 #include "app/cli/flags.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pcre2.h>
@@ -79,6 +80,11 @@ static const row g_rows[] = {
      NOCFG},
     {"-st|--single-turn", NULL, K_SWITCH, F(single_turn), NULL, "answer the first message (-p or input) and exit",
      B(CHAT), NOCFG},
+    {"-e|--escape", NULL, K_SWITCH, F(escape), NULL,
+     "process escapes (\\n \\r \\t \\' \\\" \\\\ \\xNN) in -p and --dry-sequence-breaker, as llama.cpp (the default)",
+     SAMPLE, NOCFG},
+    {"--no-escape", NULL, K_SWITCH, F(no_escape), NULL, "take -p and --dry-sequence-breaker as typed", SAMPLE,
+     NOCFG},
     {"--history", "FILE", K_STR, F(history_file), NULL,
      "chat's input history, kept between runs (default ~/.deltafin_history; \"\" = none)", B(CHAT), NOCFG},
     {"--context-shift", NULL, K_SWITCH, F(context_shift), NULL,
@@ -685,6 +691,26 @@ static int parse_option(const df_cmd *cmd, int argc, char **argv, int *i, df_set
 
 static int check_sampling(const df_cmd *cmd, df_settings *s);
 
+void df_cli_unescape(char *t) {
+    char *o = t;
+    for (const char *p = t; *p; p++) {
+        if (p[0] != '\\' || !p[1]) { *o++ = *p; continue; }
+        static const char pairs[] = "n\nr\rt\t''\"\"\\\\"; /* escape letter, then its byte */
+        const char c = *++p;
+        const char *map = strchr(pairs, c);
+        if (map && (map - pairs) % 2 == 0) { *o++ = map[1]; continue; }
+        if (c == 'x' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
+            const char hex[3] = {p[1], p[2], 0};
+            *o++ = (char)strtol(hex, NULL, 16);
+            p += 2;
+            continue;
+        }
+        *o++ = '\\';
+        *o++ = c;
+    }
+    *o = 0;
+}
+
 int df_cli_parse(const df_cmd *cmd, int argc, char **argv, df_settings *s) {
     apply_defaults(cmd, s);
     const char *config;
@@ -705,6 +731,7 @@ int df_cli_parse(const df_cmd *cmd, int argc, char **argv, df_settings *s) {
         }
     }
     if (find_row(cmd, "--temp", 6) >= 0 && (rc = check_sampling(cmd, s)) != DF_CLI_GO) return rc;
+
     /* a chunk the user chose is kept by the memory plan; the default may shrink under pressure */
     s->n_batch_chosen = df_cli_given(s, cmd, "--batch-size") || (s->cfg.set & DF_CFG_BATCH_SIZE);
     /* llama.cpp: "quantized V cache requires flash_attn to be enabled" */
@@ -858,8 +885,13 @@ int df_cli_sampler(const df_cmd *cmd, df_settings *s, const deltafin_model *m, d
     }
     sp->logit_bias = s->logit_bias;
     sp->n_logit_bias = n;
-    if (s->dry_breakers_set) {
-        sp->dry_sequence_breakers = s->dry_breakers;
+    if (s->dry_breakers_set) { /* copies, with llama.cpp's escapes processed ("\n": a newline) */
+        for (int i = 0; i < s->n_dry_breakers; i++) {
+            snprintf(s->breaker_text[i], sizeof s->breaker_text[i], "%s", s->dry_breakers[i]);
+            if (s->escape || !s->no_escape) df_cli_unescape(s->breaker_text[i]);
+            s->breaker_ptr[i] = s->breaker_text[i];
+        }
+        sp->dry_sequence_breakers = s->breaker_ptr;
         sp->n_dry_sequence_breakers = s->n_dry_breakers;
     }
     sp->vocab = v;

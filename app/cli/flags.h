@@ -64,6 +64,9 @@ typedef struct df_settings {
     const char *history_file;     /* chat: NULL = the default file, "" = none */
     bool context_shift;           /* chat: drop the oldest turns when the context is full */
     bool single_turn;             /* chat: one answer, then exit */
+    bool escape, no_escape;       /* -e / --no-escape: backslash escapes in -p and DRY breakers */
+    char breaker_text[DF_CLI_MAX_BREAKERS][64]; /* the breakers as the sampler gets them */
+    const char *breaker_ptr[DF_CLI_MAX_BREAKERS];
     /* constrained output: a GBNF grammar or a JSON schema, as text or from a file */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;
     /* output and logging */
@@ -124,6 +127,9 @@ deltafin_model_params df_cli_model_params(const df_settings *s);
 deltafin_ctx_params df_cli_ctx_params(const df_settings *s);
 /* deltafin_ctx_set_routing with the lossy-routing flags; prints the error and returns 2 when refused. */
 int df_cli_apply_routing(const df_cmd *cmd, const df_settings *s, deltafin_ctx *c);
+/* llama.cpp's string_process_escapes, in place: \n \r \t \' \" \\ and \xNN become the byte;
+ * any other backslash stays as it is. */
+void df_cli_unescape(char *t);
 /* The sampler parameters of the sampling flags for model m: --logit-bias ids checked against
  * its vocabulary, --ignore-eos as -inf biases on its end-of-generation ids, the DRY breakers
  * with its vocabulary. The result points into s. Prints the error and returns 2 when refused. */

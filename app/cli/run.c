@@ -119,9 +119,11 @@ int cmd_run(int argc, char **argv) {
             free(gbnf);
             return 1;
         }
-    } else {
+    } else { /* -p: llama.cpp's escapes (\n ...) unless --no-escape; -f is taken as it is */
         ptext = strdup(prompt);
-        plen = strlen(prompt);
+        if (!ptext) { free(gbnf); return 1; }
+        if (S.escape || !S.no_escape) df_cli_unescape(ptext);
+        plen = strlen(ptext);
     }
     int ret = 1;
     deltafin_model *m = NULL;
