@@ -248,6 +248,7 @@ static const struct {
  * string of letters), as llama-server takes them */
 static int parse_llama_sampling(df_srv_req *r, const cJSON *root, df_srv_error *err) {
     deltafin_sampler_params *sp = &r->sp;
+    const float dflt_base = sp->dry_base; /* the server's (--dry-base, else 1.75) */
     for (size_t i = 0; i < sizeof k_llama_fields / sizeof k_llama_fields[0]; i++) {
         double d;
         int rc = get_num(root, k_llama_fields[i].key, k_llama_fields[i].lo, k_llama_fields[i].hi, &d, err);
@@ -261,8 +262,7 @@ static int parse_llama_sampling(df_srv_req *r, const cJSON *root, df_srv_error *
             *(float *)dst = (float)d;
         }
     }
-    const float dflt_base = deltafin_sampler_default_params().dry_base;
-    if (sp->dry_base < 1.0f) sp->dry_base = dflt_base; /* llama-server: below 1 means the default */
+    if (sp->dry_base < 1.0f) sp->dry_base = dflt_base; /* llama-server: below 1 means the server's value */
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "dry_sequence_breakers");
     if (b && !cJSON_IsNull(b)) {
         if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) == 0)
