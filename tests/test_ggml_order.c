@@ -13,7 +13,12 @@
  *      ggml_vec_scale_f32(1/sum) per row, ggml_vec_swiglu_f32 per row (the same harness built
  *      with -march=native reproduces the avx512 hashes). tinyBLAS under AVX2 is not recorded
  *      (it needs ggml's thread pool): there the GEMM is checked against the order written out
- *      in scalar code (one 8-lane FMA accumulator, lanes reduced (0+4 + 2+6) + (1+5 + 3+7)). */
+ *      in scalar code (one 8-lane FMA accumulator, lanes reduced (0+4 + 2+6) + (1+5 + 3+7)).
+ *   3. F16 / BF16 weights through df_matmul (df_matmul_3d for a 3-D weight with permuted
+ *      activations): avx2 bit-identical to ggml_mul_mat of the same weights through
+ *      ggml_graph_compute_with_ctx (2 threads) on the AVX2 (-march=native) build of the llama.cpp
+ *      of docs/testing.md: ggml_vec_dot_f16 / _bf16 for one token, for n_out % 4 or n_in % 8,
+ *      tinyBLAS after converting the activations otherwise. */
 #include "testlib.h"
 #include "forward/ops.h"
 #include "kernels/kernels.h"
@@ -48,6 +53,77 @@ static const gcase GM[] = {
     {96, 8, 2, 10, 0x49f7b3db4403f1e6ull},
     {256, 64, 7, 11, 0xc1031e611d1d54cbull},
 };
+
+/* 16-bit weights: type, n_in, n_out, tokens, heads (> 1: a 3-D weight, MLA's per-head matmul),
+ * seed; weights fill(amp 1) rounded to the type, activations fill(amp 3, seed + 1) laid out
+ * [token][head][n_in] */
+typedef struct { int type, n_in, n_out, nt, heads, seed; uint64_t h256; } hcase;
+static const hcase HM[] = {
+    {DF_TYPE_F16, 64, 16, 1, 1, 21, 0xc86b4e43a775287cull},   /* one token: vec_dot */
+    {DF_TYPE_F16, 72, 12, 1, 1, 22, 0x7f5353a22d521efdull},   /* vec_dot's leftovers */
+    {DF_TYPE_F16, 64, 16, 11, 1, 23, 0xc8abc30be519a389ull},  /* tinyBLAS */
+    {DF_TYPE_F16, 256, 40, 7, 1, 24, 0x15cc8e524cdb7289ull},
+    {DF_TYPE_F16, 96, 18, 5, 1, 25, 0x3169067552bca311ull},   /* n_out % 4: vec_dot per row */
+    {DF_TYPE_F16, 100, 16, 3, 1, 26, 0xb0c9ddd72f708485ull},  /* n_in % 8: vec_dot per row */
+    {DF_TYPE_F16, 200, 8, 2, 1, 27, 0x0c27977d3ad7d805ull},
+    {DF_TYPE_F16, 64, 32, 5, 3, 28, 0x5acfce4b0f6f6be1ull},   /* 3-D: tinyBLAS as well */
+    {DF_TYPE_F16, 64, 32, 1, 3, 29, 0xdd1d35b2f95b62c9ull},
+    {DF_TYPE_BF16, 64, 16, 1, 1, 21, 0xb17b82c97dbf41d4ull},
+    {DF_TYPE_BF16, 72, 12, 1, 1, 22, 0xba95ec0893dd284cull},
+    {DF_TYPE_BF16, 64, 16, 11, 1, 23, 0x9ac1008e396a5a76ull},
+    {DF_TYPE_BF16, 256, 40, 7, 1, 24, 0xf646b5fc30623328ull},
+    {DF_TYPE_BF16, 96, 18, 5, 1, 25, 0xec755fb927a1b997ull},
+    {DF_TYPE_BF16, 100, 16, 3, 1, 26, 0xa66bc87fddb4c6e2ull},
+    {DF_TYPE_BF16, 200, 8, 2, 1, 27, 0xf2a9c8e9dec0a87cull},
+    {DF_TYPE_BF16, 64, 32, 5, 3, 28, 0x6fd2f8c7e012cc9dull},
+    {DF_TYPE_BF16, 64, 32, 1, 3, 29, 0x771654407b96bde7ull},
+};
+
+/* one 16-bit case: Y [head][token][n_out] against a double reference of the rounded weights,
+ * the hash on avx2 */
+static void run_h16(const char *isa, const hcase *k, bool h256) {
+    const int64_t nw = (int64_t)k->n_in * k->n_out * k->heads, nx = (int64_t)k->n_in * k->nt * k->heads;
+    const int64_t ny = (int64_t)k->n_out * k->nt * k->heads;
+    float *wf = malloc(sizeof(float) * (size_t)nw), *x = malloc(sizeof(float) * (size_t)nx);
+    float *y = malloc(sizeof(float) * (size_t)ny);
+    uint16_t *w = malloc(sizeof(uint16_t) * (size_t)nw);
+    fill(wf, nw, 1.0f, SEED(k->seed));
+    fill(x, nx, 3.0f, SEED(k->seed) + 1);
+    for (int64_t i = 0; i < nw; i++) {
+        w[i] = k->type == DF_TYPE_F16 ? df_f32_to_f16(wf[i]) : df_f32_to_bf16(wf[i]);
+        wf[i] = k->type == DF_TYPE_F16 ? df_f16_to_f32(w[i]) : df_bf16_to_f32(w[i]);
+    }
+    const int64_t per = (int64_t)k->n_in * k->n_out, ldx = (int64_t)k->heads * k->n_in;
+    for (int h = 0; h < k->heads; h++) {
+        float *yh = y + (int64_t)h * k->n_out * k->nt;
+        if (k->heads > 1)
+            df_matmul_3d(NULL, w + h * per, k->type, k->n_in, k->n_out, x + (int64_t)h * k->n_in, ldx, k->nt, yh, k->n_out, NULL);
+        else
+            df_matmul(NULL, w, k->type, k->n_in, k->n_out, x, ldx, k->nt, yh, k->n_out, NULL);
+    }
+    /* activations are rounded to the weight type too: bound the error by that rounding */
+    const double rel = k->type == DF_TYPE_F16 ? 1e-3 : 8e-3;
+    int bad = 0;
+    for (int h = 0; h < k->heads; h++)
+        for (int t = 0; t < k->nt; t++)
+            for (int r = 0; r < k->n_out; r++) {
+                double ref = 0, mag = 0;
+                for (int i = 0; i < k->n_in; i++) {
+                    const double p = (double)wf[h * per + (int64_t)r * k->n_in + i] * x[(int64_t)t * ldx + (int64_t)h * k->n_in + i];
+                    ref += p;
+                    mag += fabs(p);
+                }
+                bad += !(fabs(y[((int64_t)h * k->nt + t) * k->n_out + r] - ref) <= rel * mag);
+            }
+    CHECK_MSG(bad == 0, "%s %s matmul %dx%dx%d (%d heads): %d outputs off", isa, df_type_info(k->type)->name, k->n_in,
+              k->n_out, k->nt, k->heads, bad);
+    const uint64_t hh = df_test_fnv(y, (size_t)ny);
+    if (h256)
+        CHECK_MSG(hh == k->h256, "%s %s matmul %dx%dx%d (%d heads): hash %016llx, ggml %016llx", isa,
+                  df_type_info(k->type)->name, k->n_in, k->n_out, k->nt, k->heads, (unsigned long long)hh,
+                  (unsigned long long)k->h256);
+    free(wf); free(x); free(y); free(w);
+}
 
 /* tinyBLAS's AVX2 order written out: 8 lane accumulators, fma, then the 8 -> 1 reduction */
 static float gemm_avx2_order(const float *w, const float *x, int n) {
@@ -154,6 +230,7 @@ static void run_set(const char *isa) {
         free(x);
         free(y);
     }
+    for (size_t c = 0; c < sizeof HM / sizeof HM[0]; c++) run_h16(isa, &HM[c], h256);
     /* what tinyBLAS does not take: one token, n_in not a multiple of the vector, n_out % 4 */
     CHECK(!df_gemm_f32_ggml_applies(64, 16, 1));
     CHECK(!df_gemm_f32_ggml_applies(64, 18, 4));

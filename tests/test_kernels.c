@@ -273,11 +273,16 @@ static void test_matmul(df_pool *pool, int t, int64_t n_in, int64_t n_out, int64
     /* which order each token gets (kernels.h): ggml's repacked gemm for the first
      * n_tok - n_tok % 4 tokens, its gemv for the rest, when rows % 8 == 0 */
     const int r8 = n_out % 8 == 0 && k->vec_dot_r8[t];
-    /* F32 weights, a batch: llamafile's tinyBLAS order (ops.c) in ggml's order */
+    /* F32 / F16 / BF16 weights, a batch: llamafile's tinyBLAS where the table has it and the
+     * shape fits (n_in % vector width, n_out % 4; its order: test_ggml_order) */
     float *Yt = NULL;
+    const df_gemm_h_fn gh = t == DF_TYPE_F16 ? k->gemm_f16 : t == DF_TYPE_BF16 ? k->gemm_bf16 : NULL;
     if (t == DF_TYPE_F32 && n_tok >= 2 && df_gemm_f32_ggml_applies(n_in, n_out, (int)n_tok)) {
         Yt = malloc(ldy * n_tok * 4);
         df_gemm_f32_ggml((const float *)W, n_in, 0, n_out, (const float *)act, n_in, (int)n_tok, Yt, ldy);
+    } else if (gh && n_tok >= 2 && n_in % k->f32_epr == 0 && n_out % 4 == 0) {
+        Yt = malloc(ldy * n_tok * 4);
+        gh(W, n_in, 0, n_out, act, n_in, (int)n_tok, Yt, ldy);
     }
     for (int64_t tk = 0; tk < n_tok; tk++) {
         df_vec_dot_fn dot = k->vec_dot[t];
@@ -464,7 +469,31 @@ static void test_float_slots(const df_kernel_table *k, const df_kernel_table *r)
                 bad += fabsf(Y[t * n_out + o] - want) > 1e-5f * m;
             }
         CHECK_MSG(bad == 0, "%s: F32 GEMM differs from ref's dots in %d outputs", k->name, bad);
+        /* the F16 / BF16 GEMMs (optional): tinyBLAS widens both operands to F32 on load, so each
+         * gives the bits of the F32 GEMM on the widened values */
+        for (int h = 0; h < 2; h++) {
+            const df_gemm_h_fn gh = h ? k->gemm_bf16 : k->gemm_f16;
+            if (!gh) continue;
+            uint16_t *W16 = malloc(2 * (size_t)n_in * n_out), *X16 = malloc(2 * (size_t)n_in * nt);
+            float *Y16 = malloc(sizeof(float) * n_out * nt);
+            for (int i = 0; i < n_in * n_out; i++) {
+                W16[i] = h ? df_f32_to_bf16(W[i]) : df_f32_to_f16(W[i]);
+                W[i] = h ? df_bf16_to_f32(W16[i]) : df_f16_to_f32(W16[i]);
+            }
+            for (int i = 0; i < n_in * nt; i++) {
+                X16[i] = h ? df_f32_to_bf16(X[i]) : df_f32_to_f16(X[i]);
+                X[i] = h ? df_bf16_to_f32(X16[i]) : df_f16_to_f32(X16[i]);
+            }
+            k->gemm_f32(W, n_in, 0, n_out, X, n_in, nt, Y, n_out);
+            gh(W16, n_in, 0, 4, X16, n_in, nt, Y16, n_out);
+            gh(W16, n_in, 4, n_out, X16, n_in, nt, Y16, n_out);
+            CHECK_MSG(!memcmp(Y, Y16, sizeof(float) * n_out * nt), "%s: %s GEMM differs from the F32 GEMM of its values",
+                      k->name, h ? "BF16" : "F16");
+            free(W16); free(X16); free(Y16);
+        }
         free(W); free(X); free(Y);
+    } else {
+        CHECK_MSG(!k->gemm_f16 && !k->gemm_bf16, "%s: a 16-bit GEMM without the F32 one", k->name);
     }
     printf("  %-7s float slots: row ops worst rel %.2e, F16 dot worst rel %.2e\n", k->name, worst_row, worst_dot);
     free(x); free(u); free(a); free(b); free(h1); free(h2); free(h3);

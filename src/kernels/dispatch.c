@@ -280,20 +280,42 @@ void df_gemm_f32_ggml(const float *W, int64_t n_in, int64_t r0, int64_t r1, cons
     k->gemm_f32(W, n_in, r0, r1, X, ldx, nt, Y, ldy);
 }
 
+enum { MM_PLAIN, MM_3D, MM_ID }; /* ggml's MUL_MAT of a 2-D weight, of a 3-D one, MUL_MAT_ID */
+
+/* Does ggml's mul_mat run a batch (2+ tokens) of this call through llamafile's tinyBLAS? For F32
+ * weights when src1 is contiguous (a plain matmul: a 3-D weight's matmul takes a permuted
+ * activation in llama.cpp's graphs, MLA's q_nope, deepseek4's grouped output); for F16 / BF16
+ * weights after converting src1 to their type into a contiguous buffer, so 2-D and 3-D alike;
+ * never for MUL_MAT_ID. Shapes as tinyBLAS takes them: n_in a multiple of the vector width, n_out
+ * of 4. Only where the table has the type's GEMM. */
+static bool tb_applies(const df_kernel_table *k, int wtype, int kind, int64_t n_in, int64_t n_out) {
+    bool have;
+    switch (wtype) {
+    case DF_TYPE_F32: have = k->gemm_f32 && kind == MM_PLAIN; break;
+    case DF_TYPE_F16: have = k->gemm_f16 && kind != MM_ID; break;
+    case DF_TYPE_BF16: have = k->gemm_bf16 && kind != MM_ID; break;
+    default: have = false;
+    }
+    return have && n_in > 0 && n_in % k->f32_epr == 0 && n_out % 4 == 0;
+}
+
 typedef struct {
-    const float *w, *x;
+    const df_kernel_table *k;
+    int wtype;
+    const void *w, *x;
     int64_t n_in, ldy;
     int nt;
     float *y;
-} f32_gemm_job;
+} tb_job;
 
-static void f32_gemm_task(void *ctx, int task, int thread) {
+static void tb_task(void *ctx, int task, int thread) {
     (void)thread;
-    const f32_gemm_job *g = ctx;
-    df_gemm_f32_ggml(g->w, g->n_in, 4 * (int64_t)task, 4 * (int64_t)task + 4, g->x, g->n_in, g->nt, g->y, g->ldy);
+    const tb_job *g = ctx;
+    const int64_t r0 = 4 * (int64_t)task, r1 = r0 + 4;
+    if (g->wtype == DF_TYPE_F32) g->k->gemm_f32(g->w, g->n_in, r0, r1, g->x, g->n_in, g->nt, g->y, g->ldy);
+    else (g->wtype == DF_TYPE_F16 ? g->k->gemm_f16 : g->k->gemm_bf16)(g->w, g->n_in, r0, r1, g->x, g->n_in, g->nt,
+                                                                     g->y, g->ldy);
 }
-
-enum { MM_PLAIN, MM_3D, MM_ID }; /* ggml's MUL_MAT of a 2-D weight, of a 3-D one, MUL_MAT_ID */
 
 /* The weight types whose result for a token depends on the other tokens of the call (which
  * kernel a call of that many tokens takes): F32 through tinyBLAS from 2 tokens on, repacked
@@ -353,11 +375,12 @@ static void matmul_rows(df_pool *pool, const void *W, int wtype, int64_t n_in, i
     df_pool_run(pool, (int)n_tasks, mm_task, &j);
 }
 
-static void f32_gemm(df_pool *pool, const void *W, int64_t n_in, int64_t n_out, const void *act, int64_t n_tok,
-                     float *Y, int64_t ldy) {
+/* tinyBLAS over n_out / 4 tasks of 4 rows (tb_applies) */
+static void tb_gemm(df_pool *pool, int wtype, const void *W, int64_t n_in, int64_t n_out, const void *act,
+                    int64_t n_tok, float *Y, int64_t ldy) {
     DF_ASSERT(n_tok <= 0x7fffffff);
-    f32_gemm_job g = {W, act, n_in, ldy, (int)n_tok, Y};
-    df_pool_run(pool, (int)(n_out / 4), f32_gemm_task, &g);
+    tb_job g = {df_kernels(), wtype, W, act, n_in, ldy, (int)n_tok, Y};
+    df_pool_run(pool, (int)(n_out / 4), tb_task, &g);
 }
 
 static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int64_t n_out,
@@ -368,11 +391,11 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     const int32_t *gend = grp && grp->n > 0 ? grp->end : NULL;
     const int ng = gend ? grp->n : 0;
     DF_ASSERT(!gend || gend[ng - 1] == n_tok);
-    if (wtype == DF_TYPE_F32 && kind != MM_ID && df_gemm_f32_ggml_applies(n_in, n_out, 2)) {
-        /* ggml's mul_mat of F32 weights runs a batch (2+ tokens) through llamafile's tinyBLAS,
-         * a single token through vec_dot: each group as a call of its own would */
+    if (tb_applies(df_kernels(), wtype, kind, n_in, n_out)) {
+        /* a batch (2+ tokens) through llamafile's tinyBLAS, a single token through vec_dot
+         * (llamafile_sgemm refuses n < 2): each group as a call of its own would */
         if (!gend) {
-            if (n_tok >= 2) f32_gemm(pool, W, n_in, n_out, act, n_tok, Y, ldy);
+            if (n_tok >= 2) tb_gemm(pool, wtype, W, n_in, n_out, act, n_tok, Y, ldy);
             else matmul_rows(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, kind, NULL, 0);
             return;
         }
@@ -390,7 +413,7 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
             if (cls == run) continue;
             if (run >= 0 && gs > a) {
                 const char *ax = (const char *)act + (uint64_t)a * arb;
-                if (run) f32_gemm(pool, W, n_in, n_out, ax, gs - a, Y + a * ldy, ldy);
+                if (run) tb_gemm(pool, wtype, W, n_in, n_out, ax, gs - a, Y + a * ldy, ldy);
                 else matmul_rows(pool, W, wtype, n_in, n_out, ax, gs - a, Y + a * ldy, ldy, kind, NULL, 0);
             }
             a = gs;

@@ -71,6 +71,10 @@ typedef void (*df_kda_head_fn)(float *M, int S, int nt, const float *q, const fl
  * row-major [.][n_in], n_in a multiple of the table's f32_epr. */
 typedef void (*df_gemm_f32_fn)(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
                                int nt, float *Y, int64_t ldy);
+/* The same for 16-bit weights (F16 or BF16) against activations converted to that type (their
+ * vec_dot_type): ggml converts src1 and then runs tinyBLAS on both, for 2-D and 3-D weights. */
+typedef void (*df_gemm_h_fn)(const void *W, int64_t n_in, int64_t r0, int64_t r1, const void *X, int64_t ldx,
+                             int nt, float *Y, int64_t ldy);
 
 enum df_isa { DF_ISA_REF, DF_ISA_AVX2, DF_ISA_AVX512, DF_ISA_NEON };
 
@@ -126,6 +130,9 @@ typedef struct df_kernel_table {
     /* Optional: F32 weights x 2+ tokens in tinyBLAS's order (NULL: vec_dot per output, as
      * ggml without tinyBLAS); df_matmul uses it when df_gemm_f32_ggml_applies() */
     df_gemm_f32_fn gemm_f32;
+    /* Optional: F16 / BF16 weights x 2+ tokens in tinyBLAS's order (NULL: vec_dot per output);
+     * df_matmul and df_matmul_3d use them under the same shape rule */
+    df_gemm_h_fn gemm_f16, gemm_bf16;
     /* floats per vector register in the ggml build this table stands for (GGML_F32_EPR: 16
      * AVX-512, 8 AVX2; the reference and NEON tables say 8): decides llama.cpp's tiled
      * attention (DV % f32_epr == 0) and tinyBLAS's shapes (n_in % f32_epr == 0) */

@@ -680,5 +680,6 @@ void df_kernels_fill_ref(df_kernel_table *t) {
     t->attn_mad_f32f = attn_mad_f32f;
     t->kda_head = kda_head_ref;
     t->gemm_f32 = NULL; /* optional: F32 batches take vec_dot per output */
+    t->gemm_f16 = t->gemm_bf16 = NULL;
     t->f32_epr = 8;
 }

@@ -17,65 +17,39 @@ static inline float hsum256(__m256 v) {
 
 /* ------------------------------------------------------------------ float types */
 
+/* ggml_vec_dot_f32 of a -march=native AVX2 ggml build: 4 x 8-lane FMA accumulators over the
+ * n & ~31 head, reduced (a0+a2) + (a1+a3), halves added, two hadds; the leftovers as gcc
+ * vectorises ggml's `sumf += x[i]*y[i]`: blocks of 8 then of 4 whose products are rounded and
+ * added one by one, the last n % 4 with scalar FMAs. */
 static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     const float *a = w, *b = xq;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32) {
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
         acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
         acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
     }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    double sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; i++) sum += (double)(a[i] * b[i]);
-    *s = (float)sum;
-}
-
-static inline __m256 ld_f16(const df_f16 *p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-
-static void dot_f16(int64_t n, float *s, const void *w, const void *xq) {
-    const df_f16 *a = w, *b = xq;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(ld_f16(a + i), ld_f16(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(ld_f16(a + i + 8), ld_f16(b + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(ld_f16(a + i + 16), ld_f16(b + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(ld_f16(a + i + 24), ld_f16(b + i + 24), acc3);
+    const __m256 r = _mm256_add_ps(_mm256_add_ps(acc0, acc2), _mm256_add_ps(acc1, acc3));
+    __m128 t = _mm_add_ps(_mm256_extractf128_ps(r, 1), _mm256_castps256_ps128(r));
+    t = _mm_hadd_ps(t, t);
+    float sum = _mm_cvtss_f32(_mm_hadd_ps(t, t));
+    int64_t i = np;
+    for (; n - i >= 8; i += 8) {
+        float p[8];
+        _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        for (int j = 0; j < 8; j++) sum += p[j];
     }
-    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(ld_f16(a + i), ld_f16(b + i), acc0);
-    double sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; i++) sum += (double)(df_f16_to_f32(a[i]) * df_f16_to_f32(b[i]));
-    *s = (float)sum;
-}
-
-static inline __m256 ld_bf16(const df_bf16 *p) {
-    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-static void dot_bf16(int64_t n, float *s, const void *w, const void *xq) {
-    const df_bf16 *a = w, *b = xq;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(ld_bf16(a + i), ld_bf16(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(ld_bf16(a + i + 8), ld_bf16(b + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(ld_bf16(a + i + 16), ld_bf16(b + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(ld_bf16(a + i + 24), ld_bf16(b + i + 24), acc3);
+    if (n - i >= 4) {
+        float p[4];
+        _mm_storeu_ps(p, _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+        for (int j = 0; j < 4; j++) sum += p[j];
+        i += 4;
     }
-    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(ld_bf16(a + i), ld_bf16(b + i), acc0);
-    double sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; i++) sum += (double)(df_bf16_to_f32(a[i]) * df_bf16_to_f32(b[i]));
-    *s = (float)sum;
+    for (; i < n; i++) sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a[i]), _mm_set_ss(b[i]), _mm_set_ss(sum)));
+    *s = sum;
 }
 
 static void from_f16(const float *x, void *dst, int64_t n) {
@@ -1004,8 +978,6 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
         k_signs64[i] = v;
     }
     t->vec_dot[DF_TYPE_F32] = dot_f32;
-    t->vec_dot[DF_TYPE_F16] = dot_f16;
-    t->vec_dot[DF_TYPE_BF16] = dot_bf16;
     t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0_ggml;
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;

@@ -1,13 +1,23 @@
 /* x86_avx2_f32.c — the float slots of the AVX2 table (AVX2 + FMA + F16C), in the orders of a
  * -march=native ggml build on an AVX2 CPU: softmax / SwiGLU / silu with ggml's 8-lane exp,
- * flash attention's F16 dots (ggml_vec_dot_f16) and F32-path multiply-adds, the KDA delta rule
- * compiled with FMA, and llamafile's tinyBLAS F32 GEMM. Filled by df_kernels_fill_avx2 (the
+ * the F16 / BF16 weight-row dots (ggml_vec_dot_f16 / _bf16; the F16 one is also flash
+ * attention's K·Q) and F32-path multiply-adds, the KDA delta rule compiled with FMA, and
+ * llamafile's tinyBLAS GEMMs for F32, F16 and BF16 weights. Filled by df_kernels_fill_avx2 (the
  * AVX-512 table inherits what it does not replace). Only called after dispatch.c checked the
  * CPU flags. Threading: pure functions. */
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels/kernels_impl.h"
+
+/* the 8 lanes summed as llamafile's / ggml's AVX hsum: the 128-bit halves added, then
+ * (l0+l2) + (l1+l3) */
+static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
 
 /* ------------------------------------------------------------------ F32 row ops (ggml's AVX2 forms) */
 
@@ -58,11 +68,7 @@ static inline double softmax_exp8(const float *x, float *y, int n, float mx, int
     for (; i + 8 <= n; i += 8) {
         const __m256 e = gx_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(mx)));
         _mm256_storeu_ps(y + i, e);
-        /* (l0+l4 + l2+l6) + (l1+l5 + l3+l7) */
-        __m128 h = _mm_add_ps(_mm256_extractf128_ps(e, 1), _mm256_castps256_ps128(e));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        sum += (double)_mm_cvtss_f32(h);
+        sum += (double)hsum8(e); /* (l0+l4 + l2+l6) + (l1+l5 + l3+l7) */
     }
     *done = i;
     return sum;
@@ -86,28 +92,54 @@ static void silu_avx2(float *x, int n) { swiglu8(x, NULL, n); }
 
 /* ------------------------------------------------------------------ attention */
 
-/* ggml_vec_dot_f16 under AVX2/F16C: 4 x 8 accumulators with FMA, s0+s2, s1+s3, then their
- * sum; leftovers n % 32 added in double; the 8 lanes reduce as
- * (l0+l4 + l1+l5) + (l2+l6 + l3+l7) (add of the 128-bit halves, then two hadds). */
-static float attn_dot_f16(const df_f16 *x, const df_f16 *y, int n) {
+/* ------------------------------------------------------------------ F16 / BF16 rows */
+
+static inline __m256 ld8_f16(const df_f16 *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
+static inline __m256 ld8_bf16(const df_bf16 *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
+}
+
+/* ggml_vec_dot_f16 under AVX2/F16C (GGML_F16_STEP 32, 4 accumulators of GGML_F16_EPR 8): FMA
+ * over n & ~31, reduced s0+s2, s1+s3, then their sum; the 8 lanes as (l0+l4 + l1+l5) +
+ * (l2+l6 + l3+l7) (the 128-bit halves added, then two hadds); the leftovers n % 32 added in
+ * double. Weight rows (vec_dot) and flash attention's K·Q (attn_dot_f16) alike. */
+static inline float dot_f16_ggml(const df_f16 *x, const df_f16 *y, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    const int np = n & ~31;
-#define DF_LD8(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
-    for (int i = 0; i < np; i += 32) {
-        s0 = _mm256_fmadd_ps(DF_LD8(x + i), DF_LD8(y + i), s0);
-        s1 = _mm256_fmadd_ps(DF_LD8(x + i + 8), DF_LD8(y + i + 8), s1);
-        s2 = _mm256_fmadd_ps(DF_LD8(x + i + 16), DF_LD8(y + i + 16), s2);
-        s3 = _mm256_fmadd_ps(DF_LD8(x + i + 24), DF_LD8(y + i + 24), s3);
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32) {
+        s0 = _mm256_fmadd_ps(ld8_f16(x + i), ld8_f16(y + i), s0);
+        s1 = _mm256_fmadd_ps(ld8_f16(x + i + 8), ld8_f16(y + i + 8), s1);
+        s2 = _mm256_fmadd_ps(ld8_f16(x + i + 16), ld8_f16(y + i + 16), s2);
+        s3 = _mm256_fmadd_ps(ld8_f16(x + i + 24), ld8_f16(y + i + 24), s3);
     }
-#undef DF_LD8
     s0 = _mm256_add_ps(s0, s2);
     s1 = _mm256_add_ps(s1, s3);
     s0 = _mm256_add_ps(s0, s1);
     const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
     const __m128 t1 = _mm_hadd_ps(t0, t0);
     double sum = (double)_mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-    for (int i = np; i < n; i++) sum += (double)(df_f16_to_f32(x[i]) * df_f16_to_f32(y[i]));
+    for (int64_t i = np; i < n; i++) sum += (double)(df_f16_to_f32(x[i]) * df_f16_to_f32(y[i]));
     return (float)sum;
+}
+static float attn_dot_f16(const df_f16 *x, const df_f16 *y, int n) { return dot_f16_ggml(x, y, n); }
+static void dot_f16(int64_t n, float *s, const void *w, const void *xq) { *s = dot_f16_ggml(w, xq, n); }
+
+/* ggml_vec_dot_bf16's AVX2 branch: 4 accumulators over n & ~31 of mul + add, which gcc
+ * contracts to FMA in ggml's build; reduced (c1+c3) + (c2+c4), the 128-bit halves added, then
+ * (l0+l2) + (l1+l3) (movehl, movehdup); the leftovers added in double. */
+static void dot_bf16(int64_t n, float *s, const void *w, const void *xq) {
+    const df_bf16 *x = w, *y = xq;
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        c0 = _mm256_fmadd_ps(ld8_bf16(x + i), ld8_bf16(y + i), c0);
+        c1 = _mm256_fmadd_ps(ld8_bf16(x + i + 8), ld8_bf16(y + i + 8), c1);
+        c2 = _mm256_fmadd_ps(ld8_bf16(x + i + 16), ld8_bf16(y + i + 16), c2);
+        c3 = _mm256_fmadd_ps(ld8_bf16(x + i + 24), ld8_bf16(y + i + 24), c3);
+    }
+    double sum = (double)hsum8(_mm256_add_ps(_mm256_add_ps(c0, c2), _mm256_add_ps(c1, c3)));
+    for (; i < n; i++) sum += (double)(df_bf16_to_f32(x[i]) * df_bf16_to_f32(y[i]));
+    *s = (float)sum;
 }
 
 /* the F32-accumulator path's dot and acc = fma(v, vs, acc) with F16C / FMA instructions: the
@@ -149,41 +181,58 @@ static void kda_head_fma(float *M, int S, int nt, const float *q, const float *k
     df_kda_head_body(M, S, nt, q, k, v, g, ld, beta, ldb, o);
 }
 
-/* ------------------------------------------------------------------ F32 GEMM */
+/* ------------------------------------------------------------------ tinyBLAS GEMMs */
 
-/* llamafile's tinyBLAS F32 GEMM under AVX2: every output is one 8-lane accumulator walked over
- * n_in with FMA, then reduced (halves added, then lanes (0+2)+(1+3)). Tiles of 4 weight rows x 2
+enum { GT_F32, GT_F16, GT_BF16 }; /* the element type of W and X */
+
+static inline __attribute__((always_inline)) __m256 ld8_as(const void *p, int64_t i, const int et) {
+    if (et == GT_F16) return ld8_f16((const df_f16 *)p + i);
+    if (et == GT_BF16) return ld8_bf16((const df_bf16 *)p + i);
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+/* llamafile's tinyBLAS under AVX2 (tinyBLAS<8, __m256, ...>: F32, and F16 / BF16 weights
+ * against activations converted to the same type, both widened to F32 on load): every output
+ * is one 8-lane accumulator walked over n_in with FMA, then hsum8. Tiles of 4 weight rows x 2
  * tokens only for speed: each output has its own accumulator, so the tiling does not change the
- * result. Rows [r0, r1), r1 - r0 a multiple of 4. */
+ * result. Rows [r0, r1), r1 - r0 a multiple of 4; ldx in elements. */
 #define UNROLL _Pragma("GCC unroll 8")
-static void gemm_f32_avx2(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
-                          int nt, float *Y, int64_t ldy) {
+static inline __attribute__((always_inline)) void gemm8_body(const void *W, int64_t n_in, int64_t r0, int64_t r1,
+                                                             const void *X, int64_t ldx, int nt, float *Y,
+                                                             int64_t ldy, const int et) {
     for (int64_t r = r0; r < r1; r += 4)
         for (int t0 = 0; t0 < nt; t0 += 2) {
-            const float *xs[2];
-            UNROLL for (int j = 0; j < 2; j++) xs[j] = X + (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
+            int64_t xo[2];
+            UNROLL for (int j = 0; j < 2; j++) xo[j] = (int64_t)(t0 + j < nt ? t0 + j : nt - 1) * ldx;
             __m256 acc[2][4];
             UNROLL for (int j = 0; j < 2; j++)
                 UNROLL for (int i = 0; i < 4; i++) acc[j][i] = _mm256_setzero_ps();
             for (int64_t l = 0; l < n_in; l += 8) {
                 __m256 w[4];
-                UNROLL for (int i = 0; i < 4; i++) w[i] = _mm256_loadu_ps(W + (r + i) * n_in + l);
+                UNROLL for (int i = 0; i < 4; i++) w[i] = ld8_as(W, (r + i) * n_in + l, et);
                 UNROLL for (int j = 0; j < 2; j++) {
-                    const __m256 x = _mm256_loadu_ps(xs[j] + l);
+                    const __m256 x = ld8_as(X, xo[j] + l, et);
                     UNROLL for (int i = 0; i < 4; i++) acc[j][i] = _mm256_fmadd_ps(w[i], x, acc[j][i]);
                 }
             }
             for (int j = 0; j < 2 && t0 + j < nt; j++)
-                UNROLL for (int i = 0; i < 4; i++) {
-                    const __m256 v = acc[j][i];
-                    __m128 h = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-                    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-                    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-                    Y[(int64_t)(t0 + j) * ldy + r + i] = _mm_cvtss_f32(h);
-                }
+                UNROLL for (int i = 0; i < 4; i++) Y[(int64_t)(t0 + j) * ldy + r + i] = hsum8(acc[j][i]);
         }
 }
 #undef UNROLL
+
+static void gemm_f32_avx2(const float *W, int64_t n_in, int64_t r0, int64_t r1, const float *X, int64_t ldx,
+                          int nt, float *Y, int64_t ldy) {
+    gemm8_body(W, n_in, r0, r1, X, ldx, nt, Y, ldy, GT_F32);
+}
+static void gemm_f16_avx2(const void *W, int64_t n_in, int64_t r0, int64_t r1, const void *X, int64_t ldx, int nt,
+                          float *Y, int64_t ldy) {
+    gemm8_body(W, n_in, r0, r1, X, ldx, nt, Y, ldy, GT_F16);
+}
+static void gemm_bf16_avx2(const void *W, int64_t n_in, int64_t r0, int64_t r1, const void *X, int64_t ldx, int nt,
+                           float *Y, int64_t ldy) {
+    gemm8_body(W, n_in, r0, r1, X, ldx, nt, Y, ldy, GT_BF16);
+}
 
 void df_kernels_fill_avx2_f32(df_kernel_table *t) {
     t->softmax = softmax_avx2;
@@ -196,5 +245,9 @@ void df_kernels_fill_avx2_f32(df_kernel_table *t) {
     t->attn_mad_f32f = attn_mad_f32f;
     t->kda_head = kda_head_fma;
     t->gemm_f32 = gemm_f32_avx2;
+    t->gemm_f16 = gemm_f16_avx2;
+    t->gemm_bf16 = gemm_bf16_avx2;
+    t->vec_dot[DF_TYPE_F16] = dot_f16;
+    t->vec_dot[DF_TYPE_BF16] = dot_bf16;
     t->f32_epr = 8;
 }

@@ -146,5 +146,8 @@ void df_kernels_fill_avx512_f32(df_kernel_table *t) {
     t->attn_dot_f16 = attn_dot_f16;
     t->attn_mad_f16 = attn_mad_f16;
     t->gemm_f32 = gemm_f32_avx512;
+    /* not the AVX2 table's 8-lane F16 / BF16 tinyBLAS (inherited from it): this table's F16 /
+     * BF16 batches stay on its per-row dots until a 16-lane form is checked on an AVX-512 CPU */
+    t->gemm_f16 = t->gemm_bf16 = NULL;
     t->f32_epr = 16;
 }
