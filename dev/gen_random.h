@@ -78,6 +78,7 @@ static inline bool gr_parse_i64(const char *s, int64_t max, int64_t *out) {
 }
 
 int df_gen_random_deepseek2(int argc, char **argv);
+int df_gen_random_deepseek4(int argc, char **argv);
 int df_gen_random_kimi_k3(int argc, char **argv);
 int df_gen_random_gpt_oss(int argc, char **argv);
 int df_gen_random_qwen3next(int argc, char **argv);
