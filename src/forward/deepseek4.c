@@ -4,9 +4,10 @@
  *   pre:  mixes = fn · rmsnorm(streams); weights pre = sigmoid(mixes·s0 + b) + eps, post =
  *         2·sigmoid(mixes·s1 + b), comb = Sinkhorn(softmax over dst of mixes·s2 + b) (the fused
  *         ggml op's loops: libm expf, float sums, the affine and normalising steps contracted
- *         to FMAs as gcc compiles them); the block input is Σ_h streams_h·pre_h (FMAs)
- *   post: streams'_dst = block_out·post_dst + Σ_src streams_src·comb[dst, src] (FMAs)
- * and before the output norm the head mix Σ_h streams_h·pre_h of its own mixer (separate
+ *         to FMAs as gcc compiles them); the block input is Σ_h streams_h·pre_h
+ *   post: streams'_dst = block_out·post_dst + Σ_src streams_src·comb[dst, src]
+ * (these two sums plain multiplies and adds, as gcc compiles the fused ops) and before the
+ * output norm the head mix Σ_h streams_h·pre_h of its own mixer (separate
  * multiplies and adds, as llama.cpp's unfused ops). The attention is deepseek4_attn.c's; the
  * FFN is moe.c's (sqrt-softplus or hash routing, the clamped SwiGLU, the shared expert).
  * Threading: the ctx's thread; matmuls and attention fan out over its pool. */
@@ -121,7 +122,7 @@ static void hc_sinkhorn(const df_hparams *hp, const float *mix, const float *s, 
 static float hc_gate(float x, float s, float b) { return df_sigmoid(x * s + b); }
 
 /* The mixer of a block (fn, its scale and base) on the nt rows: b->mix, pre, post, comb, and
- * the block input x[t] = Σ_h streams_h·pre_h (the fused dsv4_hc_pre: FMAs from 0). */
+ * the block input x[t] = Σ_h streams_h·pre_h (the fused dsv4_hc_pre, from 0). */
 static void hc_pre(struct deltafin_ctx *c, ds4_bufs *b, const df_tensor *fn, const df_tensor *scale,
                    const df_tensor *base, int nt, float *x) {
     const df_hparams *hp = &c->m->hp;
@@ -142,7 +143,7 @@ static void hc_pre(struct deltafin_ctx *c, ds4_bufs *b, const df_tensor *fn, con
         float *xt = x + (int64_t)t * D;
         for (int d = 0; d < D; d++) {
             float sum = 0.0f;
-            for (int h = 0; h < hc; h++) sum = fmaf(st[(int64_t)h * D + d], pre[h], sum);
+            for (int h = 0; h < hc; h++) sum += st[(int64_t)h * D + d] * pre[h];
             xt[d] = sum;
         }
     }
@@ -160,7 +161,7 @@ static void hc_post(struct deltafin_ctx *c, ds4_bufs *b, const float *y, int nt)
         for (int dst = 0; dst < hc; dst++)
             for (int d = 0; d < D; d++) {
                 float sum = yt[d] * post[dst];
-                for (int src = 0; src < hc; src++) sum = fmaf(res[(int64_t)src * D + d], comb[dst + hc * src], sum);
+                for (int src = 0; src < hc; src++) sum += res[(int64_t)src * D + d] * comb[dst + hc * src];
                 st[(int64_t)dst * D + d] = sum;
             }
     }
