@@ -237,6 +237,20 @@ static void deepseek4_kv_row(const df_model *m, int il, int64_t *k_row, int64_t 
     *v_row = 0; /* the value is the key */
 }
 
+static void deepseek4_describe(const df_hparams *hp, char *buf, size_t cap) {
+    char r[160];
+    size_t o = 0;
+    const int n = df_hp_n_run_layers(hp);
+    for (int il = 0; il < n && o + 8 < sizeof r; il++) o += (size_t)snprintf(r + o, sizeof r - o, "%s%d", il ? "," : "", hp->comp_ratio[il]);
+    if (o + 8 >= sizeof r) snprintf(r + sizeof r - 5, 5, "...");
+    snprintf(buf, cap, "compress ratios %s, window %d, compress rope base %g; indexer %d x %d, top %d; "
+             "hyper-connections %d (Sinkhorn %d, eps %g); output %d groups x %d; hash-routed layers %d; "
+             "SwiGLU limit %g / shared %g; NextN layers %d (not run)", r, hp->n_swa, (double)hp->comp_rope_base,
+             hp->indexer_n_head, hp->indexer_head_size, hp->indexer_top_k, hp->hc_mult, hp->hc_iters,
+             (double)hp->hc_eps, hp->o_groups, hp->o_lora, hp->n_hash_layers, (double)hp->swiglu_limit,
+             (double)hp->swiglu_limit_shexp, hp->n_layer_nextn);
+}
+
 static uint64_t deepseek4_state_bytes(const df_model *m) {
     return 4 * ds4_state_off(&m->hp, m->hp.n_layer);
 }
@@ -249,5 +263,6 @@ const df_arch df_arch_deepseek4 = {
     .dims = deepseek4_dims,
     .kv_row = deepseek4_kv_row,
     .state_bytes = deepseek4_state_bytes,
+    .describe = deepseek4_describe,
     .kv_f16_only = true,
 };

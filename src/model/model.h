@@ -162,6 +162,9 @@ typedef struct df_arch {
     /* attention.head_count_kv may vary per layer (kimi-k3: 0 marks a recurrent layer); the
      * values go to hp.layer_recr and hp.n_head_kv becomes the largest one. */
     bool head_kv_per_layer;
+    /* Optional: the arch's own hyperparameters in words for `deltafin info` (deepseek4's compress
+     * ratios, indexer, hyper-connections ...). */
+    void (*describe)(const df_hparams *hp, char *buf, size_t cap);
     /* The KV cache holds F16 rows only (-ctk / -ctv other than f16 / f32 are refused naming the
      * architecture): deepseek4's compressed rows. */
     bool kv_f16_only;
