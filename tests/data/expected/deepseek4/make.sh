@@ -4,9 +4,12 @@
 # build/deltafin-dev and build/tests/test_quant. ONLY=regex records only the matching models and
 # merges them into the existing files. Writes, next to this script:
 #   models.tsv  name, gen-random arguments (@FIX@ = fixtures folder), sha256 of the file
+# and into avx2/ on an AVX2-only machine, next to this script on an AVX-512 one (llama.cpp's float
+# orders follow the ISA it was built for; docs/testing.md "One set of recordings per ISA"):
 #   greedy.tsv  name, prompt, prompt ids, greedy ids (llama.cpp, 32 steps), min gap, per-step gaps
 #   ppl.tsv     name, llama-perplexity PPL (-c 128 -b 32 on tests/data/ppl_story.txt)
-#   isa         the llama.cpp build's x86 vector extension (the test runs deltafin's table of it)
+#   RECORDED    the llama.cpp commit and the CPU
+# The other ISA's rows for the same models: scripts/record_isa.py deepseek4 (no seed search).
 # Prompts are decoded in batches of 32 (ORACLE_N_BATCH=32, llama.cpp's -b 32 -ub 32; the test runs
 # deltafin with -b 32): llama.cpp's flash attention takes its tiled kernel for 64+ queries, which
 # deltafin does not reproduce bit for bit. Four prompts, the last one 206 tokens: past the indexer's
@@ -95,24 +98,32 @@ while IFS='	' read -r name base; do
     rm -f "$TMP/$name.gguf"
     echo "$name: seed $seed" >&2
 done < "$TMP/list"
-# the x86 vector width llama.cpp's CPU backend was built for (-march=native)
-if grep -q "avx512f" /proc/cpuinfo; then echo avx512 > "$TMP/isa"; else echo avx2 > "$TMP/isa"; fi
+# the x86 vector width llama.cpp's CPU backend was built for (-march=native) names the folder
+OUT=$HERE
+grep -q "avx512f" /proc/cpuinfo || OUT=$HERE/avx2
+mkdir -p "$OUT"
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+isa=AVX2; [ "$OUT" = "$HERE" ] && isa=AVX-512
+printf 'llama.cpp %s built with -DGGML_NATIVE=ON on an %s CPU (%s); tests/data/expected/deepseek4/make.sh\n' \
+    "$(git -C "$LLAMA_CPP" rev-parse --short=12 HEAD 2>/dev/null || echo '?')" "$isa" "$cpu" > "$TMP/RECORDED"
 if [ -n "${ONLY:-}" ]; then
-    /usr/bin/python3 - "$HERE" "$TMP" <<'PY'
+    /usr/bin/python3 - "$HERE" "$OUT" "$TMP" <<'PY'
 import sys
-here, tmp = sys.argv[1], sys.argv[2]
+here, out, tmp = sys.argv[1], sys.argv[2], sys.argv[3]
 for f in ("models.tsv", "greedy.tsv", "ppl.tsv"):
+    dst = f"{here}/{f}" if f == "models.tsv" else f"{out}/{f}"
     nrows = [l.rstrip("\n").split("\t") for l in open(f"{tmp}/{f}") if l.strip()]
-    orows = [l.rstrip("\n").split("\t") for l in open(f"{here}/{f}") if l.strip()]
+    orows = [l.rstrip("\n").split("\t") for l in open(dst) if l.strip()]
     head, ncols = nrows[0], len(nrows[0])
     names = {r[0] for r in nrows[1:]}
     keep = [r + [""] * (ncols - len(r)) for r in orows[1:] if r[0] not in names]
-    with open(f"{here}/{f}", "w") as fh:
+    with open(dst, "w") as fh:
         for r in [head] + keep + nrows[1:]:
             fh.write("\t".join(r) + "\n")
 PY
-    cp "$TMP/isa" "$HERE/"
 else
-    cp "$TMP/models.tsv" "$TMP/greedy.tsv" "$TMP/ppl.tsv" "$TMP/isa" "$HERE/"
+    cp "$TMP/models.tsv" "$HERE/"
+    cp "$TMP/greedy.tsv" "$TMP/ppl.tsv" "$OUT/"
 fi
-echo "written to $HERE" >&2
+cp "$TMP/RECORDED" "$OUT/"
+echo "written to $HERE, $OUT" >&2
