@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <strings.h>
 
 typedef struct {
     int type, exp_type;
@@ -53,15 +52,6 @@ static void d4_usage(FILE *f) {
         "  --raw-experts      q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n"
         "  --name NAME\n");
-}
-
-static int d4_type(const char *v) {
-    if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
-    if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
-    if (!strcasecmp(v, "q8_0")) return DF_TYPE_Q8_0;
-    if (!strcasecmp(v, "q4_k")) return DF_TYPE_Q4_K;
-    if (!strcasecmp(v, "mxfp4")) return DF_TYPE_MXFP4;
-    return -1;
 }
 
 /* the keys convert_hf_to_gguf.py writes (its order) */
@@ -261,7 +251,7 @@ static int d4_option(d4_opts *o, const char *a, const char *v) {
     }
     if (!strcmp(a, "--ratios")) return d4_parse_ratios(o, v) ? 0 : 2;
     if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-        int t = d4_type(v);
+        int t = gr_parse_type(v);
         if (t < 0) return 2;
         if (a[2] == 't') o->type = t; else o->exp_type = t;
         return 0;
