@@ -62,6 +62,7 @@ static void usage(FILE *f) {
         "  --arch A            llama | llama-moe (Mixtral-style) | qwen2moe | qwen3moe | olmoe |\n"
         "                      deepseek2 (own options: --arch deepseek2 --help)\n"
         "                      deepseek32 (DeepSeek-V3.2 DSA; --arch deepseek32 --help)\n"
+        "                      deepseek4 (DeepSeek-V4; --arch deepseek4 --help)\n"
         "                      kimi-k3 (own options: --arch kimi-k3 --help)\n"
         "                      gpt-oss (own options: --arch gpt-oss --help)\n"
         "                      qwen3next, qwen35moe (own options: --arch qwen3next --help)\n"
@@ -245,6 +246,8 @@ int cmd_gen_random(int argc, char **argv) {
             return df_gen_random_deepseek2(argc, argv);
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "kimi-k3")) return df_gen_random_kimi_k3(argc, argv);
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "deepseek4")) return df_gen_random_deepseek4(argc, argv);
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "gpt-oss")) return df_gen_random_gpt_oss(argc, argv);
     for (int i = 1; i + 1 < argc; i++)

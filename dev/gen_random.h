@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "format/gguf.h"
 #include "model/model.h"
@@ -77,7 +78,19 @@ static inline bool gr_parse_i64(const char *s, int64_t max, int64_t *out) {
     return true;
 }
 
+/* --type / --expert-type of the per-architecture generators: f32 | f16 | q8_0 | q4_k | mxfp4
+ * (case-insensitive), -1 for anything else. */
+static inline int gr_parse_type(const char *v) {
+    if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
+    if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
+    if (!strcasecmp(v, "q8_0")) return DF_TYPE_Q8_0;
+    if (!strcasecmp(v, "q4_k")) return DF_TYPE_Q4_K;
+    if (!strcasecmp(v, "mxfp4")) return DF_TYPE_MXFP4;
+    return -1;
+}
+
 int df_gen_random_deepseek2(int argc, char **argv);
+int df_gen_random_deepseek4(int argc, char **argv);
 int df_gen_random_kimi_k3(int argc, char **argv);
 int df_gen_random_gpt_oss(int argc, char **argv);
 int df_gen_random_qwen3next(int argc, char **argv);

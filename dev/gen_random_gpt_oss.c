@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <strings.h>
 
 typedef struct {
     int type, exp_type;
@@ -41,15 +40,6 @@ static void go_usage(FILE *f) {
         "  --raw-experts      q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n"
         "  --name NAME\n");
-}
-
-static int go_type(const char *v) {
-    if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
-    if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
-    if (!strcasecmp(v, "q8_0")) return DF_TYPE_Q8_0;
-    if (!strcasecmp(v, "q4_k")) return DF_TYPE_Q4_K;
-    if (!strcasecmp(v, "mxfp4")) return DF_TYPE_MXFP4;
-    return -1;
 }
 
 /* Optional tensors: the q/k/v biases (gpt-oss files have them). */
@@ -187,7 +177,7 @@ int df_gen_random_gpt_oss(int argc, char **argv) {
             }
             preset = v;
         } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = go_type(v);
+            int t = gr_parse_type(v);
             if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
             if (a[2] == 't') o.type = t; else o.exp_type = t;
         } else if (!strcmp(a, "--vocab")) {

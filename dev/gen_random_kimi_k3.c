@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
-#include <strings.h>
 #include <unistd.h>
 
 typedef struct {
@@ -62,15 +61,6 @@ static void k3_usage(FILE *f) {
         "  --vocab PATH|bytes llama2.c tokenizer (default fixtures models/tok512.bin)\n"
         "  --seed S (1)  --out-scale F (2)  --router-scale F (1)  --mat-scale F (1)  --res-scale F (1)\n"
         "  --ctx N (4096)\n");
-}
-
-static int k3_type(const char *v) {
-    if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
-    if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
-    if (!strcasecmp(v, "q8_0")) return DF_TYPE_Q8_0;
-    if (!strcasecmp(v, "q4_k")) return DF_TYPE_Q4_K;
-    if (!strcasecmp(v, "mxfp4")) return DF_TYPE_MXFP4;
-    return -1;
 }
 
 /* The file's alternatives and optional tensors: q LoRA (--q-lora > 0), the MLA output gate,
@@ -248,7 +238,7 @@ int df_gen_random_kimi_k3(int argc, char **argv) {
             o.layers = v;
             layers_given = true;
         } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = k3_type(v);
+            int t = gr_parse_type(v);
             if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
             if (a[2] == 't') o.type = t; else o.exp_type = t;
         } else if (!strcmp(a, "--vocab")) {

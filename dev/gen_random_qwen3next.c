@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <strings.h>
 
 typedef struct {
     int type, exp_type;
@@ -44,15 +43,6 @@ static void qn_usage(FILE *f) {
         "  --n-ff-shexp N (64)  --ssm-in (legacy fused qkvz projection)  --eps F (1e-6)\n"
         "  --rope-base F (10000000)  --vocab PATH|bytes  --seed S (1)  --out-scale F (2)\n"
         "  --router-scale F (1)  --mat-scale F (1)  --ctx N (4096)  --sparse\n");
-}
-
-static int qn_type(const char *v) {
-    if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
-    if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
-    if (!strcasecmp(v, "q8_0")) return DF_TYPE_Q8_0;
-    if (!strcasecmp(v, "q4_k")) return DF_TYPE_Q4_K;
-    if (!strcasecmp(v, "mxfp4")) return DF_TYPE_MXFP4;
-    return -1;
 }
 
 static bool qn_has(void *ud, uint32_t bit, const char *name) {
@@ -195,7 +185,7 @@ int df_gen_random_qwen3next(int argc, char **argv) {
             int n = sscanf(v, "%d,%d,%d,%d", &o.sections[0], &o.sections[1], &o.sections[2], &o.sections[3]);
             if (n != 4) { fprintf(stderr, "gen-random: --sections takes A,B,C,D\n"); return 2; }
         } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = qn_type(v);
+            int t = gr_parse_type(v);
             if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
             if (a[2] == 't') o.type = t; else o.exp_type = t;
         } else if (!strcmp(a, "--vocab")) {

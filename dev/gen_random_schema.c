@@ -37,7 +37,12 @@ typedef struct {
  * row that does not fit the type's block is an error, or (type_fallback) falls back to Q8_0
  * when a multiple of 32 (like llama-quantize's fallback for K-quants), else to F16. */
 static int pick_type(const gr_model *g, const gr_tensor *t, int *out) {
-    if (t->n_dims == 1 || (t->flags & DF_T_NORM) || t->role == DF_R_ROUTER || t->role == DF_R_CONV) {
+    if (t->role == DF_R_INDEX) {
+        *out = DF_TYPE_I32;
+        return DF_OK;
+    }
+    if (t->n_dims == 1 || (t->flags & DF_T_NORM) || t->role == DF_R_ROUTER || t->role == DF_R_CONV ||
+        t->role == DF_R_HC || t->role == DF_R_APE) {
         *out = DF_TYPE_F32; /* vectors, 2-D biases (gpt-oss per-expert) */
         return DF_OK;
     }
@@ -74,6 +79,11 @@ static int list_visit(void *ud, const df_tensor_spec *s, int il, const char *nam
     t->flags = s->flags;
     t->n_dims = n_dims;
     memcpy(t->ne, ne, sizeof t->ne);
+    if ((s->flags & DF_T_RESHAPE) && n_dims == 3) { /* written as the converter does: 2-D */
+        t->ne[1] *= t->ne[2];
+        t->ne[2] = 1;
+        t->n_dims = n_dims = 2;
+    }
     int rc = pick_type(g, t, &t->type);
     if (rc) return rc;
     l->n++;
@@ -95,6 +105,9 @@ static float gr_scale(const gr_model *g, const gr_tensor *t, float *offset) {
     case DF_R_CONV: return sqrtf(3.0f / e0);
     case DF_R_SSM_A: return 1.0f;   /* A_log in [-1, 1); stored as -exp(A_log) */
     case DF_R_DT: return 0.5f;
+    case DF_R_HC: return sqrtf(3.0f / e0);
+    case DF_R_APE: return 0.2f;
+    case DF_R_INDEX: return 1.0f;   /* not a value scale: index_rows draws ids */
     }
     return 1.0f;
 }
@@ -167,6 +180,27 @@ static void skew_rows(const gr_model *g, const gr_tensor *t, float *f, int64_t r
     free(d);
 }
 
+/* An I32 table of expert ids (deepseek4's ffn_gate_tid2eid {k, n_vocab}): each row k distinct
+ * ids below the expert count, a partial Fisher-Yates shuffle of the row's own stream. */
+static int index_rows(const gr_model *g, const gr_tensor *t, uint64_t *st, int32_t *dst, int64_t nr) {
+    const int64_t k = t->ne[0], E = g->hp.n_expert;
+    if (k > E) return df_err(DF_ERR_INVALID, "tensor %s: %lld ids per row from %lld experts", t->name, (long long)k, (long long)E);
+    int32_t *perm = df_malloc(sizeof(int32_t) * (size_t)E);
+    if (!perm) return DF_ERR_NOMEM;
+    for (int64_t r = 0; r < nr; r++) {
+        for (int64_t e = 0; e < E; e++) perm[e] = (int32_t)e;
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t i = j + (int64_t)(gr_splitmix(st) % (uint64_t)(E - j));
+            const int32_t x = perm[j];
+            perm[j] = perm[i];
+            perm[i] = x;
+            dst[r * k + j] = perm[j];
+        }
+    }
+    free(perm);
+    return DF_OK;
+}
+
 /* Generate tensor t and pwrite it at `at` (chunks of whole rows). */
 static int write_tensor(const gr_model *g, const gr_tensor *t, int fd, const char *path, uint64_t at) {
     const int64_t e0 = t->ne[0], rows = t->ne[1] * t->ne[2];
@@ -187,6 +221,8 @@ static int write_tensor(const gr_model *g, const gr_tensor *t, int fd, const cha
         const int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
         if (raw) {
             for (int64_t r = 0; r < nr; r++) raw_row(t->type, e0, &st, q + (uint64_t)r * rb, scale);
+        } else if (t->role == DF_R_INDEX) {
+            rc = index_rows(g, t, &st, (int32_t *)q, nr);
         } else {
             const int64_t n = nr * e0;
             for (int64_t i = 0; i < n; i++) f[i] = gr_urand(&st) * scale + offset;

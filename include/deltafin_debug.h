@@ -33,6 +33,7 @@ typedef struct {
     int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
     bool expert_weights_norm;
     float expert_weights_scale;
+    char detail[400];             /* the architecture's own hyperparameters in words, "" if none */
 } deltafin_hparams;
 void deltafin_model_hparams(const deltafin_model *m, deltafin_hparams *out);
 

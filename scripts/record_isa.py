@@ -28,6 +28,9 @@ import argparse, hashlib, os, re, shutil, subprocess, sys, tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 N_PREDICT = 32
+# suites whose prompts llama.cpp decodes in smaller batches (llama_oracle's ORACLE_N_BATCH; the
+# suite's make.sh and test say why)
+ORACLE_N_BATCH = {"deepseek4": "32"}
 
 
 def sh(cmd, env=None, check=True):
@@ -91,8 +94,15 @@ def main():
                    LQ_BIN=os.path.join(libdir, "llama-quantize"), PPL_BIN=os.path.join(libdir, "llama-perplexity"))
         only = re.compile(a.only)
         models = [r for r in read_tsv(os.path.join(exp, f_models)) if only.search(r["name"])]
-        greedy_in = read_tsv(os.path.join(exp, f_greedy))
-        ppl_names = {r["name"] for r in read_tsv(os.path.join(exp, f_ppl))}
+        # the prompts and perplexity names: from the root recordings, or another ISA's where a
+        # suite has none at its root (first recorded on an AVX2 machine)
+        src = exp if os.path.exists(os.path.join(exp, f_greedy)) else \
+            next((d for d in (os.path.join(exp, i) for i in ("avx2", "avx512"))
+                  if os.path.exists(os.path.join(d, f_greedy))), exp)
+        greedy_in = read_tsv(os.path.join(src, f_greedy))
+        ppl_names = {r["name"] for r in read_tsv(os.path.join(src, f_ppl))}
+        if a.suite in ORACLE_N_BATCH:
+            os.environ["ORACLE_N_BATCH"] = ORACLE_N_BATCH[a.suite]
         g_rows, p_rows = [], []
 
         def greedy_rows_for(name, path, prompts):

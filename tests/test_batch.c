@@ -7,7 +7,8 @@
  * pass per step, expert acquires of the union <= the sum per sequence) and its refusals.
  * Models: gen-random's (DELTAFIN_DEV_BIN, else build/deltafin-dev, else build/deltafin
  * gen-random) for llama, llama-moe, qwen2moe, qwen3moe (also Q4_K: repacked rows, ggml's gemm
- * order), olmoe, deepseek2 (absorbed MLA, legacy, lite) and kimi-k3 (KDA state, MLA, AttnRes),
+ * order), olmoe, deepseek2 (absorbed MLA, legacy, lite), kimi-k3 (KDA state, MLA, AttnRes) and
+ * deepseek4 (compressed KV and its state, the indexer, hyper-connections),
  * each in its own process (`test_batch --model PATH`); then packed (`deltafin_pack`) and plain
  * files with the routed experts streamed through a 3-slot cache and the dense layers streamed
  * (DELTAFIN_EXPERT_CACHE, DELTAFIN_DENSE_RESIDENT=0, --io pread). */
@@ -302,6 +303,7 @@ int main(int argc, char **argv) {
         {"ds2-lite-f16", "--arch deepseek2 --variant lite --type f16 --seed 3"},
         {"k3-f32", "--arch kimi-k3 --type f32 --seed 2"},
         {"k3-q8_0", "--arch kimi-k3 --type q8_0 --n-layer 5 --n-expert 16 --n-expert-used 4 --seed 6"},
+        {"ds4-q8_0", "--arch deepseek4 --type q8_0 --n-layer 5 --ratios 0,4,128,4,128 --seed 3"},
     };
     const int n_models = (int)(sizeof models / sizeof models[0]);
     char paths[16][512];
@@ -319,8 +321,8 @@ int main(int argc, char **argv) {
         if (i != 4) run_child("", paths[i], NULL);
     if (rc == 0) run_child("", q4, NULL);
     /* packed and streamed: experts through a 3-slot cache, every dense layer streamed */
-    const char *streamed[] = {q4, paths[6], paths[10]};
-    for (int i = 0; i < 3; i++) {
+    const char *streamed[] = {q4, paths[6], paths[10], paths[11]};
+    for (int i = 0; i < 4; i++) {
         char pk[700], env[200];
         snprintf(pk, sizeof pk, "%s.packed.gguf", streamed[i]);
         deltafin_pack_params pp = {.progress = DELTAFIN_PROGRESS_NONE};

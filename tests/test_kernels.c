@@ -543,6 +543,105 @@ static void test_pool(int nth) {
     df_pool_free(p);
 }
 
+/* MXFP4 in ggml's repacked (mxfp4_8x8) gemv / gemm order, vec_dot_r8 where a table has it: bit
+ * for bit one FMA chain over the blocks, acc = fma(block's integer dot, e8m0_half(e) * d, acc),
+ * written out here in scalar code (sizes around the kernels' 8-block steps). */
+static void test_mxfp4_r8(void) {
+    const char *names[] = {"avx2", "avx512", "neon"};
+    const int64_t nbs[] = {1, 7, 8, 9, 16, 17, 64, 129};
+    int checked = 0, bad = 0;
+    for (int i = 0; i < 3; i++) {
+        const df_kernel_table *k = df_kernels_by_name(names[i]);
+        if (!k || !k->vec_dot_r8[DF_TYPE_MXFP4]) continue;
+        for (size_t si = 0; si < sizeof nbs / sizeof *nbs; si++) {
+            const int64_t nb = nbs[si], n = 32 * nb;
+            float *xw = malloc(n * 4), *xa = malloc(n * 4);
+            df_block_mxfp4 *w = calloc(nb, sizeof *w);
+            df_block_q8_0 *a = calloc(nb, sizeof *a);
+            for (int rep = 0; rep < 4; rep++) {
+                gen(xw, n, DATA_RANDOM, DF_TYPE_MXFP4);
+                gen(xa, n, DATA_RANDOM, DF_TYPE_F32);
+                df_quantize_row(DF_TYPE_MXFP4, xw, w, n);
+                k->from_float[DF_TYPE_Q8_0](xa, a, n);
+                float want = 0.0f, got = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    int32_t isum = 0;
+                    for (int j = 0; j < 16; j++)
+                        isum += a[b].qs[j] * df_kvalues_mxfp4[w[b].qs[j] & 0xF] +
+                                a[b].qs[j + 16] * df_kvalues_mxfp4[w[b].qs[j] >> 4];
+                    want = fmaf((float)isum, df_e8m0_half(w[b].e) * df_f16_to_f32(a[b].d), want);
+                }
+                k->vec_dot_r8[DF_TYPE_MXFP4](n, &got, w, a);
+                checked++;
+                if (memcmp(&want, &got, 4)) {
+                    if (bad++ < 5) fprintf(stderr, "  %s mxfp4 r8 n=%lld: %.9g, ggml's order %.9g\n", k->name, (long long)n, got, want);
+                }
+            }
+            free(xw); free(xa); free(w); free(a);
+        }
+    }
+    CHECK_MSG(bad == 0, "mxfp4 repacked order: %d of %d dots differ", bad, checked);
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) CHECK(checked > 0);
+#endif
+    printf("  mxfp4 in ggml's repacked order: %d dots checked bit for bit, %d differ\n", checked, bad);
+}
+
+/* Q6_K in ggml_vec_dot_q6_K_q8_K's AVX2 order (the avx2 table), bit for bit: per block 8 integer
+ * lanes (lane k: elements 4k..4k+3 of each 32-value group, times their sub-block scales, minus
+ * 32·(bsums·scales) of sub-blocks 2k and 2k+1), each lane accumulated by FMA over the blocks,
+ * then hsum_float_8 ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3)); written out here in scalar code. */
+static void test_q6k_order(void) {
+    const df_kernel_table *k = df_kernels_by_name("avx2");
+    if (!k) return;
+    const int64_t nbs[] = {1, 2, 5, 17};
+    int checked = 0, bad = 0;
+    for (size_t si = 0; si < sizeof nbs / sizeof *nbs; si++) {
+        const int64_t nb = nbs[si], n = 256 * nb;
+        float *xw = malloc(n * 4), *xa = malloc(n * 4);
+        df_block_q6_K *w = calloc(nb, sizeof *w);
+        df_block_q8_K *a = calloc(nb, sizeof *a);
+        for (int rep = 0; rep < 4; rep++) {
+            gen(xw, n, DATA_RANDOM, DF_TYPE_Q6_K);
+            gen(xa, n, DATA_RANDOM, DF_TYPE_F32);
+            df_quantize_row(DF_TYPE_Q6_K, xw, w, n);
+            k->from_float[DF_TYPE_Q8_K](xa, a, n);
+            float acc[8] = {0};
+            for (int64_t b = 0; b < nb; b++) {
+                int q[256];
+                for (int h = 0; h < 2; h++)
+                    for (int l = 0; l < 32; l++) {
+                        const uint8_t *ql = w[b].ql + 64 * h, *qh = w[b].qh + 32 * h;
+                        q[128 * h + l] = (ql[l] & 0xF) | ((qh[l] & 3) << 4);
+                        q[128 * h + l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+                        q[128 * h + l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+                        q[128 * h + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+                    }
+                const float d = a[b].d * df_f16_to_f32(w[b].d);
+                for (int lane = 0; lane < 8; lane++) {
+                    int32_t v = 0;
+                    for (int grp = 0; grp < 8; grp++)
+                        for (int e = 4 * lane; e < 4 * lane + 4; e++) {
+                            const int j = 32 * grp + e;
+                            v += q[j] * a[b].qs[j] * w[b].scales[j / 16];
+                        }
+                    v -= 32 * (a[b].bsums[2 * lane] * w[b].scales[2 * lane] + a[b].bsums[2 * lane + 1] * w[b].scales[2 * lane + 1]);
+                    acc[lane] = fmaf(d, (float)v, acc[lane]);
+                }
+            }
+            const float want = ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
+            float got = 0.0f;
+            k->vec_dot[DF_TYPE_Q6_K](n, &got, w, a);
+            checked++;
+            if (memcmp(&want, &got, 4) && bad++ < 5)
+                fprintf(stderr, "  avx2 q6_K n=%lld: %.9g, ggml's order %.9g\n", (long long)n, got, want);
+        }
+        free(xw); free(xa); free(w); free(a);
+    }
+    CHECK_MSG(bad == 0, "q6_K in ggml's AVX2 order: %d of %d dots differ", bad, checked);
+    printf("  q6_K in ggml's AVX2 order: %d dots checked bit for bit, %d differ\n", checked, bad);
+}
+
 /* Q4_K weights repacked as 8 interleaved rows (DF_TYPE_Q4_K_X8): the layout round-trips, every
  * table's x8 kernels give the bits of ggml's per-row repacked orders (vec_dot_r8 / _r8g of the
  * AVX2 table, the oracle of those orders) on the rows before repacking, and df_matmul /
@@ -775,6 +874,8 @@ int main(void) {
         test_matmul(pool, t, n_in, 40, 11); /* rows % 8 == 0: ggml's repacked gemm + gemv orders */
     }
     test_q4k_x8(pool);
+    test_mxfp4_r8();
+    test_q6k_order();
     for (int t = 0; t < DF_TYPE_COUNT; t++) {
         const df_type_traits *ti = df_type_info(t);
         if (!ti || !ti->can_compute || t == DF_TYPE_Q4_K_X8) continue;

@@ -140,11 +140,17 @@ if "$DEVBIN" gen-random --arch qwen3next --type q8_0 --n-embd 128 --n-layer 4 --
 else
     bad "gen-random --arch qwen3next failed"
 fi
-# glm4moe (dense lead, shared expert, NextN layer never read) and minimax-m2: every --io engine,
-# prefetch mode and a --mem-limit that streams both experts and dense layers
-for A in glm4moe minimax-m2; do
+# glm4moe (dense lead, shared expert, NextN layer never read), minimax-m2 and deepseek4
+# (hyper-connections, compressed KV with its per-sequence state, hash-routed first layer): every
+# --io engine, prefetch mode and a --mem-limit that streams both experts and dense layers
+for A in glm4moe minimax-m2 deepseek4; do
+    case $A in
+        deepseek4) GA=""; LIMS="40M 30M 29M" ;;
+        *) GA="--n-ff 128"; LIMS="40M 30M 26M" ;;
+    esac
+    # shellcheck disable=SC2086
     "$DEVBIN" gen-random --arch $A --type q8_0 --n-embd 128 --n-layer 4 --n-expert 16 --n-expert-used 4 \
-        --n-ff-exp 128 --n-ff 128 --vocab bytes --seed 5 "$T/$A.gguf" >/dev/null 2>&1 || bad "gen-random $A failed"
+        --n-ff-exp 128 $GA --vocab bytes --seed 5 "$T/$A.gguf" >/dev/null 2>&1 || bad "gen-random $A failed"
     GREF=$(DELTAFIN_STREAM=0 runm "$T/$A.gguf")
     gfail=0
     for io in pread direct uring mmap; do
@@ -153,7 +159,7 @@ for A in glm4moe minimax-m2; do
             [ -n "$GREF" ] && [ "$OUT" = "$GREF" ] || { gfail=1; bad "$A io=$io prefetch=$pf: $OUT vs $GREF ($(tail -1 "$T/err"))"; }
         done
     done
-    for lim in 40M 30M 26M; do
+    for lim in $LIMS; do
         OUT=$(runm "$T/$A.gguf" --mem-limit $lim)
         [ "$OUT" = "$GREF" ] || { gfail=1; bad "$A --mem-limit $lim: $OUT vs $GREF ($(tail -1 "$T/err"))"; }
     done
@@ -162,7 +168,7 @@ for A in glm4moe minimax-m2; do
         [ "$OUT" = "$GREF" ] && grep -q "dense: 0 of [34] layers resident" "$T/err" ||
             { gfail=1; bad "$A dense layers streamed (io $io): $OUT vs $GREF ($(tail -1 "$T/err"))"; }
     done
-    [ $gfail = 0 ] && ok "$A: same tokens for every --io engine, prefetch on/off/auto, --mem-limit 40M/30M/26M, dense layers streamed"
+    [ $gfail = 0 ] && ok "$A: same tokens for every --io engine, prefetch on/off/auto, --mem-limit $LIMS, dense layers streamed"
 done
 
 # streaming because the experts do not fit the memory limit (auto engine)

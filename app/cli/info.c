@@ -35,6 +35,7 @@ static void print_header(const char *model, const deltafin_model *m) {
         printf("  experts %d (used %d), n_ff_exp %d, shared width %d, norm_w %s, scale %g\n", hp.n_expert,
                hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, hp.expert_weights_norm ? "yes" : "no",
                hp.expert_weights_scale);
+    if (hp.detail[0]) printf("  %s\n", hp.detail);
     printf("\ntokenizer:    ");
     const deltafin_vocab *v = deltafin_model_vocab(m);
     if (v) {

@@ -830,21 +830,24 @@ int df_gguf_get_arr(const df_gguf *g, const char *key, int want_type, const void
     return DF_OK;
 }
 
-int df_gguf_get_u32_per_layer(const df_gguf *g, const char *key, uint32_t *out, int n) {
+/* Elements [0, n) of an integer array (exact: exactly n of them, else at least n) or a scalar
+ * broadcast (scalar_ok), as u32. */
+static int get_u32_arr(const df_gguf *g, const char *key, uint32_t *out, int n, bool exact, bool scalar_ok) {
     const df_gguf_kv *kv = df_gguf_find(g, key);
     if (!kv) return DF_ERR_NOTFOUND;
     if (n < 0) return df_err(DF_ERR_INVALID, "df_gguf_get_u32_per_layer: n < 0");
     if (kv->type != DF_GGUF_ARRAY) {
+        if (!scalar_ok) return wrong_type(g, kv, "array of integers");
         uint32_t v;
         int rc = df_gguf_get_u32(g, key, &v);
         if (rc) return rc;
         for (int i = 0; i < n; i++) out[i] = v;
         return DF_OK;
     }
-    if (!kv_is_int(kv->arr_type)) return wrong_type(g, kv, "u32 or array of integers");
-    if (kv->arr_n != (uint64_t)n)
-        return df_err(DF_ERR_FORMAT, "%s: key '%s' has %" PRIu64 " elements, expected %d (one "
-                      "per layer)", gname(g), key, kv->arr_n, n);
+    if (!kv_is_int(kv->arr_type)) return wrong_type(g, kv, scalar_ok ? "u32 or array of integers" : "array of integers");
+    if (exact ? kv->arr_n != (uint64_t)n : kv->arr_n < (uint64_t)n)
+        return df_err(DF_ERR_FORMAT, "%s: key '%s' has %" PRIu64 " elements, expected %s%d (one "
+                      "per layer)", gname(g), key, kv->arr_n, exact ? "" : "at least ", n);
     for (int i = 0; i < n; i++) {
         df_gguf_kv e = {0};
         e.type = kv->arr_type;
@@ -856,6 +859,39 @@ int df_gguf_get_u32_per_layer(const df_gguf *g, const char *key, uint32_t *out, 
             return df_err(DF_ERR_FORMAT, "%s: key '%s' element %d value %s%" PRIu64
                           " does not fit in u32", gname(g), key, i, neg ? "-" : "", m);
         out[i] = (uint32_t)m;
+    }
+    return DF_OK;
+}
+
+int df_gguf_get_u32_per_layer(const df_gguf *g, const char *key, uint32_t *out, int n) {
+    return get_u32_arr(g, key, out, n, true, true);
+}
+
+int df_gguf_get_u32_arr_prefix(const df_gguf *g, const char *key, uint32_t *out, int n) {
+    return get_u32_arr(g, key, out, n, false, false);
+}
+
+int df_gguf_get_f32_per_layer(const df_gguf *g, const char *key, float *out, int n) {
+    const df_gguf_kv *kv = df_gguf_find(g, key);
+    if (!kv) return DF_ERR_NOTFOUND;
+    if (kv->type != DF_GGUF_ARRAY) {
+        float v;
+        int rc = df_gguf_get_f32(g, key, &v);
+        if (rc) return rc;
+        for (int i = 0; i < n; i++) out[i] = v;
+        return DF_OK;
+    }
+    if (kv->arr_type != DF_GGUF_F32 && kv->arr_type != DF_GGUF_F64 && !kv_is_int(kv->arr_type))
+        return wrong_type(g, kv, "f32 or array of numbers");
+    if (kv->arr_n != (uint64_t)n)
+        return df_err(DF_ERR_FORMAT, "%s: key '%s' has %" PRIu64 " elements, expected %d (one per layer)",
+                      gname(g), key, kv->arr_n, n);
+    for (int i = 0; i < n; i++) {
+        df_gguf_kv e = {0};
+        e.type = kv->arr_type;
+        df_gguf_widen_scalar(&e, kv->arr_type, (const uint8_t *)kv->arr + (size_t)i * df_gguf_kv_size[e.type]);
+        out[i] = e.type == DF_GGUF_F32 || e.type == DF_GGUF_F64 ? (float)e.v.f64
+                 : kv_is_signed(e.type) ? (float)e.v.i64 : (float)e.v.u64;
     }
     return DF_OK;
 }

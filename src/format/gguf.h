@@ -90,6 +90,11 @@ int df_gguf_get_arr(const df_gguf *g, const char *key, int want_type, const void
 /* u32 array or scalar (per-layer hparams such as head_count_kv): fills out[0..n) (scalar is
  * broadcast). Array length must equal n. */
 int df_gguf_get_u32_per_layer(const df_gguf *g, const char *key, uint32_t *out, int n);
+/* The first n elements of an integer array of at least n (deepseek4's compress_ratios, which
+ * lists stages past the layers), as u32; a scalar is a type error. */
+int df_gguf_get_u32_arr_prefix(const df_gguf *g, const char *key, uint32_t *out, int n);
+/* f32 per layer: a number broadcast, or an array of exactly n numbers (swiglu_clamp_exp). */
+int df_gguf_get_f32_per_layer(const df_gguf *g, const char *key, float *out, int n);
 
 /* Read a tensor's bytes (or a byte range of it) with pread. */
 int df_gguf_read(const df_gguf *g, const df_gguf_tensor *t, uint64_t off, void *dst, uint64_t n);

@@ -21,9 +21,10 @@
 
 size_t df_attn_scratch_per_thread(int dk, int dv) {
     /* q16 (also Q in K's dot type: at most 2 bytes per value) | q32 (also the dequantized V row)
-     * | acc32 | acc16 */
+     * | acc32 | acc16 | the split path's reduced accumulator */
     const int w = dk > dv ? dk : dv;
-    size_t n = (size_t)dk * sizeof(df_f16) + (size_t)w * 4 + (size_t)dv * 4 + (size_t)dv * sizeof(df_f16);
+    size_t n = (size_t)dk * sizeof(df_f16) + (size_t)w * 4 + (size_t)dv * 4 + (size_t)dv * sizeof(df_f16) +
+               (size_t)dv * 4;
     return (n + 63) & ~(size_t)63;
 }
 
@@ -62,6 +63,112 @@ void df_fwht(float *x, int64_t n, int nrot) {
     }
 }
 
+/* One query head's online softmax over its keys, in the numerics of the kernel llama.cpp would
+ * run (see the file comment): FA_QUANT a quantized / BF16 cache (one-chunk kernel, K's own dot, an
+ * F16 V accumulated in F16, any other V in F32), FA_F16 F16 K and V (one-chunk kernel: q in F16,
+ * F16 accumulator), FA_F32 the tiled path's F32 q and accumulator. */
+enum { FA_QUANT, FA_F16, FA_F32 };
+typedef struct {
+    const df_kernel_table *k;
+    int mode, tk, tv, dk, dv;
+    float scale;
+    const void *qq;             /* q in K's dot type (FA_QUANT / FA_F16) */
+    const float *q32;           /* q (FA_F32) */
+    df_f16 *acc16;
+    float *acc32, *v32;
+    bool f16v;                  /* the accumulator is F16 */
+    float S, M;
+} fa_run;
+
+static void fa_reset(fa_run *f) {
+    f->S = 0.0f;
+    f->M = -INFINITY;
+    if (f->f16v) memset(f->acc16, 0, (size_t)f->dv * sizeof(df_f16));
+    else memset(f->acc32, 0, (size_t)f->dv * sizeof(float));
+}
+
+/* the online-softmax update by one key row kr and its value row vr */
+static void fa_key(fa_run *f, const void *kr, const void *vr) {
+    const df_kernel_table *k = f->k;
+    const int dk = f->dk, dv = f->dv;
+    float s;
+    if (f->mode == FA_F32) s = k->attn_dot_f16_f32(kr, f->q32, dk);
+    else if (f->tk == DF_TYPE_F16) s = k->attn_dot_f16(kr, f->qq, dk);
+    else k->vec_dot[f->tk](dk, &s, kr, f->qq);
+    s *= f->scale;
+    float ms = 1.0f, vs = 1.0f;
+    if (s > f->M) {
+        const float Mold = f->M;
+        f->M = s;
+        ms = expf(Mold - f->M);
+        if (f->f16v) for (int d = 0; d < dv; d++) f->acc16[d] = df_f32_to_f16(df_f16_to_f32(f->acc16[d]) * ms);
+        else for (int d = 0; d < dv; d++) f->acc32[d] *= ms;
+    } else {
+        vs = expf(s - f->M);
+    }
+    if (f->mode == FA_F32) {
+        k->attn_mad_f32(f->acc32, vr, vs, dv);
+        f->S = f->S * ms + vs;
+        return;
+    }
+    if (f->f16v) {
+        k->attn_mad_f16(f->acc16, vr, vs, dv);
+    } else {
+        df_dequantize_row(f->tv, vr, f->v32, dv);
+        k->attn_mad_f32f(f->acc32, f->v32, vs, dv);
+    }
+    f->S = k->attn_fma_sum ? fmaf(f->S, ms, vs) : f->S * ms + vs;
+}
+
+/* the accumulator as F32 in acc32, then the per-head sink logit (a plain multiply-add) */
+static void fa_close(fa_run *f, const float *sink) {
+    if (f->f16v) for (int d = 0; d < f->dv; d++) f->acc32[d] = df_f16_to_f32(f->acc16[d]);
+    if (!sink) return;
+    const float s = *sink;
+    float ms = 1.0f, vs = 1.0f;
+    if (s > f->M) {
+        ms = expf(f->M - s);
+        f->M = s;
+        for (int d = 0; d < f->dv; d++) f->acc32[d] *= ms;
+    } else {
+        vs = expf(s - f->M);
+    }
+    f->S = f->S * ms + vs;
+}
+
+/* ggml_flash_attn_ext_reduce_partials, one chunk at a time in chunk order: fold f's partial
+ * (M, S, acc32) into the running (*Mf, *Sf, vf) */
+static void fa_fold(const fa_run *f, float *Mf, float *Sf, float *vf) {
+    if (f->S == 0.0f) return;
+    const float mn = fmaxf(*Mf, f->M), so = expf(*Mf - mn), sn = expf(f->M - mn);
+    for (int d = 0; d < f->dv; d++) vf[d] = fmaf(vf[d], so, f->acc32[d] * sn);
+    *Sf = fmaf(*Sf, so, f->S * sn);
+    *Mf = mn;
+}
+
+/* the keys of query t in index order: cache positions p_lo..pq (index p), then the second
+ * block's rows (index split_base + j); calls visit for each (ctx f) */
+typedef struct {
+    fa_run *f;
+    const df_attn_args *a;
+    int h;                      /* query head (its sink) */
+    int64_t chunk_end;          /* split: end of the current chunk's indices */
+    int64_t cs;                 /* split: chunk size */
+    float Mf, Sf, *vf;          /* split: the reduced partials */
+} fa_walk;
+
+static void walk_key(fa_walk *w, int64_t idx, const void *kr, const void *vr) {
+    if (w->cs > 0 && idx >= w->chunk_end) { /* close the chunks before idx */
+        while (idx >= w->chunk_end) {
+            fa_close(w->f, w->chunk_end == w->cs && w->a->sinks ? &w->a->sinks[w->h] : NULL);
+            fa_fold(w->f, &w->Mf, &w->Sf, w->vf);
+            fa_reset(w->f);
+            w->chunk_end += w->cs;
+        }
+    }
+    fa_key(w->f, kr, vr);
+}
+
 static void attn_task(void *ctx, int task, int thread) {
     const df_attn_args *a = ctx;
     const int t = task / a->n_head, h = task % a->n_head;
@@ -73,113 +180,70 @@ static void attn_task(void *ctx, int task, int thread) {
     float *q32 = (float *)(scr + (size_t)dk * sizeof(df_f16));
     float *acc32 = q32 + (dk > dv ? dk : dv);
     df_f16 *acc16 = (df_f16 *)(acc32 + dv);
+    float *vfin = (float *)(acc16 + dv);
     const float *qs = a->q + (int64_t)t * a->ldq + (int64_t)h * dk;
     const int pq = a->pos0 + t;
     int p_lo = 0;
     if (a->swa > 0 && pq - a->swa + 1 > 0) p_lo = pq - a->swa + 1;
     const uint8_t *km = a->kmask ? a->kmask + (int64_t)t * a->ldm : NULL;
 
-    const df_kernel_table *k = df_kernels();
-    float S = 0.0f, M = -INFINITY;
+    fa_run f = {.k = df_kernels(), .tk = tk, .tv = tv, .dk = dk, .dv = dv, .scale = a->scale,
+                .acc16 = acc16, .acc32 = acc32, .v32 = q32};
     if (tk != DF_TYPE_F16 || tv != DF_TYPE_F16) {
         /* a quantized (or BF16) cache: llama.cpp's one-chunk kernel at every batch size (its
          * tiled kernel takes F16 / F32 caches only). Q in K's vec_dot_type and K's own dot;
-         * an F16 V accumulates in F16 as below, any other V row is dequantized to F32 and
-         * accumulated in F32 (acc = fma(v, vs, acc), ggml_vec_mad_f32). */
-        const int qt = df_type_info(tk)->vec_dot_type;
-        void *qq = q16; /* at most 2 bytes per value (F16 / BF16 / Q8_0 / Q8_1) */
+         * an F16 V accumulates in F16, any other V row is dequantized to F32 and accumulated
+         * in F32 (acc = fma(v, vs, acc), ggml_vec_mad_f32). */
+        f.mode = FA_QUANT;
         if (tk == DF_TYPE_F16) for (int i = 0; i < dk; i++) q16[i] = df_f32_to_f16(qs[i]);
-        else k->from_float[qt](qs, qq, dk);
-        const bool f16v = tv == DF_TYPE_F16;
-        float *v32 = q32;
-        if (f16v) memset(acc16, 0, (size_t)dv * sizeof(df_f16));
-        else memset(acc32, 0, (size_t)dv * sizeof(float));
-        const df_type_traits *fk = df_type_info(tk), *fv = df_type_info(tv);
-        const int kb = fk->blck, kby = fk->bytes, vb = fv->blck, vby = fv->bytes;
-        for (int p = p_lo; p <= pq; p++) {
-            if (km && !km[p]) continue;
-            const void *kr = kv_at(a->kc, kb, kby, (int64_t)p * a->ldk + (int64_t)kvh * dk);
-            const void *vr = kv_at(a->vc, vb, vby, (int64_t)p * a->ldv + (int64_t)kvh * dv);
-            float s;
-            if (tk == DF_TYPE_F16) s = k->attn_dot_f16(kr, q16, dk);
-            else k->vec_dot[tk](dk, &s, kr, qq);
-            s *= a->scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                float Mold = M;
-                M = s;
-                ms = expf(Mold - M);
-                if (f16v) for (int d = 0; d < dv; d++) acc16[d] = df_f32_to_f16(df_f16_to_f32(acc16[d]) * ms);
-                else for (int d = 0; d < dv; d++) acc32[d] *= ms;
-            } else {
-                vs = expf(s - M);
-            }
-            if (f16v) {
-                k->attn_mad_f16(acc16, vr, vs, dv);
-            } else {
-                df_dequantize_row(tv, vr, v32, dv);
-                k->attn_mad_f32f(acc32, v32, vs, dv);
-            }
-            S = k->attn_fma_sum ? fmaf(S, ms, vs) : S * ms + vs;
-        }
-        if (f16v) for (int d = 0; d < dv; d++) acc32[d] = df_f16_to_f32(acc16[d]);
+        else f.k->from_float[df_type_info(tk)->vec_dot_type](qs, q16, dk);
+        f.qq = q16; /* at most 2 bytes per value (F16 / BF16 / Q8_0 / Q8_1) */
+        f.f16v = tv == DF_TYPE_F16;
     } else if (!a->f32_acc) {
-        const df_f16 *kc = a->kc, *vc = a->vc;
+        f.mode = FA_F16;
         for (int i = 0; i < dk; i++) q16[i] = df_f32_to_f16(qs[i]);
-        memset(acc16, 0, (size_t)dv * sizeof(df_f16));
-        for (int p = p_lo; p <= pq; p++) {
-            if (km && !km[p]) continue;
-            const df_f16 *kr = kc + (int64_t)p * a->ldk + (int64_t)kvh * dk;
-            const df_f16 *vr = vc + (int64_t)p * a->ldv + (int64_t)kvh * dv;
-            float s = k->attn_dot_f16(kr, q16, dk) * a->scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                float Mold = M;
-                M = s;
-                ms = expf(Mold - M);
-                for (int d = 0; d < dv; d++) acc16[d] = df_f32_to_f16(df_f16_to_f32(acc16[d]) * ms);
-            } else {
-                vs = expf(s - M);
-            }
-            k->attn_mad_f16(acc16, vr, vs, dv);
-            S = k->attn_fma_sum ? fmaf(S, ms, vs) : S * ms + vs;
-        }
-        for (int d = 0; d < dv; d++) acc32[d] = df_f16_to_f32(acc16[d]);
+        f.qq = q16;
+        f.f16v = true;
     } else {
-        const df_f16 *kc = a->kc, *vc = a->vc;
+        f.mode = FA_F32;
         memcpy(q32, qs, (size_t)dk * sizeof(float));
-        memset(acc32, 0, (size_t)dv * sizeof(float));
-        for (int p = p_lo; p <= pq; p++) {
-            if (km && !km[p]) continue;
-            const df_f16 *kr = kc + (int64_t)p * a->ldk + (int64_t)kvh * dk;
-            const df_f16 *vr = vc + (int64_t)p * a->ldv + (int64_t)kvh * dv;
-            float s = k->attn_dot_f16_f32(kr, q32, dk) * a->scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                float Mold = M;
-                M = s;
-                ms = expf(Mold - M);
-                for (int d = 0; d < dv; d++) acc32[d] *= ms;
-            } else {
-                vs = expf(s - M);
-            }
-            k->attn_mad_f32(acc32, vr, vs, dv);
-            S = S * ms + vs;
+        f.q32 = q32;
+    }
+    fa_reset(&f);
+    fa_walk w = {.f = &f, .a = a, .h = h, .Mf = -INFINITY, .vf = vfin};
+    if (a->split_n > 1 && a->n_tok == 1 && f.mode != FA_F32) {
+        w.cs = (a->split_nkv + a->split_n - 1) / a->split_n;
+        w.chunk_end = w.cs;
+        memset(vfin, 0, (size_t)dv * sizeof(float));
+    }
+    const df_type_traits *fk = df_type_info(tk), *fv = df_type_info(tv);
+    const int kb = fk->blck, kby = fk->bytes, vb = fv->blck, vby = fv->bytes;
+    for (int p = p_lo; p <= pq; p++) {
+        if (km && !km[p]) continue;
+        walk_key(&w, p, kv_at(a->kc, kb, kby, (int64_t)p * a->ldk + (int64_t)kvh * dk),
+                 kv_at(a->vc, vb, vby, (int64_t)p * a->ldv + (int64_t)kvh * dv));
+    }
+    if (a->kc2) { /* the second block: V is K */
+        const int32_t n2 = a->n2[t], *sel = a->sel2 ? a->sel2 + (int64_t)t * a->ldsel2 : NULL;
+        for (int32_t i = 0; i < n2; i++) {
+            const int64_t j = sel ? sel[i] : i;
+            const char *r = kv_at(a->kc2, kb, kby, j * a->ldk2);
+            walk_key(&w, a->split_base + j, r, r);
         }
     }
-    if (a->sinks) {
-        float s = a->sinks[h], ms = 1.0f, vs = 1.0f;
-        if (s > M) {
-            ms = expf(M - s);
-            M = s;
-            for (int d = 0; d < dv; d++) acc32[d] *= ms;
-        } else {
-            vs = expf(s - M);
-        }
-        S = S * ms + vs;
-    }
-    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     float *o = a->out + (int64_t)t * a->ldo + (int64_t)h * dv;
+    if (w.cs > 0) { /* close the remaining chunks, normalise the reduced sum */
+        for (int64_t end = w.chunk_end; end - w.cs < a->split_nkv; end += w.cs) {
+            fa_close(&f, end == w.cs && a->sinks ? &a->sinks[h] : NULL);
+            fa_fold(&f, &w.Mf, &w.Sf, vfin);
+            fa_reset(&f);
+        }
+        const float inv = w.Sf != 0.0f ? 1.0f / w.Sf : 1.0f;
+        for (int d = 0; d < dv; d++) o[d] = vfin[d] * inv;
+        return;
+    }
+    fa_close(&f, a->sinks ? &a->sinks[h] : NULL);
+    const float inv = f.S == 0.0f ? 0.0f : 1.0f / f.S;
     for (int d = 0; d < dv; d++) o[d] = acc32[d] * inv;
 }
 

@@ -81,6 +81,30 @@ static int lossy_finish(struct deltafin_ctx *c, int32_t *idx, float *w, int kk) 
     return kk;
 }
 
+/* the token of row t of the pass (its segment's ids; hash routing) */
+static int32_t row_token(const struct deltafin_ctx *c, int t) {
+    for (int s = 0; s < c->n_seg; s++)
+        if (t < c->seg[s].row0 + c->seg[s].n) return c->seg[s].ids[t - c->seg[s].row0];
+    DF_ASSERT(!"row outside the pass");
+    return 0;
+}
+
+/* An id outside the expert count in a hash-routing table (untrusted file data) is an error naming
+ * it (route_rows gives such a slot expert -1). */
+static int check_hash_ids(const struct deltafin_ctx *c, int il, int nt) {
+    const df_layer *L = &c->m->layers[il];
+    if (!L->gate_tid2eid) return DF_OK;
+    const int K = c->m->hp.n_expert_used, E = c->m->hp.n_expert;
+    for (int t = 0; t < nt; t++) {
+        const int32_t tok = row_token(c, t), *ids = (const int32_t *)L->gate_tid2eid->data + (int64_t)tok * K;
+        for (int j = 0; j < K; j++)
+            if (ids[j] < 0 || ids[j] >= E)
+                return df_err(DF_ERR_FORMAT, "%s: tensor 'blk.%d.ffn_gate_tid2eid.weight': token %d maps to expert %d "
+                              "outside 0..%d", c->m->path, il, tok, ids[j], E - 1);
+    }
+    return DF_OK;
+}
+
 static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, int32_t *idx_out, float *w_out,
                        bool select_only) {
     const df_model *m = c->m;
@@ -103,6 +127,9 @@ static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, i
                 float sp = v > 20.0f ? v : log1pf(expf(v));
                 lg[e] = sqrtf(sp);
             }
+            break;
+        case DF_GATING_SQRT_SOFTPLUS_LOGF: /* ggml_softplus of llama.cpp d32676d, then ggml_sqrt */
+            for (int e = 0; e < E; e++) lg[e] = sqrtf(lg[e] > 20.0f ? lg[e] : logf(1.0f + expf(lg[e])));
             break;
         default: break; /* SOFTMAX_WEIGHT: raw logits */
         }
@@ -133,10 +160,17 @@ static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, i
                 if (!keep[g])
                     for (int e = g * per; e < (g + 1) * per; e++) sel[e] = -INFINITY;
         }
-        /* 5. top-k descending (ties: lower id first) and 6. unbiased weights */
+        /* 5. top-k descending (ties: lower id first) and 6. unbiased weights; a hash-routed
+         * layer (deepseek4) takes the row's token's experts from its table instead */
         int32_t *idx = idx_out + (int64_t)t * K;
         float *w = w_out + (int64_t)t * K;
-        for (int j = 0; j < K; j++) {
+        if (L->gate_tid2eid) {
+            const int32_t *ids = (const int32_t *)L->gate_tid2eid->data + (int64_t)row_token(c, t) * K;
+            for (int j = 0; j < K; j++) {
+                idx[j] = ids[j] >= 0 && ids[j] < E ? ids[j] : -1;
+                if (!select_only) w[j] = idx[j] >= 0 ? lg[idx[j]] : 0.0f;
+            }
+        } else for (int j = 0; j < K; j++) {
             int best = -1;
             for (int e = 0; e < E; e++) {
                 bool used = false;
@@ -227,7 +261,8 @@ void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int 
     memset(votes, 0, sizeof(int32_t) * (size_t)E);
     /* rank by tokens voting for the expert, then by best rank among them (ids break ties) */
     for (int t = 0; t < nt; t++)
-        for (int j = 0; j < K; j++) votes[idx[(int64_t)t * K + j]] += 2 * K - j;
+        for (int j = 0; j < K; j++)
+            if (idx[(int64_t)t * K + j] >= 0) votes[idx[(int64_t)t * K + j]] += 2 * K - j;
     int n = 0;
     for (int e = 0; e < E; e++)
         if (votes[e]) order[n++] = e;
@@ -241,13 +276,26 @@ void df_moe_lookahead(struct deltafin_ctx *c, int il_next, const float *xn, int 
 
 /* activation of nrows rows of ncols gate (g, overwritten) and up (u) values; SwiGLU row by row
  * as ggml_swiglu (which matters in ggml's order: vectors restart at each row) */
-void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols) {
+void df_ffn_act_rows(const df_hparams *hp, float *g, float *u, int64_t nrows, int64_t ncols) {
     if (hp->ffn_act == DF_ACT_SWIGLU) { df_swiglu_rows(g, u, nrows, ncols); return; }
+    if (hp->ffn_act == DF_ACT_SWIGLU_CLAMP) { df_swiglu_clamp_rows(g, u, nrows, ncols, hp->swiglu_limit); return; }
     df_ffn_act(hp, g, u, nrows * ncols);
 }
 
+void df_swiglu_clamp_rows(float *g, float *u, int64_t nrows, int64_t ncols, float limit) {
+    /* llama.cpp (deepseek4): up = clamp(up, -L, L), gate = clamp(gate, -inf, L) as ggml_clamp's
+     * MAX(MIN(x, max), min), then ggml_swiglu_split; no clamp for L <= 1e-6 */
+    if (limit > 1e-6f)
+        for (int64_t i = 0; i < nrows * ncols; i++) {
+            g[i] = g[i] < limit ? g[i] : limit;
+            const float v = u[i] < limit ? u[i] : limit;
+            u[i] = v > -limit ? v : -limit;
+        }
+    df_swiglu_rows(g, u, nrows, ncols);
+}
+
 void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
-    if (hp->ffn_act == DF_ACT_SWIGLU) { df_swiglu_rows(g, u, 1, n); return; }
+    if (hp->ffn_act == DF_ACT_SWIGLU || hp->ffn_act == DF_ACT_SWIGLU_CLAMP) { df_swiglu_rows(g, u, 1, n); return; }
     if (hp->ffn_act == DF_ACT_SWIGLU_OAI) {
         /* gpt-oss (ggml swiglu_oai): x = min(gate, 7), y = clamp(up, -7, 7),
          * x·sigmoid(1.702·x)·(y + 1), in ggml's op order with libm expf */
@@ -336,6 +384,8 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
     const df_hparams *hp = &m->hp;
     const df_layer *L = &m->layers[il];
     const int E = hp->n_expert, K = hp->n_expert_used, Dr = hp->n_embd;
+    int rch = check_hash_ids(c, il, nt);
+    if (rch < 0) return rch;
     df_moe_route(c, il, xr, nt);
 
     /* bucket (token, slot) pairs by expert */
@@ -445,7 +495,8 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
             df_fw_mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
             df_fw_mm(c, L->up_shexp, x, D, nt, c->fb, fs);
         }
-        df_ffn_act_rows(hp, c->fa, c->fb, nt, fs);
+        if (hp->ffn_act == DF_ACT_SWIGLU_CLAMP) df_swiglu_clamp_rows(c->fa, c->fb, nt, fs, hp->swiglu_limit_shexp);
+        else df_ffn_act_rows(hp, c->fa, c->fb, nt, fs);
         df_fw_mm(c, L->down_shexp, c->fa, fs, nt, c->yg, D);
         if (L->gate_inp_shexp) {
             /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */

@@ -18,14 +18,15 @@
 
 /* ---- architecture hooks ------------------------------------------------------------------
  * One line per architecture with forward hooks; the others run the generic blocks. */
-extern const df_arch_fwd df_fwd_deepseek2, df_fwd_deepseek32;
+extern const df_arch_fwd df_fwd_deepseek2, df_fwd_deepseek32, df_fwd_deepseek4;
 extern const df_arch_fwd df_fwd_kimi_k3;
 extern const df_arch_fwd df_fwd_qwen3next;
 extern const df_arch_fwd df_fwd_qwen35moe;
 
 const df_arch_fwd *df_arch_fwd_find(const char *name) {
     static const df_arch_fwd generic = {.name = "generic"};
-    const df_arch_fwd *all[] = {&df_fwd_deepseek2, &df_fwd_deepseek32, &df_fwd_kimi_k3, &df_fwd_qwen3next, &df_fwd_qwen35moe};
+    const df_arch_fwd *all[] = {&df_fwd_deepseek2, &df_fwd_deepseek32, &df_fwd_deepseek4, &df_fwd_kimi_k3,
+                                &df_fwd_qwen3next, &df_fwd_qwen35moe};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(all[i]->name, name)) return all[i];
     return &generic;
@@ -510,6 +511,7 @@ static int select_out_rows(deltafin_ctx *c) {
         df_seg *sg = &c->seg[s];
         const int keep = sg->n - sg->out_lo;
         for (int i = 0; i < keep; i++) c->rows_kept[n + i] = sg->row0 + sg->out_lo + i;
+        sg->ids += sg->out_lo; /* its rows' tokens (hash routing reads them) */
         sg->row0 = n;
         sg->out_lo = 0;
         sg->n = keep;
@@ -522,6 +524,8 @@ static int select_out_rows(deltafin_ctx *c) {
     set_groups(c);
     return n;
 }
+
+static bool ar_late(const deltafin_ctx *c) { return c->fwd->select_late; }
 
 /* logits of the n_out rows left after the last layer, to each segment's dst */
 static int output_logits(deltafin_ctx *c, int n_out) {
@@ -592,7 +596,7 @@ static int forward_pass(deltafin_ctx *c) {
         if (rc < 0) return rc;
         rc = ar->layer_attn ? ar->layer_attn(c, il, nt) : df_layer_attn_gqa(c, il, nt);
         if (rc < 0) return rc;
-        if (il == n_run - 1 && n_out < nt) {
+        if (il == n_run - 1 && n_out < nt && !ar->select_late) {
             if (n_out <= 0) return DF_OK;
             nt = select_out_rows(c);
         }
@@ -601,6 +605,7 @@ static int forward_pass(deltafin_ctx *c) {
         df_weights_layer_release(c->w, il);
     }
     if (n_out <= 0) return DF_OK;
+    if (ar_late(c) && n_out < nt) select_out_rows(c);
     return output_logits(c, n_out);
 }
 

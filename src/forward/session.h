@@ -38,6 +38,10 @@ typedef struct df_arch_fwd {
     /* The hooks see one sequence per pass (they use c->n_past and c->rs, not c->seg):
      * deltafin_decode_batch decodes such a model's sequences one after another. */
     bool one_seq;
+    /* The last layer runs on every row and the rows whose logits are wanted are kept after it
+     * (llama.cpp's deepseek4 graph selects them only before its output head), not before its
+     * FFN: the FFN's matmuls see the pass's row count. */
+    bool select_late;
 } df_arch_fwd;
 /* The hooks of architecture `name` (an all-NULL table for the generic ones; never NULL). */
 const df_arch_fwd *df_arch_fwd_find(const char *name);
@@ -180,6 +184,16 @@ typedef struct df_attn_args {
     int swa;                    /* sliding window (0 = none) */
     const uint8_t *kmask; int64_t ldm; /* or NULL; else query t attends key p only where
                                         * kmask[t*ldm + p] (DSA's selected keys) */
+    /* or NULL; else a second block of keys after the cache positions, its values the keys
+     * (deepseek4's compressed rows): query t attends rows j < n2[t] of kc2 (row j at element
+     * j*ldk2, type_k), or with sel2 the n2[t] rows sel2[t*ldsel2 + i] (ascending) */
+    const void *kc2; int64_t ldk2; const int32_t *n2, *sel2; int64_t ldsel2;
+    /* llama.cpp's split-KV path for one query (ggml's flash attention over >= 512 keys, split
+     * across its threads): cache position p has index p, block-2 row j index split_base + j; the
+     * split_nkv indices are cut into split_n chunks of ceil(split_nkv / split_n), each chunk's
+     * softmax run on its own (the sinks in the first) and the partials reduced in chunk order.
+     * split_n <= 1, several queries or the tiled path: one run over all keys. */
+    int split_n; int64_t split_nkv, split_base;
     char *scratch; size_t scratch_stride; /* per thread */
 } df_attn_args;
 size_t df_attn_scratch_per_thread(int dk, int dv);
@@ -211,10 +225,15 @@ void df_moe_expert_rows(const df_moe_bufs *b, const df_hparams *hp, const df_lay
 /* Bytes of the buffers (each 64-byte aligned) for n_rows rows of any MoE layer of m, and the
  * widths and act bytes they are sized for (dims may be NULL). */
 uint64_t df_moe_bufs_bytes(const df_model *m, int n_rows, df_moe_dims *dims);
-/* g[i] = act(g[i], u[i]) for the model's FFN activation (SwiGLU or kimi-k3's situ). */
+/* g[i] = act(g[i], u[i]) for the model's FFN activation (SwiGLU or kimi-k3's situ; not the
+ * clamped SwiGLU, whose clamp writes u: df_ffn_act_rows). */
 void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n);
-/* the same over nrows rows of ncols, row by row as ggml_swiglu (matters in ggml's order) */
-void df_ffn_act_rows(const df_hparams *hp, float *g, const float *u, int64_t nrows, int64_t ncols);
+/* the same over nrows rows of ncols, row by row as ggml_swiglu (matters in ggml's order); the
+ * clamped SwiGLU (deepseek4) clamps u in place */
+void df_ffn_act_rows(const df_hparams *hp, float *g, float *u, int64_t nrows, int64_t ncols);
+/* deepseek4's SwiGLU: gate = min(gate, limit), u = clamp(u, ±limit) (in place), then SwiGLU row
+ * by row; limit <= 1e-6: no clamp (llama.cpp's build_moe_ffn / build_ffn) */
+void df_swiglu_clamp_rows(float *g, float *u, int64_t nrows, int64_t ncols, float limit);
 /* Router look-ahead (prefetch of the next layer's experts, docs/streaming.md). The next layer
  * after il with routed experts, or -1. */
 int df_moe_next_layer(const struct deltafin_model *m, int il);

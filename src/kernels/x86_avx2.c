@@ -191,6 +191,61 @@ static void dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *xq) {
     *s = sumf;
 }
 
+/* MXFP4 weights with rows % 8 == 0 are repacked by ggml's CPU backend on AVX2 / AVX-512 CPUs
+ * (mxfp4_8x8), and its gemv (every token of an expert matmul) and gemm (plain matmuls) sum each
+ * output as one FMA chain over the blocks: acc = fma((float)isum_b, e8m0_half(e_b) * d_b, acc),
+ * isum_b the block's exact integer dot. Here per row, the integer sums of 8 blocks at a time
+ * gathered into one vector (one token, or 4 sharing the weight decode). */
+static inline __m256 mxfp4_isum8(const __m256i p[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    /* a = [s0 s1 s2 s3 | s0' s1' s2' s3'] (lane halves), likewise b for blocks 4..7 */
+    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20), hi = _mm256_permute2x128_si256(a, b, 0x31);
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
+}
+
+static inline __attribute__((always_inline)) void mxfp4_dot_r8_nt(int64_t n, float *s, const void *w,
+                                                                  const char *xq, size_t stride, const int NT) {
+    const df_block_mxfp4 *x = w;
+    const int64_t nb = n / 32;
+    const __m256i lut = lut16(df_kvalues_mxfp4);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int64_t ib = 0;
+    for (; ib + 8 <= nb; ib += 8) {
+        __m256i q[8], p[8];
+        float e[8], f[8];
+        for (int b = 0; b < 8; b++) {
+            q[b] = _mm256_shuffle_epi8(lut, nibbles(x[ib + b].qs));
+            e[b] = k_e8m0_half[x[ib + b].e];
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride) + ib;
+            for (int b = 0; b < 8; b++) p[b] = dot_s8(q[b], _mm256_loadu_si256((const __m256i *)y[b].qs));
+            _mm256_storeu_ps(f, mxfp4_isum8(p));
+            for (int b = 0; b < 8; b++) acc[t] = fmaf(f[b], e[b] * df_f16_to_f32(y[b].d), acc[t]);
+        }
+    }
+    for (; ib < nb; ib++) {
+        const __m256i q = _mm256_shuffle_epi8(lut, nibbles(x[ib].qs));
+        const float e = k_e8m0_half[x[ib].e];
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+            const df_block_q8_0 *y = (const df_block_q8_0 *)(xq + t * stride) + ib;
+            const int32_t isum = hsum_i32_8_int(dot_s8(q, _mm256_loadu_si256((const __m256i *)y->qs)));
+            acc[t] = fmaf((float)isum, e * df_f16_to_f32(y->d), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) s[t] = acc[t];
+}
+
+static void dot_mxfp4_q8_0_ggml8(int64_t n, float *s, const void *w, const void *xq) {
+    mxfp4_dot_r8_nt(n, s, w, xq, 0, 1);
+}
+static void dot4_mxfp4_q8_0_ggml8(int64_t n, float *s, const void *w, const void *xq, size_t stride) {
+    mxfp4_dot_r8_nt(n, s, w, xq, stride, 4);
+}
+
 /* ------------------------------------------------------------------ Q4_K x Q8_K */
 
 static inline void k4_scales(const uint8_t *q, uint8_t sc[8], uint8_t m[8]) {
@@ -415,7 +470,7 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const df_block_q8_K *y = xq;
     const int64_t nb = n / 256;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
-    float sumf = 0;
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         const __m256i mprod = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), sc16);
@@ -439,10 +494,12 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], yv), scv));
             }
         }
-        /* offset removed in integers and summed to one exact integer per block, like ref.c */
-        sumf += (df_f16_to_f32(x[i].d) * y[i].d) * hsum_i32_8(_mm256_sub_epi32(isum, _mm256_slli_epi32(mprod, 5)));
+        /* ggml_vec_dot_q6_K_q8_K's AVX2 order: the offset removed from the 8 integer lanes, each
+         * lane accumulated by FMA across blocks, one horizontal sum at the end */
+        const __m256i lanes = _mm256_sub_epi32(isum, _mm256_slli_epi32(mprod, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * df_f16_to_f32(x[i].d)), _mm256_cvtepi32_ps(lanes), acc);
     }
-    *s = sumf;
+    *s = hsum256(acc);
 }
 
 /* ------------------------------------------------------------------ i-quants x Q8_K
@@ -982,6 +1039,9 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;
     t->vec_dot[DF_TYPE_MXFP4] = dot_mxfp4_q8_0;
+    /* ggml's gemm and gemv orders are the same for MXFP4 (one chain per output): _r8 for all */
+    t->vec_dot_r8[DF_TYPE_MXFP4] = dot_mxfp4_q8_0_ggml8;
+    t->vec_dot4_r8[DF_TYPE_MXFP4] = dot4_mxfp4_q8_0_ggml8;
     t->vec_dot[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml;
     t->vec_dot_r8[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8;
     t->vec_dot_r8g[DF_TYPE_Q4_K] = dot_q4_K_q8_K_ggml8g;

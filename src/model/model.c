@@ -20,7 +20,7 @@ extern const df_arch df_arch_llama;
 extern const df_arch df_arch_qwen2moe;
 extern const df_arch df_arch_qwen3moe;
 extern const df_arch df_arch_olmoe;
-extern const df_arch df_arch_deepseek2, df_arch_deepseek32;
+extern const df_arch df_arch_deepseek2, df_arch_deepseek32, df_arch_deepseek4;
 extern const df_arch df_arch_kimi_k3;
 extern const df_arch df_arch_gpt_oss;
 extern const df_arch df_arch_qwen3next;
@@ -29,7 +29,7 @@ extern const df_arch df_arch_glm4moe, df_arch_minimax_m2;
 
 const df_arch *df_arch_find(const char *name) {
     const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe,
-                             &df_arch_deepseek2, &df_arch_deepseek32, &df_arch_kimi_k3,
+                             &df_arch_deepseek2, &df_arch_deepseek32, &df_arch_deepseek4, &df_arch_kimi_k3,
                              &df_arch_gpt_oss, &df_arch_qwen3next, &df_arch_qwen35moe,
                              &df_arch_glm4moe, &df_arch_minimax_m2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -231,6 +231,8 @@ static df_tensor *bind_named(df_model *m, const char *name, int flags, int n_dim
     int64_t want[4] = {ne0, n_dims > 1 ? ne1 : 1, n_dims > 2 ? ne2 : 1, 1};
     bool ok = true;
     for (int i = 0; i < 4; i++) if (t->ne[i] != want[i]) ok = false;
+    if (!ok && (flags & DF_T_RESHAPE)) /* stored with the last dims merged: same rows */
+        ok = t->ne[0] == want[0] && t->ne[1] * t->ne[2] * t->ne[3] == want[1] * want[2] && t->ne[1] > 0;
     if (!ok) {
         char a[96], b[96];
         fmt_shape(a, sizeof a, n_dims, want);
@@ -240,22 +242,25 @@ static df_tensor *bind_named(df_model *m, const char *name, int flags, int n_dim
         return NULL;
     }
     const df_type_traits *tt = df_type_info(t->type);
-    if (!tt || !tt->blck) {
+    if (flags & DF_T_INDEX) { /* an integer table: read as stored, never a matmul */
+        if (t->type != DF_TYPE_I32) {
+            m->bind_status = df_err(DF_ERR_FORMAT, "%s: tensor '%s' is %s; expected I32", m->path, name,
+                                    df_gguf_tensor_type_name(t->type));
+            return NULL;
+        }
+    } else if (!tt || !tt->blck) {
         m->bind_status = df_err(DF_ERR_FORMAT, "%s: tensor '%s' has invalid type %d", m->path, name,
                                 t->type);
         return NULL;
-    }
-    if ((flags & DF_T_NORM) && t->type != DF_TYPE_F32) {
+    } else if ((flags & DF_T_NORM) && t->type != DF_TYPE_F32) {
         m->bind_status = df_err(DF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s; 1-D tensors must be F32",
                                 m->path, name, tt->name);
         return NULL;
-    }
-    if (!tt->can_compute) {
+    } else if (!tt->can_compute) {
         m->bind_status = df_err(DF_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, not supported by "
                                 "this build", m->path, name, tt->name);
         return NULL;
-    }
-    if (ne0 % tt->blck) {
+    } else if (ne0 % tt->blck) {
         m->bind_status = df_err(DF_ERR_FORMAT, "%s: tensor '%s': row length %lld not a multiple of "
                                 "the %s block size %d", m->path, name, (long long)ne0, tt->name, tt->blck);
         return NULL;
@@ -266,7 +271,7 @@ static df_tensor *bind_named(df_model *m, const char *name, int flags, int n_dim
     df_tensor *d = &m->tensors[m->n_bound++];
     d->info = t;
     d->type = t->type;
-    memcpy(d->ne, t->ne, sizeof d->ne);
+    memcpy(d->ne, (flags & DF_T_RESHAPE) ? want : t->ne, sizeof d->ne);
     d->data = NULL;
     d->flags = (uint8_t)flags;
     return d;
@@ -477,6 +482,9 @@ int df_model_kv_check(const df_model *m) {
     df_model_kv_types(m, &tk, &tv);
     if (tk < 0) return df_err(DF_ERR_INVALID, "KV cache type K: bad id %d", ck);
     if (tv < 0) return df_err(DF_ERR_INVALID, "KV cache type V: bad id %d", cv);
+    if (m->arch->kv_f16_only && (tk != DF_TYPE_F16 || tv != DF_TYPE_F16))
+        return df_err(DF_ERR_UNSUPPORTED, "%s: its KV cache (raw and compressed rows) is F16 in deltafin: -ctk / -ctv "
+                      "f16 or f32 (got %s / %s)", an, deltafin_kv_type_name(ck), deltafin_kv_type_name(cv));
     const df_type_traits *fk = df_type_info(tk), *fv = df_type_info(tv);
     for (int l = 0; l < hp->n_layer; l++) {
         int64_t kr, vr;

@@ -25,7 +25,10 @@ typedef struct df_tensor {
 } df_tensor;
 
 enum df_gating { DF_GATING_SOFTMAX = 1, DF_GATING_SIGMOID = 2, DF_GATING_SOFTMAX_WEIGHT = 3,
-                 DF_GATING_SQRT_SOFTPLUS = 4 };
+                 DF_GATING_SQRT_SOFTPLUS = 4,
+                 /* the file's 4 as llama.cpp d32676d computes it: sqrtf(logf(1 + expf(x))), x > 20: x
+                  * (deepseek4; kimi-k3's reference build used log1pf) */
+                 DF_GATING_SQRT_SOFTPLUS_LOGF = 5 };
 enum df_qk_norm { DF_QK_NORM_NONE = 0, DF_QK_NORM_HEAD = 1, DF_QK_NORM_FULL = 2 };
 
 typedef struct df_hparams {
@@ -70,9 +73,17 @@ typedef struct df_hparams {
     int n_layer_nextn;           /* last layers that are NextN / MTP heads: loaded, not run */
     int n_swa;                   /* sliding window (tokens) of the hp.layer_swa layers */
     int ssm_d_inner, ssm_d_state, ssm_dt_rank, ssm_n_group; bool shexp_sigmoid; /* qwen3next Gated DeltaNet */
+    /* deepseek4 (formats.md §3.4b): per-layer KV compression ratio (0: the sliding window only,
+     * 4: compressed rows chosen by the lightning indexer, 128: every compressed row), the
+     * hyper-connection streams and their Sinkhorn mixer, the grouped output LoRA, hash-routed
+     * first layers, the compressed layers' RoPE base, the clamped SwiGLU's limits */
+    uint8_t comp_ratio[DF_MAX_LAYERS];
+    int hc_mult, hc_iters, o_groups, o_lora, n_hash_layers;
+    float hc_eps, comp_rope_base, swiglu_limit, swiglu_limit_shexp;
 } df_hparams;
 
-enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2 }; /* OAI: gpt-oss clamped SwiGLU */
+enum df_ffn_act { DF_ACT_SWIGLU = 0, DF_ACT_SITU = 1, DF_ACT_SWIGLU_OAI = 2, /* OAI: gpt-oss clamped SwiGLU */
+                  DF_ACT_SWIGLU_CLAMP = 3 /* deepseek4: min(gate, L), clamp(up, ±L), then SwiGLU */ };
 
 typedef struct df_layer {
     df_tensor *attn_norm;
@@ -103,6 +114,16 @@ typedef struct df_layer {
     df_tensor *attn_res_score, *ffn_res_score;
     df_tensor *routed_down, *routed_up, *routed_norm;
     df_tensor *ssm_in, *ssm_ba, *ssm_alpha; /* qwen3next / qwen35moe Gated DeltaNet */
+    /* deepseek4: the KV projection {n_embd, hd}, grouped output LoRA (wo_a {H·hd/G, o_lora, G},
+     * wo_b {G·o_lora, n_embd}), hyper-connection mixers of the attention and FFN blocks
+     * (fn {hc·n_embd, (2+hc)·hc}, base, scale {3}), the KV compressor and the indexer's own
+     * compressor (kv / gate {n_embd, c}, ape {c, ratio}, norm), the hash-routing table
+     * {n_expert_used, n_vocab} (I32) */
+    df_tensor *wkv, *wo_a, *wo_b;
+    df_tensor *hc_attn_fn, *hc_attn_base, *hc_attn_scale, *hc_ffn_fn, *hc_ffn_base, *hc_ffn_scale;
+    df_tensor *cmp_wkv, *cmp_wgate, *cmp_ape, *cmp_norm;
+    df_tensor *idx_cmp_wkv, *idx_cmp_wgate, *idx_cmp_ape, *idx_cmp_norm;
+    df_tensor *gate_tid2eid;
     bool is_moe;
 } df_layer;
 
@@ -141,6 +162,12 @@ typedef struct df_arch {
     /* attention.head_count_kv may vary per layer (kimi-k3: 0 marks a recurrent layer); the
      * values go to hp.layer_recr and hp.n_head_kv becomes the largest one. */
     bool head_kv_per_layer;
+    /* Optional: the arch's own hyperparameters in words for `deltafin info` (deepseek4's compress
+     * ratios, indexer, hyper-connections ...). */
+    void (*describe)(const df_hparams *hp, char *buf, size_t cap);
+    /* The KV cache holds F16 rows only (-ctk / -ctv other than f16 / f32 are refused naming the
+     * architecture): deepseek4's compressed rows. */
+    bool kv_f16_only;
 } df_arch;
 #define DF_SCHEMA(table) .tensors = (table), .n_tensors = (int)(sizeof(table) / sizeof((table)[0]))
 #define DF_PROBES(table) .probes = (table), .n_probes = (int)(sizeof(table) / sizeof((table)[0]))
@@ -179,6 +206,7 @@ struct deltafin_model {
     df_rope rope;                /* frequency parameters shared by all layers */
     df_tensor *tok_embd, *output_norm, *output, *rope_freqs;
     df_tensor *output_res_score;          /* kimi-k3 final AttnRes mix */
+    df_tensor *hc_head_fn, *hc_head_base, *hc_head_scale; /* deepseek4 final hyper-connection mix */
     df_layer *layers;            /* [n_layer] */
     df_tensor *tensors;          /* bound tensors (array of n_bound) */
     int n_bound, cap_bound;
@@ -204,6 +232,9 @@ enum {
     DF_T_EXPERT = 2,     /* routed expert 3-D tensor: loading may be skipped */
     DF_T_NORM = 4,       /* must be F32 (norms, biases, other small vectors) */
     DF_T_UNUSED = 8,     /* bound (the file's tensor count) but not used by the forward pass */
+    DF_T_RESHAPE = 16,   /* a 3-D shape {a, b, c} the file may store 2-D as {a, b·c} (llama.cpp's
+                          * TENSOR_ALLOW_RESHAPE: deepseek4's attn_output_a) */
+    DF_T_INDEX = 32,     /* an I32 table (deepseek4's ffn_gate_tid2eid), not weights */
 };
 
 /* Bind tensor `name` (printf format with the layer index, e.g. "blk.%d.attn_q.weight")

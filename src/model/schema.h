@@ -88,13 +88,17 @@ enum df_role {
     DF_R_CONV,      /* short-conv taps: matrix scale (F32) */
     DF_R_SSM_A,     /* recurrent decay: −exp(U) (F32) */
     DF_R_DT,        /* recurrent dt bias: 0.5·U (F32) */
+    DF_R_HC,        /* hyper-connection mixer: matrix scale (F32, deepseek4) */
+    DF_R_APE,       /* compressor position embedding: 0.2·U (F32, deepseek4) */
+    DF_R_INDEX,     /* I32 table of expert ids (deepseek4 hash routing): distinct ids per row */
 };
 
 typedef struct df_tensor_spec {
     const char *name;      /* "blk.%d.attn_q.weight" (per layer) or "output.weight" (global) */
     uint16_t field;        /* DF_LF(member) / DF_MF(member); 0: bound but stored nowhere */
     uint16_t field2;       /* a second member bound to the same tensor, or 0 */
-    uint8_t flags;         /* DF_T_OPTIONAL | DF_T_EXPERT | DF_T_NORM | DF_T_UNUSED (model.h) */
+    uint8_t flags;         /* DF_T_OPTIONAL | DF_T_EXPERT | DF_T_NORM | DF_T_UNUSED | DF_T_RESHAPE |
+                            * DF_T_INDEX (model.h) */
     uint8_t role;          /* enum df_role */
     uint32_t when, unless; /* layer properties: all of `when`, none of `unless` */
     int16_t ne[3];         /* shape: df_dim symbols or DF_DX products; DF_D_NONE ends it */

@@ -47,6 +47,7 @@ void deltafin_model_hparams(const deltafin_model *m, deltafin_hparams *out) {
         .n_ff_shexp = hp->n_ff_shexp, .expert_weights_norm = hp->expert_weights_norm,
         .expert_weights_scale = hp->expert_weights_scale,
     };
+    if (m->arch->describe) m->arch->describe(hp, out->detail, sizeof out->detail);
 }
 
 void deltafin_model_gguf_info(const deltafin_model *m, deltafin_gguf_info *out) {
@@ -69,9 +70,9 @@ static int role_of(const df_model *m, const df_tensor *t) {
             if (m->layers[l].exps[p] == t) return DELTAFIN_ROLE_EXPERTS;
     if (strstr(n, "_norm")) return DELTAFIN_ROLE_NORM;
     if (strstr(n, "ffn_gate_inp") && !strstr(n, "shexp")) return DELTAFIN_ROLE_ROUTER;
-    if (strstr(n, "exp_probs_b")) return DELTAFIN_ROLE_ROUTER;
+    if (strstr(n, "exp_probs_b") || strstr(n, "ffn_gate_tid2eid")) return DELTAFIN_ROLE_ROUTER;
     if (strstr(n, "shexp")) return DELTAFIN_ROLE_SHARED;
-    if (strstr(n, ".attn_")) return DELTAFIN_ROLE_ATTN;
+    if (strstr(n, ".attn_") || strstr(n, ".indexer")) return DELTAFIN_ROLE_ATTN; /* DSA / deepseek4 indexers */
     if (strstr(n, ".ffn_")) return DELTAFIN_ROLE_FFN;
     return DELTAFIN_ROLE_OTHER;
 }
