@@ -61,7 +61,7 @@ static void usage(FILE *f) {
         "expects. Deterministic: the same options give the same bytes on every machine.\n\n"
         "  --arch A            llama | llama-moe (Mixtral-style) | qwen2moe | qwen3moe | olmoe |\n"
         "                      deepseek2 (own options: --arch deepseek2 --help)\n"
-        "                      deepseek32 (DeepSeek-V3.2 DSA; --arch deepseek32 --help)\n"
+        "                      deepseek32 (DeepSeek-V3.2 DSA), glm-dsa (GLM-5; --arch deepseek32 --help)\n"
         "                      kimi-k3 (own options: --arch kimi-k3 --help)\n"
         "                      gpt-oss (own options: --arch gpt-oss --help)\n"
         "                      qwen3next, qwen35moe (own options: --arch qwen3next --help)\n"
@@ -241,7 +241,8 @@ int cmd_gen_random(int argc, char **argv) {
                  .router_scale = 3.0f, .seed = 1};
     const gr_preset *preset = NULL;
     for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "deepseek2") || !strcmp(argv[i + 1], "deepseek32")))
+        if (!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "deepseek2") || !strcmp(argv[i + 1], "deepseek32") ||
+                                           !strcmp(argv[i + 1], "glm-dsa")))
             return df_gen_random_deepseek2(argc, argv);
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "kimi-k3")) return df_gen_random_kimi_k3(argc, argv);
