@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 typedef struct {
-    int type;
+    int type, exp_type;   /* matrices / routed experts (-1: type) */
     int64_t n_embd, n_layer, n_head, q_lora, kv_lora, d_nope, d_rope, d_v, n_ff, n_expert, n_used;
     int64_t n_ff_exp, n_shared, n_dense, groups, groups_used, n_ctx;
     int64_t idx_heads, idx_dim, idx_top_k; /* deepseek32 / glm-dsa lightning indexer */
@@ -27,7 +27,7 @@ typedef struct {
     const char *arch;     /* deepseek2 | deepseek32 | glm-dsa */
     const char *idx_types; /* glm-dsa attention.indexer.types: "1,0,..." per layer that runs, or NULL */
     int gating;           /* 0 no key, 1 softmax, 2 sigmoid */
-    bool bias, norm, legacy, hf_betas_keys, fused, sparse, yarn, shared_idx_tensors;
+    bool bias, norm, legacy, hf_betas_keys, fused, sparse, yarn, shared_idx_tensors, raw_experts;
     float scale, rope_base, yarn_factor, yarn_log_mul, beta_fast, beta_slow;
     float out_scale, router_scale;
     uint64_t seed;
@@ -43,14 +43,20 @@ static void ds_usage(FILE *f) {
         "                     norm, scale 2.5, YaRN 40) | k2 (v3 with 1 group, base 50000, YaRN 32,\n"
         "                     scale 2.827, HF beta keys 1/1) | lite (attn_q, softmax, no norm,\n"
         "                     2 shared experts) | legacy (v3 with attn_kv_b, no *_mla keys)\n"
-        "  --type T           f32 | f16 | q8_0 (default f32)\n"
+        "  --type T           f32 | f16 | q8_0 | q4_k (default f32; rows off the block: q8_0, f16)\n"
         "  --n-embd N (64)  --n-layer N (3)  --n-head N (4)  --q-lora N (32; 0 = Lite attn_q)\n"
         "  --kv-lora N (64)  --d-nope N (32)  --d-rope N (16)  --d-v N (32)  --n-ff N (96)\n"
         "  --n-expert N (8)  --n-expert-used N (2)  --n-ff-exp N (32)  --n-shared N (1)\n"
         "  --n-dense N (1)  --groups G (v3 4)  --groups-used U (v3 2)  --gating softmax|sigmoid\n"
         "  --no-bias  --no-norm  --legacy  --fused (ffn_gate_up_exps)  --scale F  --rope-base F\n"
         "  --yarn-factor F\n"
+        "  --expert-type T    routed experts' type: f32 | f16 | q8_0 | mxfp4 (default --type)\n"
+        "  --raw-experts      q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n"
         "  --preset kimi-k2    Kimi-K2 widths (61 layers, 384 experts; ~1 TB: use with --sparse)\n"
+        "  --preset glm-5      GLM-5 widths (--arch glm-dsa: 78 layers + 1 NextN, hidden 6144, 64 heads,\n"
+        "                      q/kv LoRA 2048/512, nope/rope/v 192/64/256, 3 dense layers of 12288,\n"
+        "                      256 experts top-8 of 2048 + 1 shared, indexer 32 x 128 top-2048,\n"
+        "                      context 202752; use --sparse, or --n-layer / --n-expert to shrink)\n"
         "  --sparse            write the header only and extend the file with a hole (all-zero\n"
         "                      weights, no disk use): for `deltafin info` / memory plans at real shapes\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n"
@@ -118,12 +124,13 @@ static int ds_write(ds_opts o) {
 #define KU32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_u32(w, key, (uint32_t)(v)))
 #define KF32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_f32(w, key, (v)))
     const int64_t H = o.n_embd, nh = o.n_head, dq = o.d_nope + o.d_rope;
-    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
+    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : o.type == DF_TYPE_Q4_K ? 15 : 7;
+    if (o.exp_type == DF_TYPE_MXFP4) ftype = 38;
     char nm[64];
     snprintf(nm, sizeof nm, "deltafin-random-%s-%s", A, o.variant);
     if ((rc = df_gguf_w_str(w, "general.architecture", A)) || (rc = df_gguf_w_str(w, "general.name", nm)) ||
         (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
-        (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
+        (o.type != DF_TYPE_F32 && o.type != DF_TYPE_F16 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
         (rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", H)) ||
         (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", o.n_ff)) ||
         (rc = KU32("attention.head_count", nh)) ||
@@ -158,7 +165,8 @@ static int ds_write(ds_opts o) {
     if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
 #undef KU32
 #undef KF32
-    gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,
+    gr_model g = {.arch = A, .type = o.type, .exp_type = o.exp_type, .raw_experts = o.raw_experts,
+                  .type_fallback = o.type == DF_TYPE_Q4_K || o.exp_type == DF_TYPE_Q4_K, .out_scale = o.out_scale,
                   .router_scale = o.router_scale, .mat_scale = 1.0f, .res_scale = 1.0f, .seed = o.seed,
                   .sparse = o.sparse, .pad_end = !o.sparse, .has = ds_has, .want = ds_want, .ud = &o,
                   .out = o.out};
@@ -198,7 +206,7 @@ static int ds_write(ds_opts o) {
     rc = gr_write_model(w, &g, &st);
     if (!rc)
         fprintf(stderr, "gen-random: wrote %s (%s %s, %s, %lld layers, n_embd %lld, vocab %lld from %s)\n",
-                o.out, A, o.variant, o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
+                o.out, A, o.variant, df_gguf_tensor_type_name(o.type),
                 (long long)o.n_layer, (long long)H, (long long)n_vocab, o.vocab);
 done:
     df_gguf_writer_free(w);
@@ -207,7 +215,7 @@ done:
 }
 
 int df_gen_random_deepseek2(int argc, char **argv) {
-    ds_opts o = {.type = DF_TYPE_F32, .n_embd = 64, .n_layer = 3, .n_head = 4, .q_lora = 32, .kv_lora = 64,
+    ds_opts o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = 64, .n_layer = 3, .n_head = 4, .q_lora = 32, .kv_lora = 64,
                  .d_nope = 32, .d_rope = 16, .d_v = 32, .n_ff = 96, .n_expert = 8, .n_used = 2,
                  .n_ff_exp = 32, .n_shared = 1, .n_dense = 1, .groups = -1, .groups_used = -1,
                  .n_ctx = 4096, .gating = -1, .bias = true, .norm = true, .scale = -1.0f,
@@ -232,6 +240,7 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
         if (!strcmp(a, "--no-yarn")) { no_yarn = true; continue; }
         if (!strcmp(a, "--shared-indexer-tensors")) { o.shared_idx_tensors = true; continue; }
+        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         struct { const char *opt; int64_t *dst; } ints[] = {
@@ -251,8 +260,14 @@ int df_gen_random_deepseek2(int argc, char **argv) {
             done = true;
         }
         if (done) continue;
-        if (!strcmp(a, "--preset")) {
-            if (strcmp(v, "kimi-k2")) { fprintf(stderr, "gen-random: deepseek2 --preset: kimi-k2\n"); return 2; }
+        if (!strcmp(a, "--preset") && !strcmp(v, "glm-5")) {
+            o.arch = "glm-dsa"; variant = "glm5";
+            o.n_embd = 6144; n_layer = 79; o.n_nextn = 1; o.n_head = 64; q_lora = 2048; o.kv_lora = 512;
+            o.d_nope = 192; o.d_rope = 64; d_rope_set = true; o.d_v = 256; o.n_ff = 12288; o.n_expert = 256;
+            o.n_used = 8; o.n_ff_exp = 2048; n_shared = 1; o.n_dense = 3; o.n_ctx = 202752; o.idx_heads = 32;
+            o.idx_dim = 128; o.idx_top_k = 2048;
+        } else if (!strcmp(a, "--preset")) {
+            if (strcmp(v, "kimi-k2")) { fprintf(stderr, "gen-random: deepseek2 --preset: kimi-k2 | glm-5\n"); return 2; }
             variant = "k2";
             o.n_embd = 7168; n_layer = 61; o.n_head = 64; q_lora = 1536; o.kv_lora = 512; o.d_nope = 128;
             o.d_rope = 64; o.d_v = 128; o.n_ff = 18432; o.n_expert = 384; o.n_used = 8; o.n_ff_exp = 2048;
@@ -271,11 +286,12 @@ int df_gen_random_deepseek2(int argc, char **argv) {
                 return 2;
             }
             variant = v;
-        } else if (!strcmp(a, "--type")) {
-            if (!strcasecmp(v, "f32")) o.type = DF_TYPE_F32;
-            else if (!strcasecmp(v, "f16")) o.type = DF_TYPE_F16;
-            else if (!strcasecmp(v, "q8_0")) o.type = DF_TYPE_Q8_0;
-            else { fprintf(stderr, "gen-random: --type must be f32, f16 or q8_0\n"); return 2; }
+        } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
+            int t = !strcasecmp(v, "f32") ? DF_TYPE_F32 : !strcasecmp(v, "f16") ? DF_TYPE_F16
+                    : !strcasecmp(v, "q8_0") ? DF_TYPE_Q8_0 : !strcasecmp(v, "q4_k") ? DF_TYPE_Q4_K
+                    : !strcasecmp(v, "mxfp4") && a[2] == 'e' ? DF_TYPE_MXFP4 : -1;
+            if (t < 0) { fprintf(stderr, "gen-random: --type must be f32, f16, q8_0 or q4_k (--expert-type: or mxfp4)\n"); return 2; }
+            if (a[2] == 't') o.type = t; else o.exp_type = t;
         } else if (!strcmp(a, "--gating")) {
             if (!strcmp(v, "softmax")) o.gating = 1;
             else if (!strcmp(v, "sigmoid")) o.gating = 2;
@@ -328,6 +344,7 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     o.idx_types = idx_types ? (strcmp(idx_types, "none") ? idx_types : NULL) : glm && o.n_layer - o.n_nextn == 4 ? "1,0,1,0" : NULL;
     o.yarn = !no_yarn && (!glm5 || yarn_factor > 0);
     if (no_gating) o.gating = 0;
+    if (o.exp_type < 0) o.exp_type = o.type;
     if (q_lora >= 0) o.q_lora = q_lora;
     if (rope_base > 0) o.rope_base = rope_base;
     if (yarn_factor > 0) o.yarn_factor = yarn_factor;

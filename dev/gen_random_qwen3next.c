@@ -20,7 +20,7 @@ typedef struct {
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot, interval, state, groups, v_heads, conv;
     int64_t n_expert, n_used, n_ff_exp, n_ff_shexp, n_ctx;
     float eps, out_scale, router_scale, mat_scale, rope_base;
-    bool ssm_in, sparse;
+    bool ssm_in, sparse, raw_experts;
     uint64_t seed;
     int32_t sections[4];
     const char *arch, *vocab, *out;
@@ -43,7 +43,8 @@ static void qn_usage(FILE *f) {
         "  --v-heads N (4)  --conv N (4)  --n-expert N (8)  --n-expert-used N (2)  --n-ff-exp N (32)\n"
         "  --n-ff-shexp N (64)  --ssm-in (legacy fused qkvz projection)  --eps F (1e-6)\n"
         "  --rope-base F (10000000)  --vocab PATH|bytes  --seed S (1)  --out-scale F (2)\n"
-        "  --router-scale F (1)  --mat-scale F (1)  --ctx N (4096)  --sparse\n");
+        "  --router-scale F (1)  --mat-scale F (1)  --ctx N (4096)  --sparse\n"
+        "  --raw-experts    q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n");
 }
 
 static int qn_type(const char *v) {
@@ -103,7 +104,8 @@ static int qn_write(qn_opts o) {
     if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
     gr_model g = {.arch = A, .type = o.type, .exp_type = o.exp_type, .type_fallback = true,
                   .out_scale = o.out_scale, .router_scale = o.router_scale, .mat_scale = o.mat_scale,
-                  .res_scale = 1.0f, .seed = o.seed, .sparse = o.sparse, .has = qn_has, .want = qn_want,
+                  .res_scale = 1.0f, .seed = o.seed, .sparse = o.sparse, .raw_experts = o.raw_experts,
+                  .has = qn_has, .want = qn_want,
                   .ud = &o, .out = o.out};
     df_hparams *hp = &g.hp;
     hp->n_vocab = (int)n_vocab;
@@ -151,6 +153,7 @@ int df_gen_random_qwen3next(int argc, char **argv) {
         }
         if (!strcmp(a, "--ssm-in")) { o.ssm_in = true; continue; }
         if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
+        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         struct { const char *opt; int64_t *dst; } ints[] = {
