@@ -45,7 +45,7 @@ gcc -O2 -o "$TMP/oracle" scripts/llama_oracle.c -I"$LLAMA_CPP/include" -I"$LLAMA
     -L"$LIBDIR" -lllama -lggml -lggml-base -Wl,-rpath,"$LIBDIR" -lm
 PPL_BIN=$LIBDIR/llama-perplexity
 LQ_BIN=$LIBDIR/llama-quantize
-ISA=$("$DF" doctor 2>/dev/null | sed -n 's/^ *kernels *\([a-z0-9]*\).*/\1/p')
+ISA=$("$DF" --version 2>/dev/null | sed -n 's/^kernels: \([a-z0-9]*\).*/\1/p')
 case "$ISA" in
     avx512) OUT=$DIR ;;
     avx2) OUT=$DIR/avx2 ;;

@@ -10,11 +10,12 @@
 #      DeltaNet chunk of 64) equal llama.cpp's (a first difference only at a llama.cpp near tie)
 #   3. perplexity (-c 128 -b 32) within 0.5% of llama-perplexity
 #   4. routed experts streamed through a small expert cache give the same ids as resident
+#   5. serve: prefix reuse over the recurrent state (snapshot restore + re-decode) is exact
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 exec "$PY" - "$@" <<'PYEOF'
-import hashlib, os, shutil, sys, tempfile
+import hashlib, json, os, shutil, sys, tempfile
 
 BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
 FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
@@ -72,6 +73,23 @@ try:
             ok = not e1 and not e2 and ref["tokens"] == st["tokens"] and st["stats"]["expert_misses"] > 0
             report(ok, f"{name} streamed experts ({cache} cache, pread) = resident",
                    e1 or e2 or (f"{st['stats']['expert_misses']} expert reads" if ok else f"{st['tokens']} vs {ref['tokens']}"))
+        # 5. the server's prefix reuse over the DeltaNet state (snapshot + re-decode) is exact:
+        # a request extending an earlier one, and the same prompt again, answer as a fresh run
+        if "f32" in path:
+            srv, url = C.serve(path["f32"], ["-np", "1", "-c", "512"])
+            pa = "The little dog ran to the park and"
+            a = C.post(url, "/completion", {"prompt": pa, "n_predict": 8, "temperature": 0}) if url else {"error": "no server"}
+            pb = pa + a.get("content", "") + " Then the sun"
+            b = C.post(url, "/completion", {"prompt": pb, "n_predict": 8, "temperature": 0}) if url else {}
+            c = C.post(url, "/completion", {"prompt": pb, "n_predict": 8, "temperature": 0}) if url else {}
+            C.stop(srv)
+            rc, out, err = C.run(["run", "-m", path["f32"], "-p", pb, "-n", "8", "--temp", "0", "--json"])
+            want = json.loads(out.strip().splitlines()[-1])["text"] if rc == 0 else None
+            ok = want is not None and b.get("content") == want == c.get("content") and \
+                b.get("tokens_cached", 0) > 0 and c.get("tokens_cached", 0) > b.get("tokens_cached", 0)
+            report(ok, f"serve -np 1: a prompt extending the last one (cached {b.get('tokens_cached')}) and the same "
+                   f"prompt again (cached {c.get('tokens_cached')}) answer as a fresh run",
+                   a.get("error") or b.get("error") or ("" if ok else f"{b.get('content')!r} / {c.get('content')!r} vs {want!r}"))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 print(f"qwen3next/qwen35moe: {C.n_pass} passed, {C.n_fail} failed")

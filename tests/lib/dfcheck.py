@@ -1,6 +1,7 @@
 """dfcheck.py — what the Python-driven end-to-end tests (test_deepseek2.sh, test_kimi_k3.sh)
 share: PASS/FAIL reporting, running the deltafin binary (and deltafin-dev for gen-random),
-recorded TSV tables, greedy ids and perplexity. Imported with sys.path.insert(0, "tests/lib")
+recorded TSV tables, building the recorded models, greedy ids, perplexity, a server to ask and
+GGUF tensor spans. Imported with sys.path.insert(0, "tests/lib")
 from the repository root."""
 import json, os, re, subprocess
 
@@ -12,10 +13,138 @@ DEV_BIN = os.environ.get("DELTAFIN_DEV_BIN") or os.path.abspath("build/deltafin-
 NEAR_TIE = 0.01
 
 
+def kernel_isa(bin_path, env):
+    """The kernel table deltafin picks on this CPU (honouring DELTAFIN_ISA in env): the
+    `kernels:` line of `deltafin --version`."""
+    p = subprocess.run([bin_path, "--version"], capture_output=True, env=env)
+    m = re.search(r"^kernels: (\S+)", p.stdout.decode("utf-8", "replace"), re.M)
+    return m.group(1) if m else "unknown"
+
+
+def recorded(exp, names, bin_path, env):
+    """The folder of llama.cpp recordings (the files `names`) that deltafin can be compared with
+    on this CPU. llama.cpp's float orders depend on the ISA it was built for (-march=native):
+    `exp/` holds recordings of an AVX-512 build, `exp/avx2/` those of an AVX2-only build
+    (scripts/record_isa.py), and deltafin's avx512 and avx2 kernel tables follow the orders of
+    the matching build. An AVX-512 machine without AVX-512 recordings runs the avx2 table
+    (DELTAFIN_ISA=avx2 is set in env, which is changed in place); an AVX2 machine uses `exp/avx2/`
+    where it exists, else `exp/` (suites whose numerics do not depend on the vector width).
+    Returns (folder, a line saying which)."""
+    have = lambda d: all(os.path.exists(os.path.join(d, n)) for n in names)
+    isa = kernel_isa(bin_path, env)
+    sub = os.path.join(exp, "avx2")
+    if isa == "avx512" and not have(exp) and have(sub):
+        env["DELTAFIN_ISA"] = "avx2"
+        return sub, f"recordings of an AVX2 llama.cpp ({sub}); running the avx2 kernels (none from AVX-512)"
+    if isa == "avx2" and have(sub):
+        return sub, f"recordings of an AVX2 llama.cpp ({sub}), avx2 kernels"
+    return exp, f"recordings of an AVX-512 llama.cpp ({exp}), {isa} kernels"
+
+
 class Checker:
     def __init__(self, label, bin_path, env, dev_path=DEV_BIN):
         self.label, self.bin, self.env, self.dev = label, bin_path, env, dev_path
         self.n_pass = self.n_fail = 0
+
+    def build(self, tmp, name, args, fix):
+        """gen-random ARGS (@FIX@ = fix), or "GEN-ARGS | quantize TYPE [OPTIONS]" (deltafin
+        quantize of the F32 model) -> (path, None) or (None, error)."""
+        f = os.path.join(tmp, name + ".gguf")
+        args = args.replace("@FIX@", fix)
+        if " | quantize " in args:
+            g, q = args.split(" | quantize ")
+            rc, _, err = self.run_dev(["gen-random"] + g.split() + [f + ".f32"])
+            if rc == 0:
+                rc, _, err = self.run(["quantize", f + ".f32", f] + q.split() + ["-t", "2"])
+            if os.path.exists(f + ".f32"): os.unlink(f + ".f32")
+        else:
+            rc, _, err = self.run_dev(["gen-random"] + args.split() + [f])
+        return (f, None) if rc == 0 else (None, self.last(err))
+
+    def serve(self, model, args=(), wait_s=60):
+        """`deltafin serve -m MODEL --port 0 ARGS` -> (process, base URL once /health is 200) or
+        (process, None); stop it with Checker.stop."""
+        import time, urllib.request
+        p = subprocess.Popen([self.bin, "serve", "-m", model, "--port", "0", "-t", "2"] + list(args),
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True)
+        t0, url = time.time(), None
+        while time.time() - t0 < wait_s and url is None:
+            line = p.stdout.readline()
+            if not line: break
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            if m: url = m.group(1)
+        while url and time.time() - t0 < wait_s:
+            try:
+                if urllib.request.urlopen(url + "/health", timeout=5).status == 200: return p, url
+            except Exception:
+                time.sleep(0.1)
+        return p, None
+
+    @staticmethod
+    def post(url, path, obj, timeout=120):
+        """POST JSON obj to url + path -> the parsed answer, or {"error": text}"""
+        import urllib.request
+        req = urllib.request.Request(url + path, data=json.dumps(obj).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            return json.loads(urllib.request.urlopen(req, timeout=timeout).read())
+        except Exception as ex:
+            return {"error": str(ex)}
+
+    @staticmethod
+    def stop(proc):
+        if proc:
+            proc.terminate()
+            try: proc.wait(timeout=20)
+            except Exception: proc.kill()
+
+    @staticmethod
+    def gguf_spans(path, prefix, named=False):
+        """(absolute offset, bytes) of every tensor whose name starts with prefix (GGUF v3 header);
+        named: (name, exact bytes) instead."""
+        import struct
+        with open(path, "rb") as fh:
+            d = fh.read(1 << 20)
+        o = 4
+        ver, nt, nkv = struct.unpack_from("<IQQ", d, o); o += 20
+        def rstr(o):
+            n, = struct.unpack_from("<Q", d, o); o += 8
+            return d[o:o + n].decode(), o + n
+        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        def skip(t, o):
+            if t == 8: return rstr(o)[1]
+            if t == 9:
+                at, n = struct.unpack_from("<IQ", d, o); o += 12
+                for _ in range(n): o = skip(at, o)
+                return o
+            return o + sizes[t]
+        align = 32
+        for _ in range(nkv):
+            k, o = rstr(o)
+            t, = struct.unpack_from("<I", d, o); o += 4
+            if k == "general.alignment": align = struct.unpack_from("<I", d, o)[0]
+            o = skip(t, o)
+        ts = []
+        for _ in range(nt):
+            name, o = rstr(o)
+            nd, = struct.unpack_from("<I", d, o); o += 4
+            ne = struct.unpack_from("<" + "Q" * nd, d, o); o += 8 * nd
+            ty, off = struct.unpack_from("<IQ", d, o); o += 12
+            ts.append((name, ty, ne, off))
+        base = (o + align - 1) // align * align
+        # byte sizes from the next tensor's offset (the file is written in offset order)
+        offs = sorted(t[3] for t in ts) + [os.path.getsize(path) - base]
+        out = []
+        for name, ty, ne, off in ts:
+            if not name.startswith(prefix): continue
+            if named:
+                n = 1
+                for x in ne: n *= x
+                out.append((name, n * 4 if ty == 0 else None))
+                continue
+            nxt = min(x for x in offs if x > off)
+            out.append((base + off, nxt - off))
+        return out
 
     def report(self, ok, name, msg=""):
         if ok: self.n_pass += 1
@@ -57,6 +186,27 @@ class Checker:
             except ValueError:
                 pass
         return None, "no JSON"
+
+    def recorded(self, exp, names=("greedy.tsv", "ppl.tsv")):
+        """dfcheck.recorded for this checker's binary and environment; prints which recordings."""
+        d, why = recorded(exp, names, self.bin, self.env)
+        print(f"{self.label}: {why}", flush=True)
+        return d
+
+    def check_greedy(self, name, row, got):
+        """Reports deltafin's greedy run (parsed JSON) against a recorded row: by greedy_verdict
+        where the row has llama.cpp's per-step gaps, else every id must be identical."""
+        if row.get("gaps"):
+            ok, msg = self.greedy_verdict(got, row)
+        else:
+            want_p = [int(x) for x in row["prompt_ids"].split(",") if x]
+            want_g = [int(x) for x in row["gen_ids"].split(",") if x]
+            ok = got["prompt_tokens"] == want_p and got["tokens"] == want_g
+            same = next((i for i, (a, b) in enumerate(zip(got["tokens"], want_g)) if a != b), len(want_g))
+            msg = f"{len(want_g)} ids identical" if ok else \
+                f"first difference at step {same}: got {got['tokens']} want {want_g}"
+        self.report(ok, f"{name} greedy '{row['prompt']}'", msg)
+        return ok
 
     @staticmethod
     def greedy_verdict(got, row, near_tie=NEAR_TIE):
