@@ -368,9 +368,11 @@ static void matmul_q(df_pool *pool, const void *W, int wtype, int64_t n_in, int6
     const int32_t *gend = grp && grp->n > 0 ? grp->end : NULL;
     const int ng = gend ? grp->n : 0;
     DF_ASSERT(!gend || gend[ng - 1] == n_tok);
-    if (wtype == DF_TYPE_F32 && kind != MM_ID && df_gemm_f32_ggml_applies(n_in, n_out, 2)) {
+    if (wtype == DF_TYPE_F32 && kind == MM_PLAIN && df_gemm_f32_ggml_applies(n_in, n_out, 2)) {
         /* ggml's mul_mat of F32 weights runs a batch (2+ tokens) through llamafile's tinyBLAS,
-         * a single token through vec_dot: each group as a call of its own would */
+         * a single token through vec_dot: each group as a call of its own would. A 3-D weight's
+         * matmul takes a permuted (non-contiguous) activation in llama.cpp's graphs (MLA's
+         * q_nope, deepseek4's grouped output), which tinyBLAS does not take: vec_dot there. */
         if (!gend) {
             if (n_tok >= 2) f32_gemm(pool, W, n_in, n_out, act, n_tok, Y, ldy);
             else matmul_rows(pool, W, wtype, n_in, n_out, act, n_tok, Y, ldy, kind, NULL, 0);

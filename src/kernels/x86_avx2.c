@@ -17,22 +17,39 @@ static inline float hsum256(__m256 v) {
 
 /* ------------------------------------------------------------------ float types */
 
+/* ggml_vec_dot_f32 of a -march=native AVX2 ggml build: 4 x 8-lane FMA accumulators over the
+ * n & ~31 head, reduced (a0+a2) + (a1+a3), halves added, two hadds; the leftovers as gcc
+ * vectorises ggml's `sumf += x[i]*y[i]`: blocks of 8 then of 4 whose products are rounded and
+ * added one by one, the last n % 4 with scalar FMAs. */
 static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     const float *a = w, *b = xq;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32) {
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
         acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
         acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
     }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    double sum = hsum256(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; i++) sum += (double)(a[i] * b[i]);
-    *s = (float)sum;
+    const __m256 r = _mm256_add_ps(_mm256_add_ps(acc0, acc2), _mm256_add_ps(acc1, acc3));
+    __m128 t = _mm_add_ps(_mm256_extractf128_ps(r, 1), _mm256_castps256_ps128(r));
+    t = _mm_hadd_ps(t, t);
+    float sum = _mm_cvtss_f32(_mm_hadd_ps(t, t));
+    int64_t i = np;
+    for (; n - i >= 8; i += 8) {
+        float p[8];
+        _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+        for (int j = 0; j < 8; j++) sum += p[j];
+    }
+    if (n - i >= 4) {
+        float p[4];
+        _mm_storeu_ps(p, _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+        for (int j = 0; j < 4; j++) sum += p[j];
+        i += 4;
+    }
+    for (; i < n; i++) sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a[i]), _mm_set_ss(b[i]), _mm_set_ss(sum)));
+    *s = sum;
 }
 
 static inline __m256 ld_f16(const df_f16 *p) {
