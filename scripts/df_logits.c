@@ -38,6 +38,8 @@ int main(int argc, char **argv) {
     if (getenv("DF_CTV") && deltafin_kv_type_parse(getenv("DF_CTV"), &mp.cache_type_v) < 0) return 2;
     if (deltafin_model_load(argv[1], &mp, &m)) { fprintf(stderr, "%s\n", deltafin_errmsg()); return 1; }
     deltafin_ctx_params cp = deltafin_ctx_default_params();
+    /* DF_N_BATCH: prompt chunks (deltafin's -b), as llama_oracle's ORACLE_N_BATCH */
+    if (getenv("DF_N_BATCH") && atoi(getenv("DF_N_BATCH")) > 0) cp.n_batch = atoi(getenv("DF_N_BATCH"));
     deltafin_ctx *c;
     if (deltafin_ctx_create(m, &cp, &c)) { fprintf(stderr, "%s\n", deltafin_errmsg()); return 1; }
     const int n_vocab = deltafin_model_n_vocab(m);

@@ -64,8 +64,25 @@ static int kv_type(const char *var, enum ggml_type def) {
     exit(2);
 }
 
+/* ORACLE_N_BATCH=N: logical and physical batch N (llama.cpp's -b N -ub N); prompts are decoded
+ * in chunks of N. Below 64 it keeps llama.cpp's flash attention on its one-chunk kernel (its
+ * tiled kernel for 64+ queries is not reproduced by deltafin: tests use -b 32 on both sides). */
+static int oracle_n_batch(void) {
+    const char *e = getenv("ORACLE_N_BATCH");
+    return e && atoi(e) > 0 ? atoi(e) : 0;
+}
+
+/* llama_decode of ids[0..n) in chunks of ORACLE_N_BATCH (one call without it) */
+static int decode_chunks(struct llama_context *ctx, llama_token *ids, int n) {
+    const int nb = oracle_n_batch() > 0 ? oracle_n_batch() : n;
+    for (int i = 0; i < n; i += nb)
+        if (llama_decode(ctx, llama_batch_get_one(ids + i, n - i < nb ? n - i : nb))) return 1;
+    return 0;
+}
+
 static struct llama_context_params oracle_ctx_params(void) {
     struct llama_context_params cp = llama_context_default_params();
+    if (oracle_n_batch() > 0) cp.n_batch = cp.n_ubatch = (uint32_t)oracle_n_batch();
     cp.type_k = kv_type("ORACLE_TYPE_K", cp.type_k);
     cp.type_v = kv_type("ORACLE_TYPE_V", cp.type_v);
     const char *fa = getenv("ORACLE_FLASH_ATTN");
@@ -97,7 +114,7 @@ static int dump_logits(char **argv) {
     if (!f) { perror(out); return 1; }
     for (int i = 0, step = 0; i < n; step++) {
         int k = step == 0 ? np : 1;
-        if (llama_decode(ctx, llama_batch_get_one(ids + i, k))) { fprintf(stderr, "decode failed\n"); return 1; }
+        if (decode_chunks(ctx, ids + i, k)) { fprintf(stderr, "decode failed\n"); return 1; }
         fwrite(llama_get_logits_ith(ctx, -1), sizeof(float), (size_t)n_vocab, f);
         i += k;
     }
@@ -224,7 +241,7 @@ static int dump_step(char **argv) {
     for (int i = 0, step = 0; i < n && step <= u.want_step; step++) {
         int k = step == 0 ? np : 1;
         u.step = step;
-        if (llama_decode(ctx, llama_batch_get_one(ids + i, k))) { fprintf(stderr, "decode failed\n"); return 1; }
+        if (decode_chunks(ctx, ids + i, k)) { fprintf(stderr, "decode failed\n"); return 1; }
         i += k;
     }
     fclose(u.index);
@@ -269,7 +286,7 @@ static int dump_routes(char **argv) {
     for (int i = 0, step = 0; i < n; step++) {
         int k = step == 0 ? np : 1;
         u.step = step;
-        if (llama_decode(ctx, llama_batch_get_one(ids + i, k))) { fprintf(stderr, "decode failed\n"); return 1; }
+        if (decode_chunks(ctx, ids + i, k)) { fprintf(stderr, "decode failed\n"); return 1; }
         i += k;
     }
     fflush(stdout);
@@ -329,7 +346,7 @@ int main(int argc, char **argv) {
      * greedy runs from those that hang on a rounding near-tie */
     const char *ser = getenv("ORACLE_SERIAL_PROMPT");
     for (int i = 0, k = ser && *ser == '1' ? 1 : np; i < np; i += k)
-        if (llama_decode(ctx, llama_batch_get_one(toks + i, k))) { fprintf(stderr, "decode failed\n"); return 1; }
+        if (decode_chunks(ctx, toks + i, k)) { fprintf(stderr, "decode failed\n"); return 1; }
     float min_gap = FLT_MAX;
     int min_step = -1;
     float *gaps = malloc(sizeof *gaps * (size_t)(n_predict > 0 ? n_predict : 1));
