@@ -85,7 +85,8 @@ static const void *slice(const df_tensor *w, int h) {
  * ID; head weights w = proj·x / sqrt(ID·IH). The key goes to the cache behind the MLA row (F16
  * rounding); query t scores each key p <= pos as sum_h relu(q_h·k_p)·w_h (as ggml's fused
  * lightning indexer: the cached key back to F32, the F32 vec_dot per head, the weighted sum in
- * float) and attends only the top_k best keys (all of them while it has <= top_k). A glm-dsa
+ * float) and attends only the top_k best keys (all of them while it has <= top_k; among equal
+ * scores the ones ggml_top_k's std::partial_sort keeps, df_top_k_select). A glm-dsa
  * shared layer has no indexer and attends the keys of the previous full layer (b->sel). */
 static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const float *x, mla_bufs *b) {
     const df_model *m = c->m;
@@ -140,9 +141,9 @@ static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const fl
     return DF_OK;
 }
 
-static int cmp_desc(const void *pa, const void *pb) {
-    const float a = *(const float *)pa, b = *(const float *)pb;
-    return a < b ? 1 : a > b ? -1 : 0;
+static int cmp_i32(const void *pa, const void *pb) {
+    const int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    return (a > b) - (a < b);
 }
 
 /* The keys each query row of segment sg attends (dsa_index's comment) into b->sel: per row
@@ -153,7 +154,7 @@ static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const ml
     const int64_t niq = (int64_t)ih * id, ldm = (int64_t)sg->pos0 + sg->n;
     const int tk = sg->sc->type_k;
     const df_kernel_table *kt = df_kernels();
-    float *sc = malloc(sizeof(float) * 2 * (size_t)ldm), *srt = sc ? sc + ldm : NULL;
+    float *sc = malloc(sizeof(float) * ((size_t)ldm + (size_t)topk)), *srt = sc ? sc + ldm : NULL;
     float *kf = malloc(sizeof(float) * (size_t)id);
     if (!sc || !kf) { free(sc); free(kf); return df_err(DF_ERR_NOMEM, "DSA indexer scratch"); }
     for (int i = 0; i < sg->n; i++) {
@@ -179,15 +180,11 @@ static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const ml
             }
             sc[p] = s;
         }
-        memcpy(srt, sc, sizeof(float) * ((size_t)pq + 1));
-        qsort(srt, (size_t)pq + 1, sizeof(float), cmp_desc);
-        const float thr = srt[topk - 1];
-        int n = 0, n_above = 0;
-        for (int p = 0; p <= pq; p++) n_above += sc[p] > thr;
-        /* every key above the threshold and the first keys equal to it, in position order */
-        for (int p = 0, n_eq = 0; p <= pq; p++)
-            if (sc[p] > thr || (sc[p] == thr && n_eq++ < topk - n_above)) ks[n++] = p;
-        sel[0] = n;
+        /* ggml_top_k's choice (equal scores at the threshold: the relu makes exact zeros
+         * common), then in position order */
+        df_top_k_select(sc, pq + 1, topk, ks, srt);
+        qsort(ks, (size_t)topk, sizeof(int32_t), cmp_i32);
+        sel[0] = topk;
     }
     free(sc); free(kf);
     return DF_OK;
