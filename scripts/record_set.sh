@@ -10,7 +10,10 @@
 #   data, scripts/record_lib.sh)
 #   env: ONLY (regex on names: record only those and merge them into DIR's files), GAP_MIN
 #   (0.005), MIN_TOKENS (8), MAX_SEED (40), PROMPTS (a file, one prompt per line; default the
-#   four prompts below)
+#   four prompts below), N_BATCH (prompts decoded in batches of N: llama.cpp's -b N -ub N through
+#   llama_oracle's ORACLE_N_BATCH; the test then runs deltafin with -b N. Below 64 it keeps
+#   llama.cpp's flash attention on its one-chunk kernel: its tiled kernel for 64+ queries is not
+#   reproduced bit for bit by deltafin)
 # Writes DIR/models.tsv (name, gen-random arguments, sha256 of the file) and, into DIR on an
 # AVX-512 machine and DIR/avx2/ on an AVX2 one (a -march=native llama.cpp sums in its ISA's order;
 # tests/lib/dfcheck.py `recorded` picks the folder deltafin's kernels can be compared with, and
@@ -34,6 +37,7 @@ GAP_MIN=${GAP_MIN:-0.005}
 MIN_TOKENS=${MIN_TOKENS:-8}
 MAX_SEED=${MAX_SEED:-40}
 N_PREDICT=32
+[ -n "${N_BATCH:-}" ] && export ORACLE_N_BATCH=$N_BATCH
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 cp "$DF" "$TMP/deltafin" && DF=$TMP/deltafin   # other builds may relink build/deltafin meanwhile
@@ -115,4 +119,8 @@ else
     cp "$TMP/models.tsv" "$DIR/"
     cp "$TMP/greedy.tsv" "$TMP/ppl.tsv" "$OUT/"
 fi
+CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+printf 'llama.cpp %s built with -DGGML_NATIVE=ON on an %s CPU (%s); scripts/record_set.sh%s\n' \
+    "$(git -C "$LLAMA_CPP" rev-parse --short=12 HEAD 2>/dev/null || echo '?')" "$(echo "$ISA" | tr a-z A-Z)" \
+    "$CPU" "${N_BATCH:+, prompts in batches of $N_BATCH}" > "$OUT/RECORDED"
 echo "written to $DIR ($ISA recordings in $OUT)" >&2

@@ -7,9 +7,11 @@
 # quantize`, tensor data identical to llama-quantize's); glm-dsa with shared indexer layers,
 # GLM-5.2's default pattern, YaRN keys it never reads, optional indexer tensors, NextN layers:
 #   1. gen-random (and quantize) rebuild the recorded models bit for bit (sha256)
-#   2. greedy ids of `deltafin run --temp 0 -n 32` (4 prompts; deepseek32's first models 2) =
-#      llama.cpp's (a first difference only at a llama.cpp near tie), against the recordings of
-#      the llama.cpp build whose ISA deltafin's kernels follow on this CPU (dfcheck `recorded`)
+#   2. greedy ids of `deltafin run --temp 0 -n 32 -b 32` (4 prompts; deepseek32's first models 2)
+#      = llama.cpp's with -b 32 -ub 32 (its tiled flash attention for 64+ queries is not
+#      reproduced bit for bit; a first difference only at a llama.cpp near tie), against the
+#      recordings of the llama.cpp build whose ISA deltafin's kernels follow on this CPU
+#      (dfcheck `recorded`)
 #   3. `deltafin perplexity -c 128 -b 32` within 0.5% of llama-perplexity
 #   4. controls: deepseek32's weights with --indexer-top-k 4096 (dense attention over all keys)
 #      and glm-dsa's with every layer full (--indexer-types 1,1,1,1) give other ids: the recorded
@@ -138,7 +140,7 @@ try:
         for r in rows:
             name = r["name"]
             if name not in path: continue
-            got, e = greedy(path[name], r["prompt"])
+            got, e = greedy(path[name], r["prompt"], None, ["-b", "32"])
             if e:
                 report(False, f"{name} greedy '{r['prompt'][:40]}'", e); continue
             C.check_greedy(name, r, got)

@@ -21,4 +21,4 @@ trap 'rm -f "$LIST"' EXIT INT TERM
     printf '%s\t%s\n' v3w-q4_k   "--arch deepseek32 --variant v3 $W $V | quantize Q4_K --pure"
     printf '%s\t%s\n' v3w-q4_k_m "--arch deepseek32 --variant v3 $W $V | quantize Q4_K_M"
 } > "$LIST"
-sh "$HERE/../../../../scripts/record_set.sh" "$HERE" "$LIST"
+N_BATCH=32 sh "$HERE/../../../../scripts/record_set.sh" "$HERE" "$LIST"
