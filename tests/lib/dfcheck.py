@@ -22,23 +22,32 @@ def kernel_isa(bin_path, env):
 
 
 def recorded(exp, names, bin_path, env):
-    """The folder of llama.cpp recordings (the files `names`) that deltafin can be compared with
-    on this CPU. llama.cpp's float orders depend on the ISA it was built for (-march=native):
-    `exp/` holds recordings of an AVX-512 build, `exp/avx2/` those of an AVX2-only build
+    """The folder of llama.cpp recordings (the files `names`) that deltafin is compared with.
+    llama.cpp's float orders depend on the ISA it was built for (-march=native): `exp/` holds
+    recordings of an AVX-512 build, `exp/avx2/` those of an AVX2-only build
     (scripts/record_isa.py), and deltafin's avx512 and avx2 kernel tables follow the orders of
-    the matching build. An AVX-512 machine without AVX-512 recordings runs the avx2 table
-    (DELTAFIN_ISA=avx2 is set in env, which is changed in place); an AVX2 machine uses `exp/avx2/`
-    where it exists, else `exp/` (suites whose numerics do not depend on the vector width).
+    the matching build (docs/testing.md "One set of recordings per ISA").
+    By default the parity tests run deltafin's avx2 table on every x86 machine (DELTAFIN_ISA=avx2
+    is set in env, which is changed in place) against `exp/avx2/` where it exists, else `exp/`
+    (suites whose outputs do not depend on the vector width): the same comparison on AVX2 and
+    AVX-512 machines, all of it re-recordable on either. DELTAFIN_PARITY_ISA=native runs the
+    CPU's own table instead: avx512 against `exp/` (falling back to avx2 against `exp/avx2/`).
     Returns (folder, a line saying which)."""
     have = lambda d: all(os.path.exists(os.path.join(d, n)) for n in names)
     isa = kernel_isa(bin_path, env)
     sub = os.path.join(exp, "avx2")
+    if isa in ("avx2", "avx512") and os.environ.get("DELTAFIN_PARITY_ISA", "avx2") != "native":
+        forced = isa != "avx2"
+        env["DELTAFIN_ISA"] = isa = "avx2"
+    else:
+        forced = False
     if isa == "avx512" and not have(exp) and have(sub):
         env["DELTAFIN_ISA"] = "avx2"
         return sub, f"recordings of an AVX2 llama.cpp ({sub}); running the avx2 kernels (none from AVX-512)"
+    how = "avx2 kernels (DELTAFIN_ISA=avx2 on this AVX-512 CPU)" if forced else f"{isa} kernels"
     if isa == "avx2" and have(sub):
-        return sub, f"recordings of an AVX2 llama.cpp ({sub}), avx2 kernels"
-    return exp, f"recordings of an AVX-512 llama.cpp ({exp}), {isa} kernels"
+        return sub, f"recordings of an AVX2 llama.cpp ({sub}), {how}"
+    return exp, f"recordings of an AVX-512 llama.cpp ({exp}), {how}"
 
 
 class Checker:
