@@ -119,8 +119,10 @@ else
     cp "$TMP/models.tsv" "$DIR/"
     cp "$TMP/greedy.tsv" "$TMP/ppl.tsv" "$OUT/"
 fi
+# RECORDED: the llama.cpp build and CPU (a line added for the models of an ONLY merge)
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-printf 'llama.cpp %s built with -DGGML_NATIVE=ON on an %s CPU (%s); scripts/record_set.sh%s\n' \
-    "$(git -C "$LLAMA_CPP" rev-parse --short=12 HEAD 2>/dev/null || echo '?')" "$(echo "$ISA" | tr a-z A-Z)" \
-    "$CPU" "${N_BATCH:+, prompts in batches of $N_BATCH}" > "$OUT/RECORDED"
+[ -n "${ONLY:-}" ] && [ -f "$OUT/RECORDED" ] || : > "$OUT/RECORDED"
+printf '%sllama.cpp %s built with -DGGML_NATIVE=ON on an %s CPU (%s); scripts/record_set.sh%s\n' \
+    "${ONLY:+models $ONLY: }" "$(git -C "$LLAMA_CPP" rev-parse --short=12 HEAD 2>/dev/null || echo '?')" \
+    "$(echo "$ISA" | tr a-z A-Z)" "$CPU" "${N_BATCH:+, prompts in batches of $N_BATCH}" >> "$OUT/RECORDED"
 echo "written to $DIR ($ISA recordings in $OUT)" >&2
