@@ -11,6 +11,7 @@
 #   3. perplexity (-c 128 -b 32) within 0.5% of llama-perplexity
 #   4. routed experts streamed through a small expert cache give the same ids as resident
 #   5. serve: prefix reuse over the recurrent state (snapshot restore + re-decode) is exact
+#   6. a NextN / MTP layer is loaded and never run (the trunk's ids; NaN tensors there change nothing)
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
@@ -74,6 +75,30 @@ try:
             ok = not e1 and not e2 and ref["tokens"] == st["tokens"] and st["stats"]["expert_misses"] > 0
             report(ok, f"{name} streamed experts ({cache} cache, pread) = resident",
                    e1 or e2 or (f"{st['stats']['expert_misses']} expert reads" if ok else f"{st['tokens']} vs {ref['tokens']}"))
+        # 6. a NextN / MTP layer (Qwen3.5 files carry one) is bound and never run: the same
+        # trunk with a NextN layer after it gives the ids of the file without it (gen-random
+        # draws every tensor from its name), also with the NextN tensors overwritten with NaN
+        base = ["gen-random", "--arch", arch, "--type", "q8_0", "--vocab", FIX + "/models/tok512.bin"]
+        f4, f5 = os.path.join(tmp, "trunk.gguf"), os.path.join(tmp, "nextn.gguf")
+        rc1, _, e1 = run_dev(base + ["--n-layer", "4", f4])
+        rc2, _, e2 = run_dev(base + ["--n-layer", "5", "--nextn", "1", f5])
+        if rc1 or rc2:
+            report(False, "NextN model build", last(e1 + e2))
+        else:
+            bad = os.path.join(tmp, "nextn-nan.gguf")
+            shutil.copy2(f5, bad)
+            spans = C.gguf_spans(f5, "blk.4.")
+            with open(bad, "r+b") as fh:
+                for off, n in spans:
+                    fh.seek(off); fh.write(b"\xff" * n)
+            prompt = "The little dog ran to the park and"
+            ref, ea = greedy(f4, prompt)
+            got, eb = greedy(f5, prompt)
+            nan, ec = greedy(bad, prompt, {"DELTAFIN_EXPERT_CACHE": "48K"}, ["--io", "pread"])
+            ok = bool(spans) and not (ea or eb or ec) and ref["tokens"] == got["tokens"] == nan["tokens"]
+            report(ok, f"NextN layer bound, never run ({len(spans)} tensors; the 4-layer trunk's ids, also with them NaN and streamed)",
+                   ea or eb or ec or ("" if ok else f"{got and got['tokens']} / {nan and nan['tokens']} vs {ref['tokens']}"))
+            for f in (f4, f5, bad): os.unlink(f)
         # 5. the server's prefix reuse over the DeltaNet state (snapshot + re-decode) is exact:
         # a request extending an earlier one, and the same prompt again, answer as a fresh run
         if "f32" in path:
