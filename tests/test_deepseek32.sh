@@ -144,14 +144,7 @@ try:
             if e:
                 report(False, f"{name} greedy '{r['prompt'][:40]}'", e); continue
             C.check_greedy(name, r, got)
-        for r in read_tsv(f"{REC}/ppl.tsv"):
-            name, want = r["name"], float(r["ppl"])
-            if name not in path: continue
-            p, e = ppl(path[name])
-            if e:
-                report(False, f"{name} perplexity", e); continue
-            rel = abs(p - want) / want
-            report(rel <= PPL_TOL, f"{name} perplexity", f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)")
+        C.check_ppls(read_tsv(f"{REC}/ppl.tsv"), path, PPL_TOL)
         if arch == "deepseek32":
             if "v3-f32" in path:
                 control(args["v3-f32"], "--indexer-top-k 4096", [r for r in rows if r["name"] == "v3-f32"],

@@ -59,14 +59,7 @@ try:
                 report(False, f"{name} greedy '{r['prompt'][:40]}'", e); continue
             ok, msg = C.greedy_verdict(got, r)
             report(ok, f"{name} greedy '{r['prompt'][:40]}' ({len(got['prompt_tokens'])} prompt tokens)", msg)
-        for r in read_tsv(f"{REC}/ppl.tsv"):
-            name, want = r["name"], float(r["ppl"])
-            if name not in path: continue
-            p, e = ppl(path[name])
-            if e:
-                report(False, f"{name} perplexity", e); continue
-            rel = abs(p - want) / want
-            report(rel <= PPL_TOL, f"{name} perplexity", f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)")
+        C.check_ppls(read_tsv(f"{REC}/ppl.tsv"), path, PPL_TOL)
         for name, cache in (("f32", "96K"), ("mxfp4", "64K"), ("e512-q8_0", "64K")) if arch == "qwen3next" else (("mxfp4", "64K"),):
             if name not in path: continue
             prompt = "The little dog ran to the park and"

@@ -242,6 +242,18 @@ class Checker:
             return True, where + f" (a near-tie, < {near_tie})"
         return False, where
 
+    def check_ppls(self, rows, path, tol=0.005):
+        """Reports `deltafin perplexity` (ppl below) of every recorded row (name, ppl) whose model
+        is in path (name -> file) against llama-perplexity's value: within tol (relative)."""
+        for r in rows:
+            name, want = r["name"], float(r["ppl"])
+            if name not in path: continue
+            p, e = self.ppl(path[name])
+            if e:
+                self.report(False, f"{name} perplexity", e); continue
+            rel = abs(p - want) / want
+            self.report(rel <= tol, f"{name} perplexity", f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)")
+
     def ppl(self, model, extra_env=None):
         """`deltafin perplexity -c 128 -b 32` on tests/data/ppl_story.txt: (PPL, None) or (None, error)."""
         rc, out, err = self.run(["perplexity", "-m", model, "-f", "tests/data/ppl_story.txt", "-c", "128", "-b", "32",
