@@ -61,7 +61,8 @@ static void usage(FILE *f) {
         "expects. Deterministic: the same options give the same bytes on every machine.\n\n"
         "  --arch A            llama | llama-moe (Mixtral-style) | qwen2moe | qwen3moe | olmoe |\n"
         "                      deepseek2 (own options: --arch deepseek2 --help)\n"
-        "                      deepseek32 (DeepSeek-V3.2 DSA; --arch deepseek32 --help)\n"
+        "                      deepseek32 (DeepSeek-V3.2 DSA), glm-dsa (GLM-5, --preset glm-5;\n"
+        "                      --arch deepseek32 --help)\n"
         "                      deepseek4 (DeepSeek-V4; --arch deepseek4 --help)\n"
         "                      kimi-k3 (own options: --arch kimi-k3 --help)\n"
         "                      gpt-oss (own options: --arch gpt-oss --help)\n"
@@ -86,7 +87,8 @@ static void usage(FILE *f) {
         "  --ctx N             context_length key (default 4096)\n"
         "  --vocab PATH        tokenizer: a GGUF (its tokenizer.* keys are copied), a llama2.c\n"
         "                      tokenizer.bin, or 'bytes' (built-in 3 specials + 256 byte tokens +\n"
-        "                      ASCII). Default: $DELTAFIN_FIXTURES/models/tok512.bin, else\n"
+        "                      ASCII; 'bytes:N' pads it to N tokens, a real model's vocabulary\n"
+        "                      size). Default: $DELTAFIN_FIXTURES/models/tok512.bin, else\n"
         "                      ../shared/fixtures/models/tok512.bin, else 'bytes'\n"
         "  --seed S            (default 1)\n"
         "  --out-scale F       gain of output.weight (default 4)\n"
@@ -100,21 +102,25 @@ static void usage(FILE *f) {
 }
 
 /* ---- vocabulary --------------------------------------------------------------------------- */
-static int bytes_vocab(l2c_vocab *v) {
-    /* <unk> <s> </s>, <0x00>..<0xFF>, "▁", then printable ASCII '!'..'~' */
+static int bytes_vocab(l2c_vocab *v, int n_pad) {
+    /* <unk> <s> </s>, <0x00>..<0xFF>, "▁", then printable ASCII '!'..'~', then (n_pad > 354)
+     * unused tokens "<pad_K>" up to n_pad: a real model's vocabulary size for the byte sizes of
+     * token_embd / output ("bytes:N") */
     int n = 3 + 256 + 1 + 94;
+    if (n_pad > n) n = n_pad;
     memset(v, 0, sizeof *v);
     v->n = n;
     v->text = df_calloc((size_t)n, sizeof *v->text);
     v->score = df_calloc((size_t)n, sizeof *v->score);
     v->type = df_calloc((size_t)n, sizeof *v->type);
     if (!v->text || !v->score || !v->type) { l2c_vocab_free(v); return DF_ERR_NOMEM; }
-    char buf[16];
+    char buf[32];
     for (int i = 0; i < n; i++) {
         if (i < 3) { snprintf(buf, sizeof buf, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>"); v->type[i] = i ? 3 : 2; }
         else if (i < 259) { snprintf(buf, sizeof buf, "<0x%02X>", i - 3); v->type[i] = 6; }
         else if (i == 259) { snprintf(buf, sizeof buf, "\xe2\x96\x81"); v->type[i] = 1; }
-        else { buf[0] = (char)('!' + (i - 260)); buf[1] = 0; v->type[i] = 1; }
+        else if (i < 354) { buf[0] = (char)('!' + (i - 260)); buf[1] = 0; v->type[i] = 1; }
+        else { snprintf(buf, sizeof buf, "<pad_%d>", i); v->type[i] = 5; }
         v->text[i] = df_strdup(buf);
         if (!v->text[i]) { l2c_vocab_free(v); return DF_ERR_NOMEM; }
     }
@@ -143,7 +149,11 @@ static int tokenizer_kvs(df_gguf_writer *w, const char *spec, int64_t *n_vocab) 
         return rc;
     }
     l2c_vocab v;
-    rc = !strcmp(spec, "bytes") ? bytes_vocab(&v) : l2c_vocab_load(spec, 0, &v);
+    char *end = NULL;
+    long n_pad = !strncmp(spec, "bytes:", 6) ? strtol(spec + 6, &end, 10) : 0;
+    if (end && (*end || n_pad < 354 || n_pad > (1 << 22)))
+        return df_err(DF_ERR_INVALID, "--vocab bytes:N needs 354 <= N <= 4194304 (got '%s')", spec);
+    rc = !strcmp(spec, "bytes") || end ? bytes_vocab(&v, (int)n_pad) : l2c_vocab_load(spec, 0, &v);
     if (rc) return rc;
     *n_vocab = v.n;
     rc = l2c_vocab_write_kv(w, &v);
@@ -242,7 +252,9 @@ int cmd_gen_random(int argc, char **argv) {
                  .router_scale = 3.0f, .seed = 1};
     const gr_preset *preset = NULL;
     for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "deepseek2") || !strcmp(argv[i + 1], "deepseek32")))
+        if ((!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "deepseek2") || !strcmp(argv[i + 1], "deepseek32") ||
+                                            !strcmp(argv[i + 1], "glm-dsa"))) ||
+            (!strcmp(argv[i], "--preset") && !strcmp(argv[i + 1], "glm-5")))
             return df_gen_random_deepseek2(argc, argv);
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "kimi-k3")) return df_gen_random_kimi_k3(argc, argv);

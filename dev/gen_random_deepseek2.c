@@ -19,13 +19,15 @@
 #include <unistd.h>
 
 typedef struct {
-    int type;
+    int type, exp_type;   /* matrices / routed experts (-1: type) */
     int64_t n_embd, n_layer, n_head, q_lora, kv_lora, d_nope, d_rope, d_v, n_ff, n_expert, n_used;
     int64_t n_ff_exp, n_shared, n_dense, groups, groups_used, n_ctx;
-    int64_t idx_heads, idx_dim, idx_top_k; /* deepseek32 lightning indexer */
-    const char *arch;     /* deepseek2 | deepseek32 */
-    int gating;           /* 1 softmax, 2 sigmoid */
-    bool bias, norm, legacy, hf_betas_keys, fused, sparse;
+    int64_t idx_heads, idx_dim, idx_top_k; /* deepseek32 / glm-dsa lightning indexer */
+    int64_t n_nextn;      /* NextN / MTP layers at the end (deepseek32, glm-dsa) */
+    const char *arch;     /* deepseek2 | deepseek32 | glm-dsa */
+    const char *idx_types; /* glm-dsa attention.indexer.types: "1,0,..." per layer that runs, or NULL */
+    int gating;           /* 0 no key, 1 softmax, 2 sigmoid */
+    bool bias, norm, legacy, hf_betas_keys, fused, sparse, yarn, shared_idx_tensors, raw_experts;
     float scale, rope_base, yarn_factor, yarn_log_mul, beta_fast, beta_slow;
     float out_scale, router_scale;
     uint64_t seed;
@@ -41,14 +43,20 @@ static void ds_usage(FILE *f) {
         "                     norm, scale 2.5, YaRN 40) | k2 (v3 with 1 group, base 50000, YaRN 32,\n"
         "                     scale 2.827, HF beta keys 1/1) | lite (attn_q, softmax, no norm,\n"
         "                     2 shared experts) | legacy (v3 with attn_kv_b, no *_mla keys)\n"
-        "  --type T           f32 | f16 | q8_0 (default f32)\n"
+        "  --type T           f32 | f16 | q8_0 | q4_k (default f32; rows off the block: q8_0, f16)\n"
         "  --n-embd N (64)  --n-layer N (3)  --n-head N (4)  --q-lora N (32; 0 = Lite attn_q)\n"
         "  --kv-lora N (64)  --d-nope N (32)  --d-rope N (16)  --d-v N (32)  --n-ff N (96)\n"
         "  --n-expert N (8)  --n-expert-used N (2)  --n-ff-exp N (32)  --n-shared N (1)\n"
         "  --n-dense N (1)  --groups G (v3 4)  --groups-used U (v3 2)  --gating softmax|sigmoid\n"
         "  --no-bias  --no-norm  --legacy  --fused (ffn_gate_up_exps)  --scale F  --rope-base F\n"
         "  --yarn-factor F\n"
+        "  --expert-type T    routed experts' type: f32 | f16 | q8_0 | mxfp4 (default --type)\n"
+        "  --raw-experts      q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n"
         "  --preset kimi-k2    Kimi-K2 widths (61 layers, 384 experts; ~1 TB: use with --sparse)\n"
+        "  --preset glm-5      GLM-5 widths (--arch glm-dsa: 78 layers + 1 NextN, hidden 6144, 64 heads,\n"
+        "                      q/kv LoRA 2048/512, nope/rope/v 192/64/256, 3 dense layers of 12288,\n"
+        "                      256 experts top-8 of 2048 + 1 shared, indexer 32 x 128 top-2048,\n"
+        "                      context 202752; use --sparse, or --n-layer / --n-expert to shrink)\n"
         "  --sparse            write the header only and extend the file with a hole (all-zero\n"
         "                      weights, no disk use): for `deltafin info` / memory plans at real shapes\n"
         "  --vocab PATH|bytes  --seed S (1)  --out-scale F (4)  --router-scale F (3)  --ctx N (4096)\n"
@@ -56,11 +64,31 @@ static void ds_usage(FILE *f) {
         "                      (variants v3 / k2 only; --d-rope defaults to indexer-dim / 2):\n"
         "                      --indexer-heads N (8)  --indexer-dim N (64, a power of two >= 64)\n"
         "                      --indexer-top-k N (8: below the prompt length, so the sparse key\n"
-        "                      selection is exercised)\n");
+        "                      selection is exercised)  --nextn N (0: NextN / MTP layers at the end)\n"
+        "  --arch glm-dsa      GLM-5: deepseek32's layout, variant glm5 (v3 with 1 expert group, no\n"
+        "                      YaRN keys unless --yarn-factor, rope base 1e6, 5 layers of which the\n"
+        "                      last is a NextN layer, --nextn 1) and\n"
+        "                      --indexer-types L (1,0,1,0: per layer that runs, 1 = full indexer,\n"
+        "                      0 = shared, reusing the previous full layer's keys; 'none' omits the\n"
+        "                      key: every layer full below --ctx 1048576, else GLM-5.2's pattern)\n"
+        "                      --shared-indexer-tensors (shared layers carry indexer tensors too)\n"
+        "  --gating none       write no expert_gating_func (the architecture's default applies)\n"
+        "  --no-yarn           write no rope.scaling keys\n");
+}
+
+/* "1,0,1" -> flags[0..n); nonzero when the list is not n comma-separated 0 / 1. */
+static int parse_flags(const char *s, uint8_t *flags, int64_t n) {
+    int64_t k = 0;
+    for (const char *p = s; *p; p++) {
+        if ((*p == '0' || *p == '1') && k < n && (p[1] == ',' || !p[1])) flags[k++] = (uint8_t)(*p - '0');
+        else if (*p != ',' || p == s || p[-1] == ',') return 1;
+    }
+    return k != n || s[strlen(s) - 1] == ',';
 }
 
 /* The file's alternatives and optional tensors: fused gate_up (--fused), exp_probs_b (not
- * --no-bias), the output head. */
+ * --no-bias), the output head, the indexer tensors of shared layers (--shared-indexer-tensors),
+ * a NextN layer's shared_head_norm (as GLM GGUFs carry it). */
 static bool ds_has(void *ud, uint32_t bit, const char *name) {
     (void)name;
     return bit == DF_W_FUSED_GATE_UP && ((const ds_opts *)ud)->fused;
@@ -68,7 +96,10 @@ static bool ds_has(void *ud, uint32_t bit, const char *name) {
 
 static bool ds_want(void *ud, const df_tensor_spec *s, int il) {
     (void)il;
-    if (s->field == DF_LF(exp_probs_b)) return ((const ds_opts *)ud)->bias;
+    const ds_opts *o = ud;
+    if (s->field == DF_LF(exp_probs_b)) return o->bias;
+    if (strstr(s->name, ".indexer.")) return o->shared_idx_tensors;
+    if (strstr(s->name, "nextn.shared_head_norm")) return true;
     return s->field == DF_MF(output);
 }
 
@@ -81,17 +112,25 @@ static int ds_write(ds_opts o) {
     df_gguf_writer *w = df_gguf_writer_new(GR_ALIGN);
     if (!w) return 1;
     const char *A = o.arch;
-    const bool dsa = !strcmp(A, "deepseek32");
+    const bool dsa = strcmp(A, "deepseek2") != 0;
+    uint8_t types[DF_MAX_LAYERS];
+    const int64_t n_run = o.n_layer - o.n_nextn;
+    if (o.idx_types && parse_flags(o.idx_types, types, n_run)) {
+        fprintf(stderr, "gen-random: --indexer-types needs %lld comma-separated 0/1 (one per layer that runs)\n",
+                (long long)n_run);
+        return 2;
+    }
     char key[128];
 #define KU32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_u32(w, key, (uint32_t)(v)))
 #define KF32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_f32(w, key, (v)))
     const int64_t H = o.n_embd, nh = o.n_head, dq = o.d_nope + o.d_rope;
-    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : 7;
+    int ftype = o.type == DF_TYPE_F32 ? 0 : o.type == DF_TYPE_F16 ? 1 : o.type == DF_TYPE_Q4_K ? 15 : 7;
+    if (o.exp_type == DF_TYPE_MXFP4) ftype = 38;
     char nm[64];
     snprintf(nm, sizeof nm, "deltafin-random-%s-%s", A, o.variant);
     if ((rc = df_gguf_w_str(w, "general.architecture", A)) || (rc = df_gguf_w_str(w, "general.name", nm)) ||
         (rc = df_gguf_w_u32(w, "general.file_type", (uint32_t)ftype)) ||
-        (o.type == DF_TYPE_Q8_0 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
+        (o.type != DF_TYPE_F32 && o.type != DF_TYPE_F16 && (rc = df_gguf_w_u32(w, "general.quantization_version", 2))) ||
         (rc = KU32("context_length", o.n_ctx)) || (rc = KU32("embedding_length", H)) ||
         (rc = KU32("block_count", o.n_layer)) || (rc = KU32("feed_forward_length", o.n_ff)) ||
         (rc = KU32("attention.head_count", nh)) ||
@@ -102,10 +141,10 @@ static int ds_write(ds_opts o) {
         (!o.legacy && (rc = KU32("attention.value_length_mla", o.d_v))) ||
         (rc = KU32("attention.q_lora_rank", o.q_lora)) || (rc = KU32("attention.kv_lora_rank", o.kv_lora)) ||
         (rc = KU32("rope.dimension_count", o.d_rope)) || (rc = KF32("rope.freq_base", o.rope_base)) ||
-        (rc = (snprintf(key, sizeof key, "%s.rope.scaling.type", A), df_gguf_w_str(w, key, "yarn"))) ||
-        (rc = KF32("rope.scaling.factor", o.yarn_factor)) ||
-        (rc = KU32("rope.scaling.original_context_length", 4096)) ||
-        (rc = KF32("rope.scaling.yarn_log_multiplier", o.yarn_log_mul)) ||
+        (o.yarn && (rc = (snprintf(key, sizeof key, "%s.rope.scaling.type", A), df_gguf_w_str(w, key, "yarn")))) ||
+        (o.yarn && (rc = KF32("rope.scaling.factor", o.yarn_factor))) ||
+        (o.yarn && (rc = KU32("rope.scaling.original_context_length", 4096))) ||
+        (o.yarn && (rc = KF32("rope.scaling.yarn_log_multiplier", o.yarn_log_mul))) ||
         (o.hf_betas_keys && (rc = KF32("rope.scaling.yarn_beta_fast", o.beta_fast))) ||
         (o.hf_betas_keys && (rc = KF32("rope.scaling.yarn_beta_slow", o.beta_slow))) ||
         (rc = KF32("attention.layer_norm_rms_epsilon", 1e-6f)) ||
@@ -113,17 +152,21 @@ static int ds_write(ds_opts o) {
         (rc = KU32("expert_used_count", o.n_used)) || (rc = KU32("expert_shared_count", o.n_shared)) ||
         (rc = KU32("expert_feed_forward_length", o.n_ff_exp)) || (rc = KF32("expert_weights_scale", o.scale)) ||
         (rc = (snprintf(key, sizeof key, "%s.expert_weights_norm", A), df_gguf_w_bool(w, key, o.norm))) ||
-        (rc = KU32("expert_gating_func", o.gating)) || (rc = KU32("expert_group_count", o.groups)) ||
+        (o.gating && (rc = KU32("expert_gating_func", o.gating))) || (rc = KU32("expert_group_count", o.groups)) ||
         (rc = KU32("expert_group_used_count", o.groups_used)) ||
         (dsa && (rc = KU32("attention.indexer.head_count", o.idx_heads))) ||
         (dsa && (rc = KU32("attention.indexer.key_length", o.idx_dim))) ||
-        (dsa && (rc = KU32("attention.indexer.top_k", o.idx_top_k))))
+        (dsa && (rc = KU32("attention.indexer.top_k", o.idx_top_k))) ||
+        (o.n_nextn && (rc = KU32("nextn_predict_layers", o.n_nextn))) ||
+        (o.idx_types && (rc = (snprintf(key, sizeof key, "%s.attention.indexer.types", A),
+                               df_gguf_w_arr(w, key, DF_GGUF_BOOL, types, (uint64_t)n_run)))))
         goto done;
     int64_t n_vocab = 0;
     if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
 #undef KU32
 #undef KF32
-    gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,
+    gr_model g = {.arch = A, .type = o.type, .exp_type = o.exp_type, .raw_experts = o.raw_experts,
+                  .type_fallback = o.type == DF_TYPE_Q4_K || o.exp_type == DF_TYPE_Q4_K, .out_scale = o.out_scale,
                   .router_scale = o.router_scale, .mat_scale = 1.0f, .res_scale = 1.0f, .seed = o.seed,
                   .sparse = o.sparse, .pad_end = !o.sparse, .has = ds_has, .want = ds_want, .ud = &o,
                   .out = o.out};
@@ -151,12 +194,19 @@ static int ds_write(ds_opts o) {
         hp->indexer_n_head = (int)o.idx_heads;
         hp->indexer_head_size = (int)o.idx_dim;
         hp->indexer_top_k = (int)o.idx_top_k;
+        hp->n_layer_nextn = (int)o.n_nextn;
+        /* the binder's view (arch_deepseek2.c): the key, else every layer full below a 1M
+         * training context (GLM-5 / 5.1), else GLM-5.2's pattern */
+        const bool glm52 = !strcmp(A, "glm-dsa") && o.n_ctx >= 1048576;
+        for (int64_t il = 0; il < o.n_layer; il++)
+            hp->layer_dsa_shared[il] = il >= n_run ? !!strcmp(A, "deepseek32")
+                                       : o.idx_types ? !types[il] : glm52 && !df_dsa_glm52_full((int)il);
     }
     gr_stats st;
     rc = gr_write_model(w, &g, &st);
     if (!rc)
         fprintf(stderr, "gen-random: wrote %s (%s %s, %s, %lld layers, n_embd %lld, vocab %lld from %s)\n",
-                o.out, A, o.variant, o.type == DF_TYPE_F32 ? "F32" : o.type == DF_TYPE_F16 ? "F16" : "Q8_0",
+                o.out, A, o.variant, df_gguf_tensor_type_name(o.type),
                 (long long)o.n_layer, (long long)H, (long long)n_vocab, o.vocab);
 done:
     df_gguf_writer_free(w);
@@ -165,15 +215,16 @@ done:
 }
 
 int df_gen_random_deepseek2(int argc, char **argv) {
-    ds_opts o = {.type = DF_TYPE_F32, .n_embd = 64, .n_layer = 3, .n_head = 4, .q_lora = 32, .kv_lora = 64,
+    ds_opts o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = 64, .n_layer = 3, .n_head = 4, .q_lora = 32, .kv_lora = 64,
                  .d_nope = 32, .d_rope = 16, .d_v = 32, .n_ff = 96, .n_expert = 8, .n_used = 2,
                  .n_ff_exp = 32, .n_shared = 1, .n_dense = 1, .groups = -1, .groups_used = -1,
                  .n_ctx = 4096, .gating = -1, .bias = true, .norm = true, .scale = -1.0f,
                  .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1, .variant = "v3",
-                 .idx_heads = 8, .idx_dim = 64, .idx_top_k = 8, .arch = "deepseek2"};
-    int64_t q_lora = -1, n_shared = -1;
+                 .idx_heads = 8, .idx_dim = 64, .idx_top_k = 8, .n_nextn = -1, .arch = "deepseek2"};
+    int64_t q_lora = -1, n_shared = -1, n_layer = -1;
     float rope_base = -1.0f, yarn_factor = -1.0f;
-    bool no_bias = false, no_norm = false, legacy = false, d_rope_set = false;
+    bool no_bias = false, no_norm = false, legacy = false, d_rope_set = false, no_yarn = false, no_gating = false;
+    const char *variant = NULL, *idx_types = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { ds_usage(stdout); return 0; }
@@ -187,16 +238,19 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         if (!strcmp(a, "--legacy")) { legacy = true; continue; }
         if (!strcmp(a, "--fused")) { o.fused = true; continue; }
         if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
+        if (!strcmp(a, "--no-yarn")) { no_yarn = true; continue; }
+        if (!strcmp(a, "--shared-indexer-tensors")) { o.shared_idx_tensors = true; continue; }
+        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         struct { const char *opt; int64_t *dst; } ints[] = {
-            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
+            {"--n-embd", &o.n_embd}, {"--n-layer", &n_layer}, {"--n-head", &o.n_head},
             {"--q-lora", &q_lora}, {"--kv-lora", &o.kv_lora}, {"--d-nope", &o.d_nope},
             {"--d-rope", &o.d_rope}, {"--d-v", &o.d_v}, {"--n-ff", &o.n_ff}, {"--n-expert", &o.n_expert},
             {"--n-expert-used", &o.n_used}, {"--n-ff-exp", &o.n_ff_exp}, {"--n-shared", &n_shared},
             {"--n-dense", &o.n_dense}, {"--groups", &o.groups}, {"--groups-used", &o.groups_used},
             {"--ctx", &o.n_ctx}, {"--indexer-heads", &o.idx_heads}, {"--indexer-dim", &o.idx_dim},
-            {"--indexer-top-k", &o.idx_top_k},
+            {"--indexer-top-k", &o.idx_top_k}, {"--nextn", &o.n_nextn},
         };
         bool done = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
@@ -206,30 +260,43 @@ int df_gen_random_deepseek2(int argc, char **argv) {
             done = true;
         }
         if (done) continue;
-        if (!strcmp(a, "--preset")) {
-            if (strcmp(v, "kimi-k2")) { fprintf(stderr, "gen-random: deepseek2 --preset: kimi-k2\n"); return 2; }
-            o.variant = "k2";
-            o.n_embd = 7168; o.n_layer = 61; o.n_head = 64; q_lora = 1536; o.kv_lora = 512; o.d_nope = 128;
+        if (!strcmp(a, "--preset") && !strcmp(v, "glm-5")) {
+            o.arch = "glm-dsa"; variant = "glm5";
+            o.n_embd = 6144; n_layer = 79; o.n_nextn = 1; o.n_head = 64; q_lora = 2048; o.kv_lora = 512;
+            o.d_nope = 192; o.d_rope = 64; d_rope_set = true; o.d_v = 256; o.n_ff = 12288; o.n_expert = 256;
+            o.n_used = 8; o.n_ff_exp = 2048; n_shared = 1; o.n_dense = 3; o.n_ctx = 202752; o.idx_heads = 32;
+            o.idx_dim = 128; o.idx_top_k = 2048;
+        } else if (!strcmp(a, "--preset")) {
+            if (strcmp(v, "kimi-k2")) { fprintf(stderr, "gen-random: deepseek2 --preset: kimi-k2 | glm-5\n"); return 2; }
+            variant = "k2";
+            o.n_embd = 7168; n_layer = 61; o.n_head = 64; q_lora = 1536; o.kv_lora = 512; o.d_nope = 128;
             o.d_rope = 64; o.d_v = 128; o.n_ff = 18432; o.n_expert = 384; o.n_used = 8; o.n_ff_exp = 2048;
             n_shared = 1; o.n_dense = 1; o.n_ctx = 131072;
         } else if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "deepseek2") && strcmp(v, "deepseek32")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+            if (strcmp(v, "deepseek2") && strcmp(v, "deepseek32") && strcmp(v, "glm-dsa")) {
+                fprintf(stderr, "gen-random: --arch %s\n", v);
+                return 2;
+            }
             o.arch = v;
+        } else if (!strcmp(a, "--indexer-types")) {
+            idx_types = v;
         } else if (!strcmp(a, "--variant")) {
-            if (strcmp(v, "v3") && strcmp(v, "k2") && strcmp(v, "lite") && strcmp(v, "legacy")) {
+            if (strcmp(v, "v3") && strcmp(v, "k2") && strcmp(v, "lite") && strcmp(v, "legacy") && strcmp(v, "glm5")) {
                 fprintf(stderr, "gen-random: unknown --variant '%s'\n", v);
                 return 2;
             }
-            o.variant = v;
-        } else if (!strcmp(a, "--type")) {
-            if (!strcasecmp(v, "f32")) o.type = DF_TYPE_F32;
-            else if (!strcasecmp(v, "f16")) o.type = DF_TYPE_F16;
-            else if (!strcasecmp(v, "q8_0")) o.type = DF_TYPE_Q8_0;
-            else { fprintf(stderr, "gen-random: --type must be f32, f16 or q8_0\n"); return 2; }
+            variant = v;
+        } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
+            int t = !strcasecmp(v, "f32") ? DF_TYPE_F32 : !strcasecmp(v, "f16") ? DF_TYPE_F16
+                    : !strcasecmp(v, "q8_0") ? DF_TYPE_Q8_0 : !strcasecmp(v, "q4_k") ? DF_TYPE_Q4_K
+                    : !strcasecmp(v, "mxfp4") && a[2] == 'e' ? DF_TYPE_MXFP4 : -1;
+            if (t < 0) { fprintf(stderr, "gen-random: --type must be f32, f16, q8_0 or q4_k (--expert-type: or mxfp4)\n"); return 2; }
+            if (a[2] == 't') o.type = t; else o.exp_type = t;
         } else if (!strcmp(a, "--gating")) {
             if (!strcmp(v, "softmax")) o.gating = 1;
             else if (!strcmp(v, "sigmoid")) o.gating = 2;
-            else { fprintf(stderr, "gen-random: --gating softmax|sigmoid\n"); return 2; }
+            else if (!strcmp(v, "none")) no_gating = true;
+            else { fprintf(stderr, "gen-random: --gating softmax|sigmoid|none\n"); return 2; }
         } else if (!strcmp(a, "--vocab")) {
             o.vocab = v;
         } else if (!strcmp(a, "--seed")) {
@@ -254,9 +321,11 @@ int df_gen_random_deepseek2(int argc, char **argv) {
         }
     }
     if (!o.out) { ds_usage(stderr); return 2; }
-    /* variant defaults, then explicit options */
-    const bool k2 = !strcmp(o.variant, "k2"), lite = !strcmp(o.variant, "lite");
-    o.rope_base = k2 ? 50000.0f : 10000.0f;
+    /* variant defaults (glm-dsa: glm5), then explicit options */
+    const bool glm = !strcmp(o.arch, "glm-dsa");
+    o.variant = variant ? variant : glm ? "glm5" : "v3";
+    const bool k2 = !strcmp(o.variant, "k2"), lite = !strcmp(o.variant, "lite"), glm5 = !strcmp(o.variant, "glm5");
+    o.rope_base = k2 ? 50000.0f : glm5 ? 1000000.0f : 10000.0f;
     o.yarn_factor = k2 ? 32.0f : 40.0f;
     o.yarn_log_mul = lite ? 0.0707f : 0.1f;
     o.hf_betas_keys = k2;
@@ -265,10 +334,17 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     if (lite) { o.q_lora = 0; o.n_shared = 2; o.bias = false; o.norm = false; }
     if (!strcmp(o.variant, "legacy")) o.legacy = true;
     if (o.gating < 0) o.gating = lite ? 1 : 2;
-    if (o.groups < 0) o.groups = (lite || k2) ? 1 : 4;
-    if (o.groups_used < 0) o.groups_used = (lite || k2) ? 1 : 2;
+    if (o.groups < 0) o.groups = (lite || k2 || glm5) ? 1 : 4;
+    if (o.groups_used < 0) o.groups_used = (lite || k2 || glm5) ? 1 : 2;
     if (o.scale < 0) o.scale = lite ? 1.0f : k2 ? 2.827f : 2.5f;
-    if (!strcmp(o.arch, "deepseek32") && !d_rope_set) o.d_rope = o.idx_dim / 2;
+    const bool dsa = strcmp(o.arch, "deepseek2") != 0;
+    if (dsa && !d_rope_set) o.d_rope = o.idx_dim / 2;
+    o.n_layer = n_layer > 0 ? n_layer : glm5 ? 5 : o.n_layer;
+    if (o.n_nextn < 0) o.n_nextn = glm5 ? 1 : 0;
+    o.idx_types = idx_types ? (strcmp(idx_types, "none") ? idx_types : NULL) : glm && o.n_layer - o.n_nextn == 4 ? "1,0,1,0" : NULL;
+    o.yarn = !no_yarn && (!glm5 || yarn_factor > 0);
+    if (no_gating) o.gating = 0;
+    if (o.exp_type < 0) o.exp_type = o.type;
     if (q_lora >= 0) o.q_lora = q_lora;
     if (rope_base > 0) o.rope_base = rope_base;
     if (yarn_factor > 0) o.yarn_factor = yarn_factor;
@@ -284,12 +360,16 @@ int df_gen_random_deepseek2(int argc, char **argv) {
     else if (o.n_used < 1 || o.n_used > o.n_expert || o.n_expert > 512) why = "need 1 <= n-expert-used <= n-expert <= 512";
     else if (o.groups > 1 && (o.n_expert % o.groups || o.groups_used < 1 || o.groups_used > o.groups))
         why = "groups must divide n-expert and 1 <= groups-used <= groups";
-    else if (!strcmp(o.arch, "deepseek32") && (o.legacy || o.q_lora < 1))
-        why = "deepseek32 needs MLA and q LoRA (variants v3 / k2)";
-    else if (!strcmp(o.arch, "deepseek32") && (o.idx_dim < 64 || (o.idx_dim & (o.idx_dim - 1)) ||
-                                              o.idx_dim != 2 * o.d_rope || o.idx_heads < 1 || o.idx_top_k < 1))
+    else if (dsa && (o.legacy || o.q_lora < 1))
+        why = "deepseek32 / glm-dsa need MLA and q LoRA (variants v3 / k2 / glm5)";
+    else if (dsa && (o.idx_dim < 64 || (o.idx_dim & (o.idx_dim - 1)) ||
+                     o.idx_dim != 2 * o.d_rope || o.idx_heads < 1 || o.idx_top_k < 1))
         why = "indexer-dim must be a power of two >= 64 and 2 x d-rope (llama.cpp's graph), indexer "
               "heads and top-k >= 1";
+    else if (o.n_nextn && (!dsa || o.n_nextn >= o.n_layer || o.n_dense > o.n_layer - o.n_nextn))
+        why = "--nextn: deepseek32 / glm-dsa only, fewer than n-layer, n-dense <= the layers that run";
+    else if (o.idx_types && !glm) why = "--indexer-types is glm-dsa's";
+    else if (o.n_layer > DF_MAX_LAYERS) why = "n-layer too large";
     if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
 
     return ds_write(o);

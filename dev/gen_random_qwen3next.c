@@ -17,9 +17,10 @@
 typedef struct {
     int type, exp_type;
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot, interval, state, groups, v_heads, conv;
+    int64_t n_nextn;              /* NextN / MTP layers at the end (attention layers + nextn tensors) */
     int64_t n_expert, n_used, n_ff_exp, n_ff_shexp, n_ctx;
     float eps, out_scale, router_scale, mat_scale, rope_base;
-    bool ssm_in, sparse;
+    bool ssm_in, sparse, raw_experts;
     uint64_t seed;
     int32_t sections[4];
     const char *arch, *vocab, *out;
@@ -42,7 +43,9 @@ static void qn_usage(FILE *f) {
         "  --v-heads N (4)  --conv N (4)  --n-expert N (8)  --n-expert-used N (2)  --n-ff-exp N (32)\n"
         "  --n-ff-shexp N (64)  --ssm-in (legacy fused qkvz projection)  --eps F (1e-6)\n"
         "  --rope-base F (10000000)  --vocab PATH|bytes  --seed S (1)  --out-scale F (2)\n"
-        "  --router-scale F (1)  --mat-scale F (1)  --ctx N (4096)  --sparse\n");
+        "  --router-scale F (1)  --mat-scale F (1)  --ctx N (4096)  --sparse\n"
+        "  --nextn N (0)    the last N layers are NextN / MTP heads (attention layers + nextn tensors)\n"
+        "  --raw-experts    q8_0 / mxfp4 experts filled with random valid blocks directly (fast)\n");
 }
 
 static bool qn_has(void *ud, uint32_t bit, const char *name) {
@@ -85,7 +88,8 @@ static int qn_write(qn_opts o) {
         (rc = KU32("ssm.group_count", o.groups)) || (rc = KU32("ssm.time_step_rank", o.v_heads)) ||
         (rc = KU32("ssm.inner_size", o.state * o.v_heads)) || (rc = KU32("full_attention_interval", o.interval)) ||
         (strcmp(A, "qwen3next") && (rc = (snprintf(key, sizeof key, "%s.rope.dimension_sections", A),
-                                          df_gguf_w_arr(w, key, DF_GGUF_I32, o.sections, 4)))))
+                                          df_gguf_w_arr(w, key, DF_GGUF_I32, o.sections, 4)))) ||
+        (o.n_nextn && (rc = KU32("nextn_predict_layers", o.n_nextn))))
         goto done;
 #undef KU32
 #undef KF32
@@ -93,7 +97,8 @@ static int qn_write(qn_opts o) {
     if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
     gr_model g = {.arch = A, .type = o.type, .exp_type = o.exp_type, .type_fallback = true,
                   .out_scale = o.out_scale, .router_scale = o.router_scale, .mat_scale = o.mat_scale,
-                  .res_scale = 1.0f, .seed = o.seed, .sparse = o.sparse, .has = qn_has, .want = qn_want,
+                  .res_scale = 1.0f, .seed = o.seed, .sparse = o.sparse, .raw_experts = o.raw_experts,
+                  .has = qn_has, .want = qn_want,
                   .ud = &o, .out = o.out};
     df_hparams *hp = &g.hp;
     hp->n_vocab = (int)n_vocab;
@@ -112,7 +117,9 @@ static int qn_write(qn_opts o) {
     hp->ssm_n_group = (int)o.groups;
     hp->ssm_dt_rank = (int)o.v_heads;
     hp->ssm_d_inner = (int)(o.state * o.v_heads);
-    for (int64_t il = 0; il < o.n_layer; il++) hp->layer_recr[il] = (uint8_t)((il + 1) % o.interval != 0);
+    hp->n_layer_nextn = (int)o.n_nextn;
+    for (int64_t il = 0; il < o.n_layer; il++)
+        hp->layer_recr[il] = (uint8_t)(il < o.n_layer - o.n_nextn && (il + 1) % o.interval != 0);
     gr_stats st;
     rc = gr_write_model(w, &g, &st);
     if (!rc)
@@ -141,6 +148,7 @@ int df_gen_random_qwen3next(int argc, char **argv) {
         }
         if (!strcmp(a, "--ssm-in")) { o.ssm_in = true; continue; }
         if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
+        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         struct { const char *opt; int64_t *dst; } ints[] = {
@@ -149,7 +157,7 @@ int df_gen_random_qwen3next(int argc, char **argv) {
             {"--interval", &o.interval}, {"--state", &o.state}, {"--groups", &o.groups},
             {"--v-heads", &o.v_heads}, {"--conv", &o.conv}, {"--n-expert", &o.n_expert},
             {"--n-expert-used", &o.n_used}, {"--n-ff-exp", &o.n_ff_exp}, {"--n-ff-shexp", &o.n_ff_shexp},
-            {"--ctx", &o.n_ctx},
+            {"--ctx", &o.n_ctx}, {"--nextn", &o.n_nextn},
         };
         bool done = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
@@ -206,7 +214,7 @@ int df_gen_random_qwen3next(int argc, char **argv) {
     if (o.n_embd < 1 || o.n_layer < 1 || o.n_layer > 512 || o.n_head < 1 || o.n_head_kv < 1 || o.n_head % o.n_head_kv ||
         o.head_dim < 2 || o.n_rot > o.head_dim || (o.n_rot & 1) || o.interval < 1 || o.state < 1 || o.groups < 1 ||
         o.v_heads % o.groups || o.conv < 1 || o.n_used < 1 || o.n_used > o.n_expert || o.n_ff_exp < 1 ||
-        o.n_ff_shexp < 1) {
+        o.n_ff_shexp < 1 || o.n_nextn < 0 || o.n_nextn >= o.n_layer) {
         fprintf(stderr, "gen-random: bad qwen3next dims\n");
         return 2;
     }

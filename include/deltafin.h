@@ -677,10 +677,14 @@ typedef struct {
     int type_dense;         /* every other weight matrix; < 0: type */
     int output_type;        /* output.weight; < 0: Q6_K (Q8_0 if type is Q8_0) unless pure */
     bool pure;              /* no special type for the output matrix */
+    /* a llama-quantize mixture instead of one type (type, type_* and pure are then ignored):
+     * DELTAFIN_QMIX_Q4_K_M picks each tensor's type as `llama-quantize IN OUT Q4_K_M` does */
+    int mix;
     /* called as tensors are read (bytes of the input done / total); NULL = none */
     void (*progress_cb)(void *ud, const char *tensor, uint64_t done, uint64_t total);
     void *progress_ud;
 } deltafin_quantize_params;
+enum { DELTAFIN_QMIX_NONE = 0, DELTAFIN_QMIX_Q4_K_M = 1 };
 typedef struct { int n_converted, n_copied; uint64_t bytes_in; } deltafin_quantize_result;
 deltafin_quantize_params deltafin_quantize_default_params(void);
 /* DELTAFIN_ERR_INVALID for a type that cannot be a target (before anything is opened);

@@ -34,6 +34,10 @@ typedef struct {
     bool expert_weights_norm;
     float expert_weights_scale;
     char detail[400];             /* the architecture's own hyperparameters in words, "" if none */
+    int n_layer_nextn;            /* last blocks that are NextN / MTP heads (loaded, never run) */
+    /* DeepSeek Sparse Attention (deepseek32, glm-dsa): indexer heads x key size, keys kept per
+     * query, layers with their own indexer (the others reuse the previous full layer's keys) */
+    int indexer_n_head, indexer_head_size, indexer_top_k, indexer_full_layers;
 } deltafin_hparams;
 void deltafin_model_hparams(const deltafin_model *m, deltafin_hparams *out);
 

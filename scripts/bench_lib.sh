@@ -1,5 +1,5 @@
 # bench_lib.sh — sourced by the benchmark scripts (bench_stream.sh, bench_dense_stream.sh,
-# project_k3.sh): dropping the page cache and measuring the disk the same way in each.
+# project_model.sh, project_k3.sh): dropping the page cache and measuring the disk the same way in each.
 
 # df_drop_cache FILE: the whole page cache when allowed and DROP_ALL=1 (the default), else
 # FILE's cached pages (posix_fadvise DONTNEED). Sets DROP to what was done.

@@ -27,6 +27,7 @@ ppl1() {
 lq_args() {
     case "$*" in
         "Q4_K --pure") echo "--pure Q4_K" ;;
+        "Q4_K_M") echo "Q4_K_M" ;;
         "Q8_0 --type-experts MXFP4") echo "MXFP4_MOE" ;;
         # --type-experts also takes the 3-D attn_k_b / attn_v_b, as llama-quantize's MXFP4_MOE does
         "Q8_0 --type-experts Q4_K") echo "--tensor-type _exps=q4_k --tensor-type attn_k_b=q4_k --tensor-type attn_v_b=q4_k Q8_0" ;;

@@ -31,54 +31,8 @@ sys.path.insert(0, "tests/lib")
 from dfcheck import Checker
 C = Checker("glm_minimax", BIN, env)
 report, run, run_dev, last, read_tsv, greedy, ppl = C.report, C.run, C.run_dev, C.last, C.read_tsv, C.greedy, C.ppl
+gguf_spans = C.gguf_spans
 
-
-def gguf_spans(path, prefix, named=False):
-    """(absolute offset, bytes) of every tensor whose name starts with prefix (GGUF v3 header);
-    named: (name, exact bytes) instead."""
-    import struct
-    with open(path, "rb") as fh:
-        d = fh.read(1 << 20)
-    o = 4
-    ver, nt, nkv = struct.unpack_from("<IQQ", d, o); o += 20
-    def rstr(o):
-        n, = struct.unpack_from("<Q", d, o); o += 8
-        return d[o:o + n].decode(), o + n
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    def skip(t, o):
-        if t == 8: return rstr(o)[1]
-        if t == 9:
-            at, n = struct.unpack_from("<IQ", d, o); o += 12
-            for _ in range(n): o = skip(at, o)
-            return o
-        return o + sizes[t]
-    align = 32
-    for _ in range(nkv):
-        k, o = rstr(o)
-        t, = struct.unpack_from("<I", d, o); o += 4
-        if k == "general.alignment": align = struct.unpack_from("<I", d, o)[0]
-        o = skip(t, o)
-    ts = []
-    for _ in range(nt):
-        name, o = rstr(o)
-        nd, = struct.unpack_from("<I", d, o); o += 4
-        ne = struct.unpack_from("<" + "Q" * nd, d, o); o += 8 * nd
-        ty, off = struct.unpack_from("<IQ", d, o); o += 12
-        ts.append((name, ty, ne, off))
-    base = (o + align - 1) // align * align
-    # byte sizes from the next tensor's offset (the file is written in offset order)
-    offs = sorted(t[3] for t in ts) + [os.path.getsize(path) - base]
-    out = []
-    for name, ty, ne, off in ts:
-        if not name.startswith(prefix): continue
-        if named:
-            n = 1
-            for x in ne: n *= x
-            out.append((name, n * 4 if ty == 0 else None))
-            continue
-        nxt = min(x for x in offs if x > off)
-        out.append((base + off, nxt - off))
-    return out
 
 try:
     shutil.copy2(BIN, os.path.join(tmp, "deltafin"))  # a concurrent make may relink BIN

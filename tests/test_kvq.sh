@@ -135,37 +135,16 @@ try:
             rc, out, err = run(["run", "-m", q4, "-p", p, "-n", "12", "--temp", "0", "--json"] + extra)
             return json.loads(out.strip().splitlines()[-1])["text"] if rc == 0 else None
         want_text, f16_text = run_text(["-ctk", "q4_0", "-ctv", "q4_0"]), run_text([])
-        srv = subprocess.Popen([BIN, "serve", "-m", q4, "--port", "0", "-ctk", "q4_0", "-ctv", "q4_0", "-t", "2"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-        port = None
-        t0 = time.time()
-        while time.time() - t0 < 30 and port is None:
-            line = srv.stdout.readline()
-            if not line: break
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m: port = int(m.group(1))
+        srv, url = C.serve(q4, ["-ctk", "q4_0", "-ctv", "q4_0"], wait_s=30)
         got_text = None
-        if port:
-            for _ in range(100):
-                try:
-                    if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).status == 200: break
-                except Exception:
-                    time.sleep(0.1)
-            body = json.dumps({"prompt": p, "n_predict": 12, "temperature": 0}).encode()
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
-                                         headers={"Content-Type": "application/json"})
-            try:
-                got_text = json.loads(urllib.request.urlopen(req, timeout=60).read())["content"]
-            except Exception as ex:
-                got_text = f"error {ex}"
+        if url:
+            a = C.post(url, "/completion", {"prompt": p, "n_predict": 12, "temperature": 0}, timeout=60)
+            got_text = a.get("content", f"error {a.get('error')}")
         report(want_text is not None and got_text == want_text and want_text != f16_text,
                "serve -ctk q4_0 -ctv q4_0: /completion = run's text with the flags (not f16's)",
                f"got {got_text!r} want {want_text!r} (f16 {f16_text!r})")
 finally:
-    if srv:
-        srv.terminate()
-        try: srv.wait(timeout=20)
-        except Exception: srv.kill()
+    C.stop(srv)
     shutil.rmtree(tmp, ignore_errors=True)
 print(f"test_kvq: {'OK' if C.n_fail == 0 else 'FAILED'} ({C.n_pass} passed, {C.n_fail} failed)")
 sys.exit(1 if C.n_fail else 0)

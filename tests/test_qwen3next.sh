@@ -10,11 +10,13 @@
 #      DeltaNet chunk of 64) equal llama.cpp's (a first difference only at a llama.cpp near tie)
 #   3. perplexity (-c 128 -b 32) within 0.5% of llama-perplexity
 #   4. routed experts streamed through a small expert cache give the same ids as resident
+#   5. serve: prefix reuse over the recurrent state (snapshot restore + re-decode) is exact
+#   6. a NextN / MTP layer is loaded and never run (the trunk's ids; NaN tensors there change nothing)
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 exec "$PY" - "$@" <<'PYEOF'
-import hashlib, os, shutil, sys, tempfile
+import hashlib, json, os, shutil, sys, tempfile
 
 BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
 FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
@@ -57,14 +59,7 @@ try:
                 report(False, f"{name} greedy '{r['prompt'][:40]}'", e); continue
             ok, msg = C.greedy_verdict(got, r)
             report(ok, f"{name} greedy '{r['prompt'][:40]}' ({len(got['prompt_tokens'])} prompt tokens)", msg)
-        for r in read_tsv(f"{REC}/ppl.tsv"):
-            name, want = r["name"], float(r["ppl"])
-            if name not in path: continue
-            p, e = ppl(path[name])
-            if e:
-                report(False, f"{name} perplexity", e); continue
-            rel = abs(p - want) / want
-            report(rel <= PPL_TOL, f"{name} perplexity", f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)")
+        C.check_ppls(read_tsv(f"{REC}/ppl.tsv"), path, PPL_TOL)
         for name, cache in (("f32", "96K"), ("mxfp4", "64K"), ("e512-q8_0", "64K")) if arch == "qwen3next" else (("mxfp4", "64K"),):
             if name not in path: continue
             prompt = "The little dog ran to the park and"
@@ -73,6 +68,47 @@ try:
             ok = not e1 and not e2 and ref["tokens"] == st["tokens"] and st["stats"]["expert_misses"] > 0
             report(ok, f"{name} streamed experts ({cache} cache, pread) = resident",
                    e1 or e2 or (f"{st['stats']['expert_misses']} expert reads" if ok else f"{st['tokens']} vs {ref['tokens']}"))
+        # 6. a NextN / MTP layer (Qwen3.5 files carry one) is bound and never run: the same
+        # trunk with a NextN layer after it gives the ids of the file without it (gen-random
+        # draws every tensor from its name), also with the NextN tensors overwritten with NaN
+        base = ["gen-random", "--arch", arch, "--type", "q8_0", "--vocab", FIX + "/models/tok512.bin"]
+        f4, f5 = os.path.join(tmp, "trunk.gguf"), os.path.join(tmp, "nextn.gguf")
+        rc1, _, e1 = run_dev(base + ["--n-layer", "4", f4])
+        rc2, _, e2 = run_dev(base + ["--n-layer", "5", "--nextn", "1", f5])
+        if rc1 or rc2:
+            report(False, "NextN model build", last(e1 + e2))
+        else:
+            bad = os.path.join(tmp, "nextn-nan.gguf")
+            shutil.copy2(f5, bad)
+            spans = C.gguf_spans(f5, "blk.4.")
+            with open(bad, "r+b") as fh:
+                for off, n in spans:
+                    fh.seek(off); fh.write(b"\xff" * n)
+            prompt = "The little dog ran to the park and"
+            ref, ea = greedy(f4, prompt)
+            got, eb = greedy(f5, prompt)
+            nan, ec = greedy(bad, prompt, {"DELTAFIN_EXPERT_CACHE": "48K"}, ["--io", "pread"])
+            ok = bool(spans) and not (ea or eb or ec) and ref["tokens"] == got["tokens"] == nan["tokens"]
+            report(ok, f"NextN layer bound, never run ({len(spans)} tensors; the 4-layer trunk's ids, also with them NaN and streamed)",
+                   ea or eb or ec or ("" if ok else f"{got and got['tokens']} / {nan and nan['tokens']} vs {ref['tokens']}"))
+            for f in (f4, f5, bad): os.unlink(f)
+        # 5. the server's prefix reuse over the DeltaNet state (snapshot + re-decode) is exact:
+        # a request extending an earlier one, and the same prompt again, answer as a fresh run
+        if "f32" in path:
+            srv, url = C.serve(path["f32"], ["-np", "1", "-c", "512"])
+            pa = "The little dog ran to the park and"
+            a = C.post(url, "/completion", {"prompt": pa, "n_predict": 8, "temperature": 0}) if url else {"error": "no server"}
+            pb = pa + a.get("content", "") + " Then the sun"
+            b = C.post(url, "/completion", {"prompt": pb, "n_predict": 8, "temperature": 0}) if url else {}
+            c = C.post(url, "/completion", {"prompt": pb, "n_predict": 8, "temperature": 0}) if url else {}
+            C.stop(srv)
+            rc, out, err = C.run(["run", "-m", path["f32"], "-p", pb, "-n", "8", "--temp", "0", "--json"])
+            want = json.loads(out.strip().splitlines()[-1])["text"] if rc == 0 else None
+            ok = want is not None and b.get("content") == want == c.get("content") and \
+                b.get("tokens_cached", 0) > 0 and c.get("tokens_cached", 0) > b.get("tokens_cached", 0)
+            report(ok, f"serve -np 1: a prompt extending the last one (cached {b.get('tokens_cached')}) and the same "
+                   f"prompt again (cached {c.get('tokens_cached')}) answer as a fresh run",
+                   a.get("error") or b.get("error") or ("" if ok else f"{b.get('content')!r} / {c.get('content')!r} vs {want!r}"))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 print(f"qwen3next/qwen35moe: {C.n_pass} passed, {C.n_fail} failed")

@@ -154,8 +154,8 @@ static void test_bind(void) {
 /* every registered table: names with at most one "%d", shapes 1-3 dims of known symbols,
  * members inside df_layer / df_model */
 static void test_tables(void) {
-    const char *names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe", "deepseek2", "kimi-k3", "gpt-oss",
-                           "glm4moe", "minimax-m2"};
+    const char *names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe", "deepseek2", "deepseek32", "glm-dsa",
+                           "kimi-k3", "gpt-oss", "qwen3next", "qwen35moe", "glm4moe", "minimax-m2"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         const df_arch *a = df_arch_find(names[k]);
         CHECK_MSG(a && a->n_tensors > 0, "%s", names[k]);

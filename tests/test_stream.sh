@@ -2,7 +2,9 @@
 # test_stream.sh — end to end: a random qwen3moe model gives the same greedy tokens with routed
 # experts resident and streamed from disk, for every I/O engine, expert-cache sizes from 2 slots
 # to all resident, prefetch on/off (on = with router look-ahead reads) and a pinned hot set;
-# look-ahead starts reads and reports its accuracy (-v, --json), also for deepseek2, kimi-k3 and gpt-oss; a too-small --mem-limit is refused with
+# look-ahead starts reads and reports its accuracy (-v, --json), also for deepseek2, kimi-k3 and gpt-oss;
+# qwen3next, qwen35moe, glm4moe, minimax-m2, glm-dsa and deepseek32 give the same tokens for every
+# engine, prefetch mode and --mem-limit; a too-small --mem-limit is refused with
 # the bytes needed; an injected read error fails cleanly naming layer, expert, file and offset;
 # `deltafin pack` writes a file whose checksums verify and detects a corrupted record.
 set -u
@@ -169,6 +171,57 @@ for A in glm4moe minimax-m2 deepseek4; do
             { gfail=1; bad "$A dense layers streamed (io $io): $OUT vs $GREF ($(tail -1 "$T/err"))"; }
     done
     [ $gfail = 0 ] && ok "$A: same tokens for every --io engine, prefetch on/off/auto, --mem-limit $LIMS, dense layers streamed"
+done
+
+# sparse attention (glm-dsa: shared indexer layers and a NextN layer; deepseek32) and qwen35moe:
+# every --io engine x prefetch on/off/auto, three --mem-limit values from the plan's own minimum
+# (experts and dense layers streamed by the plan) and every dense layer streamed
+for spec in "glm-dsa:--n-layer 5 --n-ff 128" "deepseek32:--n-layer 4 --n-ff 128" "qwen35moe:--n-layer 4"; do
+    A=${spec%%:*}; extra=${spec#*:}
+    # shellcheck disable=SC2086
+    "$DEVBIN" gen-random --arch $A --type q8_0 --n-embd 128 --n-expert 16 --n-expert-used 4 --n-ff-exp 128 \
+        $extra --vocab bytes --seed 5 "$T/$A.gguf" >/dev/null 2>&1 || { bad "gen-random $A failed"; continue; }
+    GREF=$(DELTAFIN_STREAM=0 runm "$T/$A.gguf")
+    gfail=0
+    for io in pread direct uring mmap auto; do
+        for pf in on off auto; do
+            OUT=$(DELTAFIN_EXPERT_CACHE=400K runm "$T/$A.gguf" --io $io --prefetch $pf)
+            [ $io = uring ] && grep -q "not available" "$T/err" && continue
+            [ -n "$GREF" ] && [ "$OUT" = "$GREF" ] || { gfail=1; bad "$A io=$io prefetch=$pf: $OUT vs $GREF ($(tail -1 "$T/err"))"; }
+        done
+    done
+    "$BIN" run -m "$T/$A.gguf" -p x -n 1 --mem-limit 1M >/dev/null 2>"$T/err"
+    need=$(sed -n 's/.*too small: need at least \([0-9.]*\) MiB.*/\1/p' "$T/err")
+    if [ -z "$need" ]; then gfail=1; bad "$A --mem-limit 1M: no minimum given: $(tail -1 "$T/err")"; fi
+    for add in 0.3 2 6; do
+        [ -n "$need" ] || break
+        lim=$(awk -v n="$need" -v e="$add" 'BEGIN { printf "%d", (n + e) * 1048576 }')
+        OUT=$(runm "$T/$A.gguf" --mem-limit $lim -v)
+        [ "$OUT" = "$GREF" ] && grep -q "experts: [0-9]* slots" "$T/err" ||
+            { gfail=1; bad "$A --mem-limit $lim (minimum $need MiB + $add): $OUT vs $GREF ($(tail -1 "$T/err"))"; }
+    done
+    for io in pread direct; do
+        OUT=$(DELTAFIN_DENSE_RESIDENT=0 DELTAFIN_EXPERT_CACHE=400K runm "$T/$A.gguf" --io $io -v)
+        [ "$OUT" = "$GREF" ] && grep -q "dense: 0 of 4 layers resident" "$T/err" ||
+            { gfail=1; bad "$A dense layers streamed (io $io): $OUT vs $GREF ($(tail -1 "$T/err"))"; }
+    done
+    # profile -> --hot pins experts; the packed file streams experts and dense layers: same tokens
+    if "$BIN" profile -m "$T/$A.gguf" -f "$(dirname "$0")/data/profile_prompts.txt" -n 4 -t 2 -o "$T/$A.hot" >/dev/null 2>"$T/err"; then
+        OUT=$(DELTAFIN_EXPERT_CACHE=400K runm "$T/$A.gguf" --io pread --hot "$T/$A.hot" -v)
+        [ "$OUT" = "$GREF" ] && grep -q -- "--hot: pinned [1-9][0-9]* of" "$T/err" ||
+            { gfail=1; bad "$A profile + --hot: $OUT vs $GREF ($(grep -- '--hot' "$T/err" | tail -1))"; }
+    else
+        gfail=1; bad "$A profile: $(tail -1 "$T/err")"
+    fi
+    if "$BIN" pack -q "$T/$A.gguf" "$T/$A.p.gguf" 2>"$T/err"; then
+        OUT=$(DELTAFIN_DENSE_RESIDENT=0 DELTAFIN_EXPERT_CACHE=400K runm "$T/$A.p.gguf" --io direct -v)
+        [ "$OUT" = "$GREF" ] && grep -q "dense: 0 of 4 layers resident" "$T/err" ||
+            { gfail=1; bad "$A packed, experts and dense layers streamed: $OUT vs $GREF ($(tail -1 "$T/err"))"; }
+    else
+        gfail=1; bad "$A pack: $(tail -1 "$T/err")"
+    fi
+    rm -f "$T/$A.p.gguf"
+    [ $gfail = 0 ] && ok "$A: same tokens for 5 --io engines x prefetch on/off/auto, 3 --mem-limit values from the minimum up, dense layers streamed, profile + --hot, the packed file"
 done
 
 # streaming because the experts do not fit the memory limit (auto engine)

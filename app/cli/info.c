@@ -36,6 +36,12 @@ static void print_header(const char *model, const deltafin_model *m) {
                hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, hp.expert_weights_norm ? "yes" : "no",
                hp.expert_weights_scale);
     if (hp.detail[0]) printf("  %s\n", hp.detail);
+    if (hp.n_layer_nextn)
+        printf("  NextN / MTP layers %d (the last blocks: loaded, never run)\n", hp.n_layer_nextn);
+    if (hp.indexer_top_k)
+        printf("  sparse attention: indexer %d heads x %d, top_k %d, %d of %d layers with their own indexer\n",
+               hp.indexer_n_head, hp.indexer_head_size, hp.indexer_top_k, hp.indexer_full_layers,
+               hp.n_layer - hp.n_layer_nextn);
     printf("\ntokenizer:    ");
     const deltafin_vocab *v = deltafin_model_vocab(m);
     if (v) {

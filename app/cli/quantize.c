@@ -8,13 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static const df_cmd k_quantize = {
     DF_CMD_QUANTIZE, "quantize", "usage: deltafin quantize IN.gguf OUT.gguf TYPE [options]",
     "Convert weight matrices to TYPE (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS\n"
-    "MXFP4 F16 BF16 F32). Norms, routers (ffn_gate_inp), biases and other 1-D tensors stay as they are\n"
-    "(F32), as llama-quantize does.", NULL, 3};
+    "MXFP4 F16 BF16 F32), or to llama-quantize's Q4_K_M mixture (Q4_K, with Q6_K / Q8_0 / Q5_K for\n"
+    "the tensors llama-quantize picks them for). Norms, routers (ffn_gate_inp), biases and other 1-D\n"
+    "tensors stay as they are (F32), as llama-quantize does.", NULL, 3};
 
 typedef struct {
     bool tty;
@@ -68,6 +70,13 @@ int cmd_quantize(int argc, char **argv) {
     if (df_cli_given(&S, &k_quantize, "--threads") && S.n_threads <= 0)
         return df_cli_usage_error(&k_quantize, "-t must be at least 1");
     deltafin_quantize_params qp = deltafin_quantize_default_params();
+    if (!strcasecmp(S.pos[2], "Q4_K_M")) {
+        if (S.pure || S.type_experts || S.type_dense || S.output_type)
+            return df_cli_usage_error(&k_quantize, "Q4_K_M is a mixture: no --pure, --type-experts, --type-dense "
+                                      "or --output-type with it");
+        qp.mix = DELTAFIN_QMIX_Q4_K_M;
+        S.pos[2] = "Q4_K";
+    }
     if (!target_type(S.pos[2], &qp.type) || (S.type_experts && !target_type(S.type_experts, &qp.type_experts)) ||
         (S.type_dense && !target_type(S.type_dense, &qp.type_dense)) ||
         (S.output_type && !target_type(S.output_type, &qp.output_type)))

@@ -839,12 +839,16 @@ static int get_u32_arr(const df_gguf *g, const char *key, uint32_t *out, int n, 
     if (kv->type != DF_GGUF_ARRAY) {
         if (!scalar_ok) return wrong_type(g, kv, "array of integers");
         uint32_t v;
-        int rc = df_gguf_get_u32(g, key, &v);
+        int rc = kv->type == DF_GGUF_BOOL ? DF_OK : df_gguf_get_u32(g, key, &v);
         if (rc) return rc;
+        if (kv->type == DF_GGUF_BOOL) v = kv->v.b;
         for (int i = 0; i < n; i++) out[i] = v;
         return DF_OK;
     }
-    if (!kv_is_int(kv->arr_type)) return wrong_type(g, kv, scalar_ok ? "u32 or array of integers" : "array of integers");
+    /* bool arrays read as 0 / 1, as llama.cpp's get_arr does (glm-dsa's attention.indexer.types) */
+    const bool is_bool = kv->arr_type == DF_GGUF_BOOL;
+    if (!kv_is_int(kv->arr_type) && !is_bool)
+        return wrong_type(g, kv, scalar_ok ? "u32 or array of integers" : "array of integers");
     if (exact ? kv->arr_n != (uint64_t)n : kv->arr_n < (uint64_t)n)
         return df_err(DF_ERR_FORMAT, "%s: key '%s' has %" PRIu64 " elements, expected %s%d (one "
                       "per layer)", gname(g), key, kv->arr_n, exact ? "" : "at least ", n);
@@ -852,6 +856,7 @@ static int get_u32_arr(const df_gguf *g, const char *key, uint32_t *out, int n, 
         df_gguf_kv e = {0};
         e.type = kv->arr_type;
         df_gguf_widen_scalar(&e, kv->arr_type, (const uint8_t *)kv->arr + (size_t)i * df_gguf_kv_size[e.type]);
+        if (is_bool) { out[i] = e.v.b; continue; }
         bool neg;
         uint64_t m;
         kv_int(&e, &neg, &m);

@@ -88,7 +88,7 @@ int df_gguf_get_str(const df_gguf *g, const char *key, const char **out); /* bor
 /* Arrays: element type checked against `want_type`; returns borrowed pointer + count. */
 int df_gguf_get_arr(const df_gguf *g, const char *key, int want_type, const void **data, uint64_t *n);
 /* u32 array or scalar (per-layer hparams such as head_count_kv): fills out[0..n) (scalar is
- * broadcast). Array length must equal n. */
+ * broadcast). Array length must equal n. Bools (array or scalar) read as 0 / 1. */
 int df_gguf_get_u32_per_layer(const df_gguf *g, const char *key, uint32_t *out, int n);
 /* The first n elements of an integer array of at least n (deepseek4's compress_ratios, which
  * lists stages past the layers), as u32; a scalar is a type error. */

@@ -15,9 +15,10 @@
 
 typedef struct {
     float *qa, *q, *kv, *qf, *o, *ov, *kvb, *gate, *iq, *ik, *iw;
+    int32_t *sel; /* DSA: per row, the number of keys it attends, then their positions */
 } mla_bufs;
 
-#define MLA_NBUF 11
+#define MLA_NBUF 12
 #define MLA_MAX_HEAD 4096 /* legacy deepseek2 K head: n_embd_head_k_mla <= 4096 (arch_deepseek2.c) */
 
 /* Float counts per token of each buffer. */
@@ -37,6 +38,7 @@ static void mla_sizes(const df_model *m, uint64_t sz[MLA_NBUF]) {
     sz[8] = hp->indexer_top_k > 0 ? ih * id : 1;              /* iq: DSA indexer queries */
     sz[9] = hp->indexer_top_k > 0 ? id : 1;                   /* ik: indexer key */
     sz[10] = hp->indexer_top_k > 0 ? ih : 1;                  /* iw: indexer head weights */
+    sz[11] = (uint64_t)hp->indexer_top_k + 1;                 /* sel: selected keys (int32) */
     for (int l = 0; l < hp->n_layer; l++)
         if (m->layers[l].attn_gate) sz[7] = nh * dv;
 }
@@ -54,12 +56,14 @@ static void carve(struct deltafin_ctx *c, mla_bufs *b) {
     uint64_t sz[MLA_NBUF];
     mla_sizes(c->m, sz);
     char *p = c->arch_scr;
-    float **dst[MLA_NBUF] = {&b->qa, &b->q, &b->kv, &b->qf, &b->o, &b->ov, &b->kvb, &b->gate,
-                             &b->iq, &b->ik, &b->iw};
-    for (int i = 0; i < MLA_NBUF; i++) {
+    float **dst[MLA_NBUF - 1] = {&b->qa, &b->q, &b->kv, &b->qf, &b->o, &b->ov, &b->kvb, &b->gate,
+                                 &b->iq, &b->ik, &b->iw};
+    for (int i = 0; i < MLA_NBUF - 1; i++) {
         *dst[i] = (float *)p;
         p += al64(sz[i] * (uint64_t)c->n_batch * 4);
     }
+    b->sel = (int32_t *)p; /* the last buffer holds int32 */
+    p += al64(sz[MLA_NBUF - 1] * (uint64_t)c->n_batch * 4);
     DF_ASSERT((uint64_t)(p - c->arch_scr) <= c->arch_scr_bytes);
 }
 
@@ -73,21 +77,24 @@ static const void *slice(const df_tensor *w, int h) {
     return (const char *)w->data + (uint64_t)h * df_type_row_bytes(w->type, w->ne[0]) * (uint64_t)w->ne[1];
 }
 
-/* ---- DeepSeek Sparse Attention (deepseek32): the lightning indexer -------------------------
- * As llama.cpp's deepseek32 graph: per token, indexer q = attn_q_b·qr (qr: the normed q LoRA
- * latent) as IH heads of ID, k = LayerNorm(attn_k·x) with weight and bias, NEOX RoPE on the
- * first n_rot dims of each, both times the orthonormal Sylvester Hadamard matrix of order ID;
- * head weights w = proj·x / sqrt(ID·IH). The key goes to the cache behind the MLA row (F16
+/* ---- DeepSeek Sparse Attention (deepseek32, glm-dsa): the lightning indexer ----------------
+ * As llama.cpp's deepseek32 / glm-dsa graphs: per token, indexer q = attn_q_b·qr (qr: the normed
+ * q LoRA latent) as IH heads of ID, k = LayerNorm(attn_k·x) with weight and bias (epsilon
+ * hp.indexer_norm_eps), RoPE on the first n_rot dims of each (NEOX for deepseek32, NORM for
+ * glm-dsa: hp.indexer_rope_mode), both times the orthonormal Sylvester Hadamard matrix of order
+ * ID; head weights w = proj·x / sqrt(ID·IH). The key goes to the cache behind the MLA row (F16
  * rounding); query t scores each key p <= pos as sum_h relu(q_h·k_p)·w_h (as ggml's fused
  * lightning indexer: the cached key back to F32, the F32 vec_dot per head, the weighted sum in
- * float) and attends only the top_k best keys (all of them while it has <= top_k). */
+ * float) and attends only the top_k best keys (all of them while it has <= top_k; among equal
+ * scores the ones ggml_top_k's std::partial_sort keeps, df_top_k_select). A glm-dsa
+ * shared layer has no indexer and attends the keys of the previous full layer (b->sel). */
 static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const float *x, mla_bufs *b) {
     const df_model *m = c->m;
     const df_hparams *hp = &m->hp;
     const int D = hp->n_embd, rq = hp->n_lora_q, ih = hp->indexer_n_head, id = hp->indexer_head_size;
     const int64_t niq = (int64_t)ih * id;
-    df_rope neox = m->rope;
-    neox.mode = DF_ROPE_NEOX;
+    df_rope ir = m->rope;
+    ir.mode = hp->indexer_rope_mode;
     mmw(c, L->idx_q_b, b->qa, rq, nt, b->iq, niq);
     mmw(c, L->idx_k, x, D, nt, b->ik, id);
     mmw(c, L->idx_proj, x, D, nt, b->iw, ih);
@@ -102,11 +109,11 @@ static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const fl
         double sum2 = 0.0;
         for (int i = 0; i < id; i++) { k[i] -= mean; sum2 += (double)(k[i] * k[i]); }
         const float variance = (float)(sum2 / id);
-        const float scale = 1.0f / sqrtf(variance + 1e-6f); /* llama.cpp's f_norm_eps for deepseek32 */
+        const float scale = 1.0f / sqrtf(variance + hp->indexer_norm_eps);
         for (int i = 0; i < id; i++) k[i] = k[i] * scale * kw[i] + kb[i];
         const float *rc = c->rc + (int64_t)t * hp->n_rot;
-        df_rope_apply(&neox, rc, b->iq + t * niq, ih, id);
-        df_rope_apply(&neox, rc, k, 1, id);
+        df_rope_apply(&ir, rc, b->iq + t * niq, ih, id);
+        df_rope_apply(&ir, rc, k, 1, id);
         float *w = b->iw + (int64_t)t * ih;
         for (int h = 0; h < ih; h++) w[h] *= wscale;
     }
@@ -134,27 +141,30 @@ static int dsa_index(struct deltafin_ctx *c, const df_layer *L, int nt, const fl
     return DF_OK;
 }
 
-static int cmp_desc(const void *pa, const void *pb) {
-    const float a = *(const float *)pa, b = *(const float *)pb;
-    return a < b ? 1 : a > b ? -1 : 0;
+static int cmp_i32(const void *pa, const void *pb) {
+    const int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    return (a > b) - (a < b);
 }
 
-/* kmask[i*ldm + p] = 1 for the keys query i of segment sg attends (dsa_index's comment). */
-static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const mla_bufs *b, int64_t off_b,
-                      uint8_t *kmask, int64_t ldm) {
+/* The keys each query row of segment sg attends (dsa_index's comment) into b->sel: per row
+ * (topk + 1 ints) the count, then the positions in ascending order. */
+static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const mla_bufs *b, int64_t off_b) {
     const df_hparams *hp = &c->m->hp;
     const int ih = hp->indexer_n_head, id = hp->indexer_head_size, topk = hp->indexer_top_k;
-    const int64_t niq = (int64_t)ih * id;
+    const int64_t niq = (int64_t)ih * id, ldm = (int64_t)sg->pos0 + sg->n;
     const int tk = sg->sc->type_k;
     const df_kernel_table *kt = df_kernels();
-    float *sc = malloc(sizeof(float) * 2 * (size_t)ldm), *srt = sc ? sc + ldm : NULL;
+    float *sc = malloc(sizeof(float) * ((size_t)ldm + (size_t)topk)), *srt = sc ? sc + ldm : NULL;
     float *kf = malloc(sizeof(float) * (size_t)id);
     if (!sc || !kf) { free(sc); free(kf); return df_err(DF_ERR_NOMEM, "DSA indexer scratch"); }
-    memset(kmask, 0, (size_t)(sg->n * ldm));
     for (int i = 0; i < sg->n; i++) {
         const int pq = sg->pos0 + i;
-        uint8_t *km = kmask + (int64_t)i * ldm;
-        if (pq + 1 <= topk) { memset(km, 1, (size_t)pq + 1); continue; }
+        int32_t *sel = b->sel + (int64_t)(sg->row0 + i) * (topk + 1), *ks = sel + 1;
+        if (pq + 1 <= topk) {
+            for (int p = 0; p <= pq; p++) ks[p] = p;
+            sel[0] = pq + 1;
+            continue;
+        }
         const float *q = b->iq + (int64_t)(sg->row0 + i) * niq, *w = b->iw + (int64_t)(sg->row0 + i) * ih;
         for (int p = 0; p <= pq; p++) {
             /* ggml's fused lightning indexer: the key to F32, ggml_vec_dot_f32 per head, the
@@ -170,15 +180,23 @@ static int dsa_select(struct deltafin_ctx *c, const df_seg *sg, int il, const ml
             }
             sc[p] = s;
         }
-        memcpy(srt, sc, sizeof(float) * ((size_t)pq + 1));
-        qsort(srt, (size_t)pq + 1, sizeof(float), cmp_desc);
-        const float thr = srt[topk - 1];
-        int n = 0;
-        for (int p = 0; p <= pq; p++) if (sc[p] > thr) { km[p] = 1; n++; }
-        for (int p = 0; p <= pq && n < topk; p++) if (sc[p] == thr) { km[p] = 1; n++; }
+        /* ggml_top_k's choice (equal scores at the threshold: the relu makes exact zeros
+         * common), then in position order */
+        df_top_k_select(sc, pq + 1, topk, ks, srt);
+        qsort(ks, (size_t)topk, sizeof(int32_t), cmp_i32);
+        sel[0] = topk;
     }
     free(sc); free(kf);
     return DF_OK;
+}
+
+/* kmask[i*ldm + p] = 1 for the keys row i of segment sg attends (b->sel). */
+static void dsa_mask(const df_hparams *hp, const df_seg *sg, const mla_bufs *b, uint8_t *kmask, int64_t ldm) {
+    memset(kmask, 0, (size_t)(sg->n * ldm));
+    for (int i = 0; i < sg->n; i++) {
+        const int32_t *sel = b->sel + (int64_t)(sg->row0 + i) * (hp->indexer_top_k + 1);
+        for (int j = 0; j < sel[0]; j++) kmask[(int64_t)i * ldm + sel[1 + j]] = 1;
+    }
 }
 
 int df_layer_attn_mla(struct deltafin_ctx *c, int il, int nt) {
@@ -243,8 +261,10 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
                        sizeof(float) * (size_t)dr);
         a.n_head_kv = 1; a.dk = (int)nkv; a.dv = rkv;
         a.ldq = nqf; a.ldo = (int64_t)nh * rkv;
-        const bool dsa = L->idx_q_b != NULL;
-        const int64_t krow = nkv + (dsa ? hp->indexer_head_size : 0);
+        /* DSA: a full indexer layer stores its indexer key and selects keys; a shared layer
+         * (glm-dsa) attends the previous full layer's selection */
+        const bool dsa = hp->indexer_top_k > 0, full = L->idx_q_b != NULL;
+        const int64_t krow = nkv + (full ? hp->indexer_head_size : 0);
         a.ldk = a.ldv = krow;
         for (int s = 0; s < c->n_seg; s++) { /* each sequence its own cache */
             const df_seg *sg = &c->seg[s];
@@ -252,7 +272,7 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
             for (int i = 0; i < sg->n; i++) {
                 char *kd = df_ctx_k(sg->sc, il, sg->pos0 + i);
                 df_kv_put(sg->sc->type_k, b.kv + (int64_t)(sg->row0 + i) * nkv, kd, nkv);
-                if (dsa)
+                if (full)
                     df_kv_put(sg->sc->type_k, b.ik + (int64_t)(sg->row0 + i) * hp->indexer_head_size, kd + off_b,
                               hp->indexer_head_size);
             }
@@ -261,8 +281,9 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
             if (dsa) {
                 kmask = malloc((size_t)(sg->n * ldm));
                 if (!kmask) return df_err(DF_ERR_NOMEM, "DSA key mask (%d x %lld)", sg->n, (long long)ldm);
-                int rc = dsa_select(c, sg, il, &b, off_b, kmask, ldm);
+                int rc = full ? dsa_select(c, sg, il, &b, off_b) : DF_OK;
                 if (rc < 0) { free(kmask); return rc; }
+                dsa_mask(hp, sg, &b, kmask, ldm);
             }
             a.kmask = kmask; a.ldm = ldm;
             a.n_tok = sg->n; a.pos0 = sg->pos0;
@@ -333,9 +354,15 @@ const df_arch_fwd df_fwd_deepseek2 = {
     .arch_scratch = df_mla_scratch_bytes,
 };
 
-/* deepseek32: the same MLA attention, with the DSA indexer's key selection (dsa_index). */
+/* deepseek32 and glm-dsa: the same MLA attention, with the DSA indexer's key selection
+ * (dsa_index, dsa_select). */
 const df_arch_fwd df_fwd_deepseek32 = {
     .name = "deepseek32",
+    .layer_attn = df_layer_attn_mla,
+    .arch_scratch = df_mla_scratch_bytes,
+};
+const df_arch_fwd df_fwd_glm_dsa = {
+    .name = "glm-dsa",
     .layer_attn = df_layer_attn_mla,
     .arch_scratch = df_mla_scratch_bytes,
 };

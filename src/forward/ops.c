@@ -95,3 +95,39 @@ void df_softmax_ggml(const float *x, float *y, int n) { df_kernels()->softmax(x,
 void df_add(float *y, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += x[i];
 }
+
+/* libstdc++'s __adjust_heap with comp(a, b) = score a > score b (a heap whose top is the
+ * smallest score): the hole at `hole` sinks to a leaf along the smaller children, then the value
+ * (vs, vi) rises from there while its parent's score is greater */
+static void heap_adjust(float *hs, int32_t *hi, int hole, int len, float vs, int32_t vi) {
+    const int top = hole;
+    int child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (hs[child] > hs[child - 1]) child--;
+        hs[hole] = hs[child];
+        hi[hole] = hi[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1) - 1;
+        hs[hole] = hs[child];
+        hi[hole] = hi[child];
+        hole = child;
+    }
+    for (int parent = (hole - 1) / 2; hole > top && hs[parent] > vs; parent = (hole - 1) / 2) {
+        hs[hole] = hs[parent];
+        hi[hole] = hi[parent];
+        hole = parent;
+    }
+    hs[hole] = vs;
+    hi[hole] = vi;
+}
+
+void df_top_k_select(const float *s, int n, int k, int32_t *idx, float *hs) {
+    for (int i = 0; i < k; i++) { idx[i] = i; hs[i] = s[i]; }
+    for (int parent = (k - 2) / 2; k >= 2 && parent >= 0; parent--) /* make_heap */
+        heap_adjust(hs, idx, parent, k, hs[parent], idx[parent]);
+    for (int i = k; i < n; i++) /* __heap_select: replace the top by each index that beats it */
+        if (s[i] > hs[0]) heap_adjust(hs, idx, 0, k, s[i], i);
+}

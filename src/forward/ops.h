@@ -33,4 +33,10 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
 void df_silu_row(float *x, int n);
 /* y[i] += x[i] */
 void df_add(float *y, const float *x, int n);
+/* The k of positions 0..n-1 (k <= n) that ggml_top_k keeps for scores s: its
+ * std::partial_sort over the indices with comp(a, b) = s[a] > s[b], i.e. libstdc++'s heap
+ * select (a heap of the first k, then each later index that beats the heap's top replaces it),
+ * which decides which of several equal scores at the threshold are kept. Writes the k indices
+ * to idx (heap order) using hs[k] as scratch. */
+void df_top_k_select(const float *s, int n, int k, int32_t *idx, float *hs);
 #endif

@@ -18,14 +18,14 @@
 
 /* ---- architecture hooks ------------------------------------------------------------------
  * One line per architecture with forward hooks; the others run the generic blocks. */
-extern const df_arch_fwd df_fwd_deepseek2, df_fwd_deepseek32, df_fwd_deepseek4;
+extern const df_arch_fwd df_fwd_deepseek2, df_fwd_deepseek32, df_fwd_glm_dsa, df_fwd_deepseek4;
 extern const df_arch_fwd df_fwd_kimi_k3;
 extern const df_arch_fwd df_fwd_qwen3next;
 extern const df_arch_fwd df_fwd_qwen35moe;
 
 const df_arch_fwd *df_arch_fwd_find(const char *name) {
     static const df_arch_fwd generic = {.name = "generic"};
-    const df_arch_fwd *all[] = {&df_fwd_deepseek2, &df_fwd_deepseek32, &df_fwd_deepseek4, &df_fwd_kimi_k3,
+    const df_arch_fwd *all[] = {&df_fwd_deepseek2, &df_fwd_deepseek32, &df_fwd_glm_dsa, &df_fwd_deepseek4, &df_fwd_kimi_k3,
                                 &df_fwd_qwen3next, &df_fwd_qwen35moe};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!strcmp(all[i]->name, name)) return all[i];

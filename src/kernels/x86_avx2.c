@@ -342,7 +342,8 @@ static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
     const __m256i dup = _mm256_set_epi8(15, 14, 15, 14, 13, 12, 13, 12, 11, 10, 11, 10, 9, 8, 9, 8,
                                         7, 6, 7, 6, 5, 4, 5, 4, 3, 2, 3, 2, 1, 0, 1, 0);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         uint8_t sc[8], mn[8];
         k4_scales(x[i].scales, sc, mn);
@@ -366,12 +367,15 @@ static void dot_q5_K_q8_K(int64_t n, float *s, const void *w, const void *xq) {
             const __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * c + 1]));
             isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
         }
-        const float d = df_f16_to_f32(x[i].d) * y[i].d;
-        const float dm = df_f16_to_f32(x[i].dmin) * y[i].d;
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d), acc);
-        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mprod), _mm256_set1_ps(-dm), accm);
+        /* ggml_vec_dot_q5_K_q8_K's AVX2 order: acc = fma(d, lane sums, acc) per block; the
+         * mins as one exact integer per block, summs = fma(-y.d·dmin, it, summs) (gcc contracts
+         * ggml's summs += dmin * i), added after the lanes' hsum_float_8 */
+        const float d = y[i].d * df_f16_to_f32(x[i].d);
+        const float dmin = -y[i].d * df_f16_to_f32(x[i].dmin);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+        summs = __builtin_fmaf(dmin, (float)hsum_i32_8_int(mprod), summs);
     }
-    *s = hsum256(_mm256_add_ps(acc, accm));
+    *s = hsum256(acc) + summs;
 }
 
 /* ------------------------------------------------------------------ IQ4_XS x Q8_K */

@@ -83,8 +83,6 @@ static uint32_t glm4moe_props(const df_hparams *hp, int il) {
 }
 
 #define MOE DF_W_MOE
-#define NX DF_W_NEXTN
-#define UNUSED_OPT (DF_T_UNUSED | DF_T_OPTIONAL)
 static const df_tensor_spec glm4moe_tensors[] = {
     DF_SCHEMA_TOK_EMBD,
     DF_SCHEMA_GQA_IN,
@@ -99,17 +97,10 @@ static const df_tensor_spec glm4moe_tensors[] = {
     DF_SCHEMA_MOE_EXPS,
     DF_SCHEMA_SHEXP(0, GLM_SHEXP),
     /* NextN / MTP heads: loaded for the tensor count, never read (DF_T_UNUSED) */
-    DF_TS("blk.%d.nextn.eh_proj.weight", 0, DF_T_UNUSED, DF_R_MAT, NX, 0, DF_DX(2, DF_D_EMBD), DF_D_EMBD),
-    DF_TS("blk.%d.nextn.enorm.weight", 0, DF_T_UNUSED | DF_T_NORM, DF_R_NORM, NX, 0, DF_D_EMBD),
-    DF_TS("blk.%d.nextn.hnorm.weight", 0, DF_T_UNUSED | DF_T_NORM, DF_R_NORM, NX, 0, DF_D_EMBD),
-    DF_TS("blk.%d.nextn.embed_tokens.weight", 0, UNUSED_OPT, DF_R_EMBD, NX, 0, DF_D_EMBD, DF_D_VOCAB),
-    DF_TS("blk.%d.nextn.shared_head_head.weight", 0, UNUSED_OPT, DF_R_OUT, NX, 0, DF_D_EMBD, DF_D_VOCAB),
-    DF_TS("blk.%d.nextn.shared_head_norm.weight", 0, UNUSED_OPT | DF_T_NORM, DF_R_NORM, NX, 0, DF_D_EMBD),
+    DF_SCHEMA_NEXTN,
     DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
 };
 #undef MOE
-#undef NX
-#undef UNUSED_OPT
 static const df_schema_probe glm4moe_probes[] = {DF_SCHEMA_GQA_PROBES};
 
 const df_arch df_arch_glm4moe = {.name = "glm4moe", .load_hparams = glm4moe_hparams,

@@ -70,6 +70,7 @@ static const df_tensor_spec q35_tensors[] = {
     DF_SCHEMA_MOE_EXPS,
     DF_TS("blk.%d.ffn_gate_inp_shexp.weight", DF_LF(gate_inp_shexp), 0, DF_R_MAT, MOE, 0, DF_D_EMBD),
     DF_SCHEMA_SHEXP(0, 0),
+    DF_SCHEMA_NEXTN,
     DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
 };
 #undef RECR

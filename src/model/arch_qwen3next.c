@@ -23,17 +23,20 @@ int df_qn_hparams(df_model *m) {
     u = 0; TRYQ(df_model_key_u32(m, "ssm.group_count", &u, true)); hp->ssm_n_group = (int)u;
     u = 0; TRYQ(df_model_key_u32(m, "expert_feed_forward_length", &u, false)); hp->n_ff_exp = (int)u;
     u = 0; TRYQ(df_model_key_u32(m, "expert_shared_feed_forward_length", &u, false)); hp->n_ff_shexp = (int)u;
+    /* NextN / MTP heads (Qwen3.5 / 3.6 files carry one): the last blocks, full-attention layers
+     * plus the nextn tensors, bound and never run (DF_W_NEXTN) */
     u = 0; TRYQ(df_model_key_u32(m, "nextn_predict_layers", &u, false));
-    if (u > 0)
-        return df_err(DF_ERR_UNSUPPORTED, "%s: %s with %u NextN/MTP layers is not supported yet", m->path,
-                      m->arch->name, u);
+    if (u >= (uint32_t)hp->n_layer)
+        return df_err(DF_ERR_FORMAT, "%s: nextn_predict_layers %u must be < block_count %d", m->path, u, hp->n_layer);
+    hp->n_layer_nextn = (int)u;
     char key[128];
     snprintf(key, sizeof key, "%s.attention.recurrent_layers", m->arch->name);
     if (df_gguf_find(m->gguf, key))
         return df_err(DF_ERR_UNSUPPORTED, "%s: %s is not supported (full_attention_interval only)", m->path, key);
     u = 4; TRYQ(df_model_key_u32(m, "full_attention_interval", &u, false));
     if (u == 0) return df_err(DF_ERR_FORMAT, "%s: full_attention_interval 0", m->path);
-    for (int il = 0; il < hp->n_layer; il++) hp->layer_recr[il] = (uint8_t)((il + 1) % (int)u != 0);
+    for (int il = 0; il < hp->n_layer; il++)
+        hp->layer_recr[il] = (uint8_t)(il < df_hp_n_run_layers(hp) && (il + 1) % (int)u != 0);
     if (hp->n_expert <= 0 || hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert)
         return df_err(DF_ERR_FORMAT, "%s: %s needs expert_count > 0 and expert_used_count", m->path, m->arch->name);
     if (hp->n_ff_exp == 0) hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
@@ -102,6 +105,7 @@ static const df_tensor_spec qn_tensors[] = {
     DF_SCHEMA_MOE_EXPS,
     DF_TS("blk.%d.ffn_gate_inp_shexp.weight", DF_LF(gate_inp_shexp), 0, DF_R_MAT, MOE, 0, DF_D_EMBD),
     DF_SCHEMA_SHEXP(0, 0),
+    DF_SCHEMA_NEXTN,
     DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
 };
 #undef RECR

@@ -20,7 +20,7 @@ extern const df_arch df_arch_llama;
 extern const df_arch df_arch_qwen2moe;
 extern const df_arch df_arch_qwen3moe;
 extern const df_arch df_arch_olmoe;
-extern const df_arch df_arch_deepseek2, df_arch_deepseek32, df_arch_deepseek4;
+extern const df_arch df_arch_deepseek2, df_arch_deepseek32, df_arch_glm_dsa, df_arch_deepseek4;
 extern const df_arch df_arch_kimi_k3;
 extern const df_arch df_arch_gpt_oss;
 extern const df_arch df_arch_qwen3next;
@@ -29,7 +29,7 @@ extern const df_arch df_arch_glm4moe, df_arch_minimax_m2;
 
 const df_arch *df_arch_find(const char *name) {
     const df_arch *all[] = {&df_arch_llama, &df_arch_qwen2moe, &df_arch_qwen3moe, &df_arch_olmoe,
-                             &df_arch_deepseek2, &df_arch_deepseek32, &df_arch_deepseek4, &df_arch_kimi_k3,
+                             &df_arch_deepseek2, &df_arch_deepseek32, &df_arch_glm_dsa, &df_arch_deepseek4, &df_arch_kimi_k3,
                              &df_arch_gpt_oss, &df_arch_qwen3next, &df_arch_qwen35moe,
                              &df_arch_glm4moe, &df_arch_minimax_m2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -95,6 +95,24 @@ int df_model_key_f32(df_model *m, const char *suffix, float *out, bool required)
 #define TRY(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
 
 static float get_mscale(float s, float mm) { return s <= 1.0f ? 1.0f : 1.0f + 0.1f * mm * logf(s); }
+
+int df_model_rope_attn_factor(df_model *m) {
+    df_hparams *hp = &m->hp;
+    float rope_attn_factor = 1.0f;
+    TRY(key_f32(m, "rope.scaling.attn_factor", &rope_attn_factor, false));
+    /* attn_factor as llama_context computes it (formats.md §3.0 YaRN) */
+    float attn_factor = 1.0f;
+    if (hp->yarn_ext_factor != 0.0f) {
+        float fac = 1.0f / hp->rope_freq_scale;
+        if (hp->yarn_log_mul != 0.0f)
+            attn_factor = get_mscale(fac, hp->yarn_log_mul) / get_mscale(fac, hp->yarn_log_mul);
+        else
+            attn_factor = get_mscale(fac, 1.0f);
+        attn_factor *= 1.0f / (1.0f + 0.1f * logf(fac));
+    }
+    hp->rope_attn_factor = attn_factor * rope_attn_factor;
+    return DF_OK;
+}
 
 static int load_common_hparams(df_model *m) {
     df_hparams *hp = &m->hp;
@@ -174,24 +192,12 @@ static int load_common_hparams(df_model *m) {
     hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
     u = (uint32_t)hp->n_ctx_train;
     TRY(key_u32(m, "rope.scaling.original_context_length", &u, false)); hp->n_ctx_orig = (int)u;
-    float rope_attn_factor = 1.0f;
-    TRY(key_f32(m, "rope.scaling.attn_factor", &rope_attn_factor, false));
     hp->yarn_log_mul = 0.0f;
     TRY(key_f32(m, "rope.scaling.yarn_log_multiplier", &hp->yarn_log_mul, false));
     hp->yarn_beta_fast = 32.0f;
     hp->yarn_beta_slow = 1.0f;
     hp->yarn_ext_factor = yarn ? 1.0f : 0.0f;
-    /* attn_factor as llama_context computes it (formats.md §3.0 YaRN) */
-    float attn_factor = 1.0f;
-    if (hp->yarn_ext_factor != 0.0f) {
-        float fac = 1.0f / hp->rope_freq_scale;
-        if (hp->yarn_log_mul != 0.0f)
-            attn_factor = get_mscale(fac, hp->yarn_log_mul) / get_mscale(fac, hp->yarn_log_mul);
-        else
-            attn_factor = get_mscale(fac, 1.0f);
-        attn_factor *= 1.0f / (1.0f + 0.1f * logf(fac));
-    }
-    hp->rope_attn_factor = attn_factor * rope_attn_factor;
+    TRY(df_model_rope_attn_factor(m));
 
     /* MoE */
     u = 0; TRY(key_u32(m, "expert_count", &u, false)); hp->n_expert = (int)u;

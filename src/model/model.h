@@ -56,8 +56,13 @@ typedef struct df_hparams {
     /* deepseek2 MLA (formats.md §3.4): q/kv LoRA ranks, decompressed head dims */
     int n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
     bool is_mla;                 /* attn_k_b / attn_v_b (absorbed) vs legacy attn_kv_b */
-    /* deepseek32 DSA lightning indexer (formats.md §3.4): heads, head size, keys kept per query */
+    /* DSA lightning indexer (deepseek32, glm-dsa; formats.md §3.4a): heads, head size, keys kept
+     * per query, its key LayerNorm's epsilon and RoPE pairing (DF_ROPE_NEOX / _NORM); glm-dsa's
+     * "shared" layers have no indexer and attend the keys the previous full layer selected */
     int indexer_n_head, indexer_head_size, indexer_top_k;
+    float indexer_norm_eps;
+    int indexer_rope_mode;
+    uint8_t layer_dsa_shared[DF_MAX_LAYERS];
     /* kimi-k3 (docs kimi-k3.md): KDA layers, latent MoE, situ, block AttnRes */
     bool no_rope;                /* MLA without RoPE (kimi-k3) */
     int ffn_act;                 /* enum df_ffn_act: activation of dense / routed / shared FFNs */
@@ -104,8 +109,8 @@ typedef struct df_layer {
     /* deepseek2 MLA */
     df_tensor *wq_a, *q_a_norm, *wq_b, *wkv_a_mqa, *kv_a_norm, *wk_b, *wv_b, *wkv_b;
     df_tensor *attn_gate;                 /* kimi-k3 MLA sigmoid output gate {n_embd, H·dv} */
-    /* deepseek32 DSA lightning indexer: q_b {q_lora, IH·ID}, k {n_embd, ID} + LayerNorm w/b,
-     * head weights proj {n_embd, IH} */
+    /* DSA lightning indexer (full indexer layers): q_b {q_lora, IH·ID}, k {n_embd, ID} +
+     * LayerNorm w/b, head weights proj {n_embd, IH} */
     df_tensor *idx_q_b, *idx_k, *idx_k_norm, *idx_k_norm_b, *idx_proj;
     /* kimi-k3 KDA */
     df_tensor *ssm_conv[3];               /* q, k, v short-conv taps {C, 1, DI} (F32) */
@@ -182,6 +187,12 @@ static inline bool df_layer_fused_gate_up(const df_layer *L) {
  * flagged DF_T_UNUSED, never read). */
 static inline int df_hp_n_run_layers(const df_hparams *hp) { return hp->n_layer - hp->n_layer_nextn; }
 
+/* hp->rope_attn_factor as llama_context computes it from the file's rope.scaling.attn_factor,
+ * the YaRN factor and hp->yarn_log_mul (called again by an architecture that changes it). */
+int df_model_rope_attn_factor(df_model *m);
+/* glm-dsa: whether layer il has a full lightning indexer in GLM-5.2's default pattern (files
+ * without attention.indexer.types and a training context of 1M or more; arch_deepseek2.c). */
+bool df_dsa_glm52_full(int il);
 /* KV row sizes of layer il (the arch hook or n_head_kv * head dims; 0 for NextN layers). */
 void df_model_kv_row(const df_model *m, int il, int64_t *k_row, int64_t *v_row);
 /* The ggml types the KV cache stores K and V rows in (from params.cache_type_k / _v; F32 is

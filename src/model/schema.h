@@ -192,5 +192,18 @@ static inline int64_t df_schema_dim(int code, const int64_t *d) {
 #define DF_SCHEMA_OUTPUT(out_flags)                                                              \
     DF_TS("output_norm.weight", DF_MF(output_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_EMBD),      \
     DF_TS("output.weight", DF_MF(output), (out_flags), DF_R_OUT, 0, 0, DF_D_EMBD, DF_D_VOCAB)
+/* NextN / MTP heads' own tensors (layers with DF_W_NEXTN; the decoder block around them is the
+ * arch's usual one): bound for llama.cpp's tensor count, never read (DF_T_UNUSED). */
+#define DF_SCHEMA_NEXTN                                                                          \
+    DF_TS("blk.%d.nextn.eh_proj.weight", 0, DF_T_UNUSED, DF_R_MAT, DF_W_NEXTN, 0, DF_DX(2, DF_D_EMBD), \
+          DF_D_EMBD),                                                                            \
+    DF_TS("blk.%d.nextn.enorm.weight", 0, DF_T_UNUSED | DF_T_NORM, DF_R_NORM, DF_W_NEXTN, 0, DF_D_EMBD), \
+    DF_TS("blk.%d.nextn.hnorm.weight", 0, DF_T_UNUSED | DF_T_NORM, DF_R_NORM, DF_W_NEXTN, 0, DF_D_EMBD), \
+    DF_TS("blk.%d.nextn.embed_tokens.weight", 0, DF_T_UNUSED | DF_T_OPTIONAL, DF_R_EMBD, DF_W_NEXTN, 0, \
+          DF_D_EMBD, DF_D_VOCAB),                                                                \
+    DF_TS("blk.%d.nextn.shared_head_head.weight", 0, DF_T_UNUSED | DF_T_OPTIONAL, DF_R_OUT, DF_W_NEXTN, 0, \
+          DF_D_EMBD, DF_D_VOCAB),                                                                \
+    DF_TS("blk.%d.nextn.shared_head_norm.weight", 0, DF_T_UNUSED | DF_T_OPTIONAL | DF_T_NORM, DF_R_NORM, \
+          DF_W_NEXTN, 0, DF_D_EMBD)
 #define DF_SCHEMA_FFN_NORM \
     DF_TS("blk.%d.ffn_norm.weight", DF_LF(ffn_norm), DF_T_NORM, DF_R_NORM, 0, 0, DF_D_EMBD)

@@ -45,9 +45,13 @@ void deltafin_model_hparams(const deltafin_model *m, deltafin_hparams *out) {
         .yarn = hp->yarn_ext_factor != 0, .rms_eps = hp->eps, .kq_scale = hp->kq_scale, .n_ff = hp->n_ff,
         .n_expert = hp->n_expert, .n_expert_used = hp->n_expert_used, .n_ff_exp = hp->n_ff_exp,
         .n_ff_shexp = hp->n_ff_shexp, .expert_weights_norm = hp->expert_weights_norm,
-        .expert_weights_scale = hp->expert_weights_scale,
+        .expert_weights_scale = hp->expert_weights_scale, .n_layer_nextn = hp->n_layer_nextn,
+        .indexer_n_head = hp->indexer_n_head, .indexer_head_size = hp->indexer_head_size,
+        .indexer_top_k = hp->indexer_top_k,
     };
     if (m->arch->describe) m->arch->describe(hp, out->detail, sizeof out->detail);
+    for (int il = 0; il < df_hp_n_run_layers(hp) && hp->indexer_top_k > 0; il++)
+        out->indexer_full_layers += !hp->layer_dsa_shared[il];
 }
 
 void deltafin_model_gguf_info(const deltafin_model *m, deltafin_gguf_info *out) {

@@ -126,6 +126,101 @@ static int check_target(int type) {
     return DF_OK;
 }
 
+/* ---- llama-quantize's Q4_K_M mixture (llama-quant.cpp, llama_tensor_get_type_impl with
+ * ftype MOSTLY_Q4_K_M, no imatrix, no overrides) ------------------------------------------
+ * Tensors are visited in llama.cpp's loader order (layer, then name; globals first). Q4_K by
+ * default; the output matrix (or token_embd when tied) Q6_K (Q8_0 if its rows are not whole
+ * Q4_K blocks); attention-V-like tensors (names containing attn_v / attn_qkv / attn_kv_b
+ * .weight) Q6_K where use_more_bits(i-th of n); ffn_down* Q6_K in the use_more_bits layers; with
+ * exactly 8 experts (expert_count) attention-V-like and attn_k.weight tensors Q8_0 and
+ * attn_output Q5_K. Rows off the block size fall back as fallback_type. */
+enum { QC_OTHER, QC_OUTPUT, QC_TOKEN_EMBD, QC_ATTN_V, QC_ATTN_K, QC_ATTN_OUTPUT, QC_FFN_DOWN };
+
+static int category(const char *n) {
+    if (!strcmp(n, "output.weight")) return QC_OUTPUT;
+    if (!strcmp(n, "token_embd.weight") || !strcmp(n, "per_layer_token_embd.weight")) return QC_TOKEN_EMBD;
+    if (contains(n, "attn_qkv.weight") || contains(n, "attn_kv_b.weight") || contains(n, "attn_v.weight"))
+        return QC_ATTN_V;
+    if (contains(n, "attn_k.weight")) return QC_ATTN_K;
+    if (contains(n, "attn_q.weight")) return QC_OTHER;
+    if (contains(n, "attn_output.weight")) return QC_ATTN_OUTPUT;
+    if (contains(n, "ffn_up") || contains(n, "ffn_gate")) return QC_OTHER;
+    return contains(n, "ffn_down") ? QC_FFN_DOWN : QC_OTHER;
+}
+
+static int blk_of(const char *n) {
+    int il = -1;
+    return sscanf(n, "blk.%d.", &il) == 1 ? il : -1;
+}
+
+static const df_gguf *g_sort; /* qsort has no context argument */
+static int cmp_loader_order(const void *a, const void *b) {
+    const char *na = g_sort->tensors[*(const int *)a].name, *nb = g_sort->tensors[*(const int *)b].name;
+    const int la = blk_of(na), lb = blk_of(nb);
+    return la != lb ? (la < lb ? -1 : 1) : strcmp(na, nb);
+}
+
+static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static int arch_u32(const df_gguf *g, const char *suffix, uint32_t *v) {
+    const char *arch = NULL;
+    char key[160];
+    if (df_gguf_get_str(g, "general.architecture", &arch) < 0) return df_err(DF_ERR_FORMAT, "no general.architecture");
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int rc = df_gguf_get_u32(g, key, v);
+    return rc == DF_ERR_NOTFOUND ? DF_OK : rc;
+}
+
+static int mix_q4_k_m(const df_gguf *g, int *otype) {
+    uint32_t n_expert = 0, n_layer = 0;
+    int rc = arch_u32(g, "expert_count", &n_expert);
+    if (!rc) rc = arch_u32(g, "block_count", &n_layer);
+    if (rc < 0) return rc;
+    const int nt = g->n_tensors;
+    int *ord = df_malloc(sizeof(int) * (size_t)(nt ? nt : 1));
+    if (!ord) return DF_ERR_NOMEM;
+    int n_wv = 0, i_wv = 0, i_down = 0;
+    bool tied = true;
+    for (int i = 0; i < nt; i++) {
+        ord[i] = i;
+        const int c = category(g->tensors[i].name);
+        n_wv += c == QC_ATTN_V;
+        if (c == QC_OUTPUT) tied = false;
+    }
+    g_sort = g;
+    qsort(ord, (size_t)nt, sizeof(int), cmp_loader_order);
+    for (int k = 0; k < nt && !rc; k++) {
+        const df_gguf_tensor *t = &g->tensors[ord[k]];
+        int ot = t->type;
+        if (allows_quantization(t)) {
+            const int c = category(t->name);
+            ot = DF_TYPE_Q4_K;
+            if (c == QC_OUTPUT || (tied && c == QC_TOKEN_EMBD)) {
+                ot = t->ne[0] % df_type_info(DF_TYPE_Q4_K)->blck ? DF_TYPE_Q8_0 : DF_TYPE_Q6_K;
+            } else if (c == QC_ATTN_V) {
+                if (use_more_bits(i_wv++, n_wv)) ot = DF_TYPE_Q6_K;
+                if (n_expert == 8) ot = DF_TYPE_Q8_0;
+            } else if (c == QC_ATTN_K) {
+                if (n_expert == 8) ot = DF_TYPE_Q8_0;
+            } else if (c == QC_ATTN_OUTPUT) {
+                if (n_expert == 8) ot = DF_TYPE_Q5_K;
+            } else if (c == QC_FFN_DOWN) {
+                /* the layer from the name with experts (llama.cpp's layer_info), else a counter */
+                const int il = n_expert > 1 ? blk_of(t->name) : i_down;
+                if (il < 0 || il >= (int)n_layer)
+                    rc = df_err(DF_ERR_FORMAT, "tensor %s: no layer in [0, %u) for the Q4_K_M mixture", t->name,
+                                n_layer);
+                else if (use_more_bits(il, (int)n_layer)) ot = DF_TYPE_Q6_K;
+                i_down++;
+            }
+            ot = fallback_type(ot, t->ne[0]);
+        }
+        otype[ord[k]] = ot;
+    }
+    free(ord);
+    return rc;
+}
+
 /* The output type of every tensor (otype[i]) and the longest converted row. */
 static int plan_types(const df_gguf *g, const deltafin_quantize_params *p, int *otype, int64_t *max_row,
                       uint64_t *total) {
@@ -134,6 +229,10 @@ static int plan_types(const df_gguf *g, const deltafin_quantize_params *p, int *
     const bool has_output = df_gguf_tensor_find(g, "output.weight") != NULL;
     *max_row = 0;
     *total = 0;
+    if (p->mix == DELTAFIN_QMIX_Q4_K_M) {
+        int rc = mix_q4_k_m(g, otype);
+        if (rc < 0) return rc;
+    }
     for (int i = 0; i < g->n_tensors; i++) {
         const df_gguf_tensor *t = &g->tensors[i];
         int ot = t->type;
@@ -146,7 +245,7 @@ static int plan_types(const df_gguf *g, const deltafin_quantize_params *p, int *
                 if (t->ne[0] % df_type_info(ot)->blck) ot = DF_TYPE_Q8_0;
                 else if (ot != DF_TYPE_Q8_0) ot = DF_TYPE_Q6_K;
             }
-            ot = fallback_type(ot, t->ne[0]);
+            ot = p->mix ? otype[i] : fallback_type(ot, t->ne[0]);
             if (ot != t->type) {
                 if (!df_can_dequantize(t->type))
                     return df_err(DF_ERR_UNSUPPORTED, "tensor %s: cannot convert from %s", t->name,
@@ -168,7 +267,8 @@ static int make_writer(const df_gguf *g, const deltafin_quantize_params *p, cons
     df_gguf_writer *w = df_gguf_writer_new(g->alignment);
     if (!w) return DF_ERR_NOMEM;
     int rc = DF_OK;
-    uint32_t qv = 2, ft = (uint32_t)ftype_of(t_dense == t_exp ? t_dense : t_exp);
+    uint32_t qv = 2, ft = p->mix == DELTAFIN_QMIX_Q4_K_M ? 15u /* LLAMA_FTYPE_MOSTLY_Q4_K_M */
+                                                         : (uint32_t)ftype_of(t_dense == t_exp ? t_dense : t_exp);
     for (int i = 0; i < g->n_kv && !rc; i++) {
         const df_gguf_kv *kv = &g->kv[i];
         if (!strncmp(kv->key, "split.", 6)) continue;
@@ -278,6 +378,8 @@ int deltafin_quantize(const char *in_path, const char *out_path, const deltafin_
                       deltafin_quantize_result *res) {
     df_init();
     if (res) memset(res, 0, sizeof *res);
+    if (p->mix != DELTAFIN_QMIX_NONE && p->mix != DELTAFIN_QMIX_Q4_K_M)
+        return df_err(DF_ERR_INVALID, "unknown quantization mixture %d", p->mix);
     int rc = check_target(p->type);
     if (!rc && p->type_experts >= 0) rc = check_target(p->type_experts);
     if (!rc && p->type_dense >= 0) rc = check_target(p->type_dense);

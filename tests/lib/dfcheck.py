@@ -1,6 +1,7 @@
 """dfcheck.py — what the Python-driven end-to-end tests (test_deepseek2.sh, test_kimi_k3.sh)
 share: PASS/FAIL reporting, running the deltafin binary (and deltafin-dev for gen-random),
-recorded TSV tables, greedy ids and perplexity. Imported with sys.path.insert(0, "tests/lib")
+recorded TSV tables, building the recorded models, greedy ids, perplexity, a server to ask and
+GGUF tensor spans. Imported with sys.path.insert(0, "tests/lib")
 from the repository root."""
 import json, os, re, subprocess
 
@@ -53,6 +54,106 @@ class Checker:
     def __init__(self, label, bin_path, env, dev_path=DEV_BIN):
         self.label, self.bin, self.env, self.dev = label, bin_path, env, dev_path
         self.n_pass = self.n_fail = 0
+
+    def build(self, tmp, name, args, fix):
+        """gen-random ARGS (@FIX@ = fix), or "GEN-ARGS | quantize TYPE [OPTIONS]" (deltafin
+        quantize of the F32 model) -> (path, None) or (None, error)."""
+        f = os.path.join(tmp, name + ".gguf")
+        args = args.replace("@FIX@", fix)
+        if " | quantize " in args:
+            g, q = args.split(" | quantize ")
+            rc, _, err = self.run_dev(["gen-random"] + g.split() + [f + ".f32"])
+            if rc == 0:
+                rc, _, err = self.run(["quantize", f + ".f32", f] + q.split() + ["-t", "2"])
+            if os.path.exists(f + ".f32"): os.unlink(f + ".f32")
+        else:
+            rc, _, err = self.run_dev(["gen-random"] + args.split() + [f])
+        return (f, None) if rc == 0 else (None, self.last(err))
+
+    def serve(self, model, args=(), wait_s=60):
+        """`deltafin serve -m MODEL --port 0 ARGS` -> (process, base URL once /health is 200) or
+        (process, None); stop it with Checker.stop."""
+        import time, urllib.request
+        p = subprocess.Popen([self.bin, "serve", "-m", model, "--port", "0", "-t", "2"] + list(args),
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, text=True)
+        t0, url = time.time(), None
+        while time.time() - t0 < wait_s and url is None:
+            line = p.stdout.readline()
+            if not line: break
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+            if m: url = m.group(1)
+        while url and time.time() - t0 < wait_s:
+            try:
+                if urllib.request.urlopen(url + "/health", timeout=5).status == 200: return p, url
+            except Exception:
+                time.sleep(0.1)
+        return p, None
+
+    @staticmethod
+    def post(url, path, obj, timeout=120):
+        """POST JSON obj to url + path -> the parsed answer, or {"error": text}"""
+        import urllib.request
+        req = urllib.request.Request(url + path, data=json.dumps(obj).encode(),
+                                     headers={"Content-Type": "application/json"})
+        try:
+            return json.loads(urllib.request.urlopen(req, timeout=timeout).read())
+        except Exception as ex:
+            return {"error": str(ex)}
+
+    @staticmethod
+    def stop(proc):
+        if proc:
+            proc.terminate()
+            try: proc.wait(timeout=20)
+            except Exception: proc.kill()
+
+    @staticmethod
+    def gguf_spans(path, prefix, named=False):
+        """(absolute offset, bytes) of every tensor whose name starts with prefix (GGUF v3 header);
+        named: (name, exact bytes) instead."""
+        import struct
+        with open(path, "rb") as fh:
+            d = fh.read(1 << 20)
+        o = 4
+        ver, nt, nkv = struct.unpack_from("<IQQ", d, o); o += 20
+        def rstr(o):
+            n, = struct.unpack_from("<Q", d, o); o += 8
+            return d[o:o + n].decode(), o + n
+        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        def skip(t, o):
+            if t == 8: return rstr(o)[1]
+            if t == 9:
+                at, n = struct.unpack_from("<IQ", d, o); o += 12
+                for _ in range(n): o = skip(at, o)
+                return o
+            return o + sizes[t]
+        align = 32
+        for _ in range(nkv):
+            k, o = rstr(o)
+            t, = struct.unpack_from("<I", d, o); o += 4
+            if k == "general.alignment": align = struct.unpack_from("<I", d, o)[0]
+            o = skip(t, o)
+        ts = []
+        for _ in range(nt):
+            name, o = rstr(o)
+            nd, = struct.unpack_from("<I", d, o); o += 4
+            ne = struct.unpack_from("<" + "Q" * nd, d, o); o += 8 * nd
+            ty, off = struct.unpack_from("<IQ", d, o); o += 12
+            ts.append((name, ty, ne, off))
+        base = (o + align - 1) // align * align
+        # byte sizes from the next tensor's offset (the file is written in offset order)
+        offs = sorted(t[3] for t in ts) + [os.path.getsize(path) - base]
+        out = []
+        for name, ty, ne, off in ts:
+            if not name.startswith(prefix): continue
+            if named:
+                n = 1
+                for x in ne: n *= x
+                out.append((name, n * 4 if ty == 0 else None))
+                continue
+            nxt = min(x for x in offs if x > off)
+            out.append((base + off, nxt - off))
+        return out
 
     def report(self, ok, name, msg=""):
         if ok: self.n_pass += 1
@@ -140,6 +241,18 @@ class Checker:
         if gap is not None and gap < near_tie:
             return True, where + f" (a near-tie, < {near_tie})"
         return False, where
+
+    def check_ppls(self, rows, path, tol=0.005):
+        """Reports `deltafin perplexity` (ppl below) of every recorded row (name, ppl) whose model
+        is in path (name -> file) against llama-perplexity's value: within tol (relative)."""
+        for r in rows:
+            name, want = r["name"], float(r["ppl"])
+            if name not in path: continue
+            p, e = self.ppl(path[name])
+            if e:
+                self.report(False, f"{name} perplexity", e); continue
+            rel = abs(p - want) / want
+            self.report(rel <= tol, f"{name} perplexity", f"{p:.4f} vs llama.cpp {want:.4f} ({100*rel:.3f}%)")
 
     def ppl(self, model, extra_env=None):
         """`deltafin perplexity -c 128 -b 32` on tests/data/ppl_story.txt: (PPL, None) or (None, error)."""
