@@ -140,28 +140,44 @@ static void test_q8_1_hand(void) {
     CHECK(df_f16_to_f32(b.s) == 134.0f);
 }
 
-/* Round trip: dequantize(quantize(x)) error bounded per type, relative to the row RMS. */
+/* Round trip: dequantize(quantize(x)) error bounded per type, relative to the row RMS, without
+ * and with an importance matrix (the types that need one only with it); an importance matrix
+ * that favours half the columns must make those columns' error smaller than the others'. */
 static void test_roundtrip(void) {
     const int64_t n = 4096;
-    float *x = malloc(n * 4), *y = malloc(n * 4);
+    float *x = malloc(n * 4), *y = malloc(n * 4), *imat = malloc(n * 4);
     uint8_t *q = malloc(n * 8);
     for (int64_t i = 0; i < n; i++) x[i] = rnd_normal();
+    for (int64_t i = 0; i < n; i++) imat[i] = (i / 8) % 2 ? 100.0f : 0.01f;
     for (int t = 0; t < DF_TYPE_COUNT; t++) {
         const df_type_traits *ti = df_type_info(t);
         if (!ti || !ti->can_quantize) continue;
-        if (df_quantize_row(t, x, q, n) != DF_OK) { CHECK_MSG(0, "%s quantize", ti->name); continue; }
-        CHECK_EQ_INT(df_dequantize_row(t, q, y, n), DF_OK);
-        double se = 0, sx = 0;
-        for (int64_t i = 0; i < n; i++) { se += (x[i] - y[i]) * (double)(x[i] - y[i]); sx += x[i] * (double)x[i]; }
-        double rel = sqrt(se / sx);
-        /* ~ 2^-bits rule of thumb with headroom */
-        double bpw = 8.0 * ti->bytes / ti->blck;
-        double lim = bpw >= 16 ? 1e-2 : 2.0 * pow(2.0, -(bpw - 1.0));
-        if (t == DF_TYPE_F32) lim = 0;
-        CHECK_MSG(rel <= lim, "%s round trip rel rms %.4g > %.4g", ti->name, rel, lim);
-        printf("  %-8s %.3f bpw  round-trip rel rms %.5f\n", ti->name, bpw, rel);
+        for (int w = 0; w < 2; w++) {
+            if (!w && df_quantize_needs_imatrix(t)) {
+                CHECK_EQ_INT(df_quantize_row(t, x, q, n), DF_ERR_INVALID);
+                continue;
+            }
+            if (df_quantize_rows(t, x, q, 1, n, w ? imat : NULL) != DF_OK) { CHECK_MSG(0, "%s quantize", ti->name); continue; }
+            CHECK_EQ_INT(df_dequantize_row(t, q, y, n), DF_OK);
+            double se[2] = {0, 0}, sx = 0;
+            for (int64_t i = 0; i < n; i++) {
+                se[(i / 8) % 2] += (x[i] - y[i]) * (double)(x[i] - y[i]);
+                sx += x[i] * (double)x[i];
+            }
+            double rel = sqrt((se[0] + se[1]) / sx);
+            /* ~ 2^-bits rule of thumb with headroom */
+            double bpw = 8.0 * ti->bytes / ti->blck;
+            double lim = bpw >= 16 ? 1e-2 : 2.0 * pow(2.0, -(bpw - 1.0));
+            if (t == DF_TYPE_F32) lim = 0;
+            CHECK_MSG(rel <= lim, "%s round trip rel rms %.4g > %.4g", ti->name, rel, lim);
+            /* types whose search weighs the columns: the favoured ones come out closer */
+            const bool weighs = w && t != DF_TYPE_Q8_0 && t != DF_TYPE_MXFP4 && t != DF_TYPE_TQ1_0 &&
+                                t != DF_TYPE_TQ2_0 && bpw < 16;
+            if (weighs) CHECK_MSG(se[1] < se[0], "%s: imatrix-favoured columns err %.4g >= %.4g", ti->name, se[1], se[0]);
+            printf("  %-8s %.3f bpw %s round-trip rel rms %.5f\n", ti->name, bpw, w ? "imatrix" : "       ", rel);
+        }
     }
-    free(x); free(y); free(q);
+    free(x); free(y); free(q); free(imat);
 }
 
 /* `test_quant --hash-tensors FILE`: SHA-256 over all tensor data, tensors sorted by name
