@@ -337,7 +337,8 @@ static int scale4(float id, float s) { return df_imax(0, df_imin(15, df_nearest_
 
 /* ------------------------------------------------------------------ IQ2_XXS / IQ2_XS / IQ2_S */
 
-static void iq2_xxs_row(const iq_search *s, const float *x, df_block_iq2_xxs *y, int64_t n, const float *qw) {
+static void iq2_xxs_row(const iq_search *s, const float *x, void *dst, int64_t n, const float *qw) {
+    df_block_iq2_xxs *y = dst;
     float scales[8], weight[32], waux[32], xval[32];
     int8_t L[32];
     uint8_t block_signs[4];
@@ -440,7 +441,8 @@ static void iq2_16_row(const iq_search *s, const float *x, void *dst, int64_t n,
 
 /* ------------------------------------------------------------------ IQ3_XXS / IQ3_S */
 
-static void iq3_xxs_row(const iq_search *s, const float *x, df_block_iq3_xxs *y, int64_t n, const float *qw) {
+static void iq3_xxs_row(const iq_search *s, const float *x, void *dst, int64_t n, const float *qw) {
+    df_block_iq3_xxs *y = dst;
     float scales[8], weight[32], waux[32], xval[32];
     int8_t L[32];
     uint8_t block_signs[4];
@@ -480,7 +482,8 @@ static void iq3_xxs_row(const iq_search *s, const float *x, df_block_iq3_xxs *y,
     }
 }
 
-static void iq3_s_row(const iq_search *s, const float *x, df_block_iq3_s *y, int64_t n, const float *qw) {
+static void iq3_s_row(const iq_search *s, const float *x, void *dst, int64_t n, const float *qw) {
+    df_block_iq3_s *y = dst;
     float scales[8], weight[32], waux[32], xval[32];
     int8_t L[32];
     uint8_t block_signs[4];
@@ -545,35 +548,34 @@ static bool search_of(int which, iq_search *out) {
     return out->g != NULL;
 }
 
-#define ROWS_OF(type, blk) (size_t)df_type_row_bytes(type, npr) / sizeof(blk)
-void df_quantize_iq2_xxs(const float *x, void *dst, int64_t nrows, int64_t npr, const float *qw) {
+static void iq2_xs_row(const iq_search *s, const float *x, void *y, int64_t n, const float *qw) {
+    iq2_16_row(s, x, y, n, qw, false);
+}
+static void iq2_s_row(const iq_search *s, const float *x, void *y, int64_t n, const float *qw) {
+    iq2_16_row(s, x, y, n, qw, true);
+}
+
+typedef void (*iq_row_fn)(const iq_search *s, const float *x, void *y, int64_t n, const float *qw);
+static void quantize_rows(int which, int type, iq_row_fn row, const float *x, void *dst, int64_t nrows, int64_t npr,
+                          const float *qw) {
     iq_search s;
-    if (!search_of(S_IQ2XXS, &s)) return;
-    for (int64_t r = 0; r < nrows; r++)
-        iq2_xxs_row(&s, x + r * npr, (df_block_iq2_xxs *)dst + r * ROWS_OF(DF_TYPE_IQ2_XXS, df_block_iq2_xxs), npr, qw);
+    if (!search_of(which, &s)) return; /* df_quantize_rows checked df_iq_ready */
+    const size_t rb = (size_t)df_type_row_bytes(type, npr);
+    for (int64_t r = 0; r < nrows; r++) row(&s, x + r * npr, (char *)dst + (size_t)r * rb, npr, qw);
+}
+
+void df_quantize_iq2_xxs(const float *x, void *dst, int64_t nrows, int64_t npr, const float *qw) {
+    quantize_rows(S_IQ2XXS, DF_TYPE_IQ2_XXS, iq2_xxs_row, x, dst, nrows, npr, qw);
 }
 void df_quantize_iq2_xs(const float *x, void *dst, int64_t nrows, int64_t npr, const float *qw) {
-    iq_search s;
-    if (!search_of(S_IQ2XS, &s)) return;
-    for (int64_t r = 0; r < nrows; r++)
-        iq2_16_row(&s, x + r * npr, (df_block_iq2_xs *)dst + r * ROWS_OF(DF_TYPE_IQ2_XS, df_block_iq2_xs), npr, qw, false);
+    quantize_rows(S_IQ2XS, DF_TYPE_IQ2_XS, iq2_xs_row, x, dst, nrows, npr, qw);
 }
 void df_quantize_iq2_s(const float *x, void *dst, int64_t nrows, int64_t npr, const float *qw) {
-    iq_search s;
-    if (!search_of(S_IQ2S, &s)) return;
-    for (int64_t r = 0; r < nrows; r++)
-        iq2_16_row(&s, x + r * npr, (df_block_iq2_s *)dst + r * ROWS_OF(DF_TYPE_IQ2_S, df_block_iq2_s), npr, qw, true);
+    quantize_rows(S_IQ2S, DF_TYPE_IQ2_S, iq2_s_row, x, dst, nrows, npr, qw);
 }
 void df_quantize_iq3_xxs(const float *x, void *dst, int64_t nrows, int64_t npr, const float *qw) {
-    iq_search s;
-    if (!search_of(S_IQ3XXS, &s)) return;
-    for (int64_t r = 0; r < nrows; r++)
-        iq3_xxs_row(&s, x + r * npr, (df_block_iq3_xxs *)dst + r * ROWS_OF(DF_TYPE_IQ3_XXS, df_block_iq3_xxs), npr, qw);
+    quantize_rows(S_IQ3XXS, DF_TYPE_IQ3_XXS, iq3_xxs_row, x, dst, nrows, npr, qw);
 }
 void df_quantize_iq3_s(const float *x, void *dst, int64_t nrows, int64_t npr, const float *qw) {
-    iq_search s;
-    if (!search_of(S_IQ3S, &s)) return;
-    for (int64_t r = 0; r < nrows; r++)
-        iq3_s_row(&s, x + r * npr, (df_block_iq3_s *)dst + r * ROWS_OF(DF_TYPE_IQ3_S, df_block_iq3_s), npr, qw);
+    quantize_rows(S_IQ3S, DF_TYPE_IQ3_S, iq3_s_row, x, dst, nrows, npr, qw);
 }
-#undef ROWS_OF

@@ -14,9 +14,10 @@
 
 typedef struct { float x; int i; } val_idx; /* ggml's float "pairs" with the index behind */
 
-/* ascending by value, equal values in index order: what glibc's (merge sort) qsort gives
- * ggml's iq1_sort_helper on these arrays */
-static void sort_values(val_idx *p, int n) {
+/* the n values of xb with their indices, ascending by value, equal values in index order: what
+ * glibc's (merge sort) qsort gives ggml's iq1_sort_helper on these arrays */
+static void sort_values(const float *xb, val_idx *p, int n) {
+    for (int j = 0; j < n; ++j) p[j] = (val_idx){xb[j], j};
     for (int a = 1; a < n; ++a) {
         val_idx v = p[a];
         int b = a;
@@ -167,8 +168,7 @@ static void iq1_s_row(const df_iq_grid *g, const float *x, df_block_iq1_s *y, in
             scales[ib] = 0;
             shifts[ib] = 1;
             if (max < DF_GROUP_MAX_EPS_IQ1_S) continue;
-            for (int j = 0; j < 32; ++j) p[j] = (val_idx){xb[j], j};
-            sort_values(p, 32);
+            sort_values(xb, p, 32);
             sumx[0] = sumw[0] = 0;
             for (int j = 0; j < 32; ++j) {
                 const int i = p[j].i;
@@ -286,8 +286,7 @@ static void iq1_m_row(const df_iq_grid *g, const float *x, df_block_iq1_m *y, in
             scales[ib] = 0;
             shifts[ib] = 0;
             if (max < DF_GROUP_MAX_EPS_IQ1_M) continue;
-            for (int j = 0; j < 16; ++j) p[j] = (val_idx){xb[j], j};
-            sort_values(p, 16);
+            sort_values(xb, p, 16);
             float scale = max;
             int i1, i2, k;
             if (!iq1m_split(p, xb, weight, &scale, &i1, &i2, &k)) continue;

@@ -36,16 +36,23 @@ static inline float rmse_weight(int rmse_type, const float *qw, const float *x, 
     }
 }
 
-float df_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw) {
-    float max = 0, amax = 0;
+/* the value of largest magnitude, its sign kept; false (L zeroed) when even it is below ggml's
+ * "all zero" threshold */
+static bool signed_max(int n, const float *x, int8_t *L, float *max) {
+    float amax = 0;
+    *max = 0;
     for (int i = 0; i < n; ++i) {
         float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
+        if (ax > amax) { amax = ax; *max = x[i]; }
     }
-    if (amax < DF_GROUP_MAX_EPS) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        return 0.f;
-    }
+    if (amax >= DF_GROUP_MAX_EPS) return true;
+    memset(L, 0, (size_t)n);
+    return false;
+}
+
+float df_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw) {
+    float max;
+    if (!signed_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
     if (rmse_type == 0) {
         for (int i = 0; i < n; ++i) {
@@ -92,15 +99,8 @@ float df_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_typ
 }
 
 float df_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < DF_GROUP_MAX_EPS) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        return 0.f;
-    }
+    float max;
+    if (!signed_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
     if (do_rmse) {
         float sumlx = 0, suml2 = 0;
