@@ -670,7 +670,8 @@ typedef struct {
 deltafin_quantize_params deltafin_quantize_default_params(void); /* recipe Q8_0 */
 /* The recipe id of a llama-quantize recipe name (case-insensitive) or ftype number; -1 if
  * unknown. deltafin_quantize_recipe_info(i, ...) walks the list (i = 0, 1, ... until it returns
- * false): name, llama-quantize's description and its ftype (general.file_type). */
+ * false): name, llama-quantize's description and its ftype (general.file_type; -1 for COPY,
+ * which keeps the input's, and deltafin's MXFP4: neither is chosen by number). */
 int deltafin_quantize_recipe(const char *name);
 bool deltafin_quantize_recipe_info(int i, const char **name, const char **desc, int *ftype);
 /* DELTAFIN_ERR_INVALID for a recipe or type that cannot be a target (before anything is

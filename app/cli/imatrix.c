@@ -132,8 +132,13 @@ int cmd_imatrix(int argc, char **argv) {
     if (!r.toks || !r.chunk) { fprintf(stderr, "imatrix: out of memory\n"); goto done; }
     nt = deltafin_tokenize(r.m, r.text, len, true, S.parse_special, r.toks, nt);
     if (collect(&S, &r, nt, n_ctx, legacy)) goto done;
+    deltafin_stats st;
+    deltafin_ctx_stats(r.c, &st);
     fprintf(stderr, "imatrix: %d entries over %d chunks written to %s\n", deltafin_imatrix_n_entries(r.im),
             deltafin_imatrix_chunks(r.im), S.output);
+    if (st.bytes_read)
+        fprintf(stderr, "imatrix: %.1f MB of weights read from disk (%llu expert reads)\n", st.bytes_read / 1e6,
+                (unsigned long long)st.expert_misses);
     df_cli_routing_report(&S, r.c, stderr);
     ret = 0;
 done:

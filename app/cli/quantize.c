@@ -58,7 +58,8 @@ static void list_recipes(FILE *f, bool with_desc) {
     const char *name, *desc;
     int ft;
     for (int i = 0; deltafin_quantize_recipe_info(i, &name, &desc, &ft); i++) {
-        if (with_desc) fprintf(f, "  %4d  or  %-9s : %s\n", ft, name, desc);
+        if (with_desc && ft >= 0) fprintf(f, "  %4d  or  %-9s : %s\n", ft, name, desc);
+        else if (with_desc) fprintf(f, "            %-9s : %s\n", name, desc);
         else fprintf(f, "%s%s", i ? " " : "", name);
     }
     if (!with_desc) fputc('\n', f);

@@ -35,7 +35,7 @@ bool deltafin_quantize_recipe_info(int i, const char **name, const char **desc, 
     if (!r) return false;
     if (name) *name = r->name;
     if (desc) *desc = r->desc;
-    if (ftype) *ftype = r->ftype == DF_FT_PLAIN ? DF_FT_GUESSED : r->ftype;
+    if (ftype) *ftype = r->ftype == DF_FT_PLAIN || r->type < 0 ? -1 : r->ftype; /* COPY, MXFP4: no number */
     return true;
 }
 
