@@ -12,7 +12,9 @@
 #                llama-quantize --dry-run (the type it gives every tensor)
 #   imatrix.tsv  name, gen-random arguments, SHA-256 of the model, llama-imatrix's options
 #   imatrix_llama.tsv  llama-imatrix's matrix on that model and tests/data/ppl_story.txt
-#                (deltafin-dev imatrix-dump: name, counts, values)
+#                (deltafin-dev imatrix-dump: name, counts, values), in avx2/ when this machine's
+#                llama.cpp is an AVX2 build (docs/testing.md "One set of recordings per ISA"; the
+#                other files do not depend on the ISA: the quantizers are scalar C)
 #   ggml_cases.tsv  scripts/quant_oracle.c against the build's libggml-base: ggml_quantize_chunk on
 #                tests/quant_cases.h's rows, every type, with and without importance matrices
 # deltafin plays no part in what is recorded (CHECK=1: also run deltafin on every recipe row and
@@ -120,6 +122,11 @@ printf 'q8\t%s\t%s\t%s\n' "$IA" "$(sha256sum < "$TMP/im.gguf" | cut -c1-64)" "$I
 gcc -O2 -I"$LLAMA_CPP/ggml/include" scripts/quant_oracle.c -L"$BIN" -lggml-base -Wl,-rpath,"$BIN" -o "$TMP/quant_oracle"
 "$TMP/quant_oracle" > "$TMP/ggml_cases.tsv"
 
-cp "$TMP/models.tsv" "$TMP/recipes.tsv" "$TMP/dryrun.tsv" "$TMP/imatrix.tsv" "$TMP/imatrix_llama.tsv" \
-    "$TMP/ggml_cases.tsv" "$HERE/"
+cp "$TMP/models.tsv" "$TMP/recipes.tsv" "$TMP/dryrun.tsv" "$TMP/imatrix.tsv" "$TMP/ggml_cases.tsv" "$HERE/"
+if grep -q avx512f /proc/cpuinfo; then cp "$TMP/imatrix_llama.tsv" "$HERE/"
+else
+    mkdir -p "$HERE/avx2" && cp "$TMP/imatrix_llama.tsv" "$HERE/avx2/"
+    printf 'llama.cpp %s built with -DGGML_NATIVE=ON on an AVX2 CPU (%s); tests/data/expected/quantize/make.sh (imatrix_llama.tsv only: the quantize files do not depend on the ISA)\n' \
+        "$(git -C "$LLAMA_CPP" rev-parse --short=12 HEAD)" "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)" > "$HERE/avx2/RECORDED"
+fi
 echo "written to $HERE" >&2
