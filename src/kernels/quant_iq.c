@@ -441,9 +441,28 @@ static void iq2_16_row(const iq_search *s, const float *x, void *dst, int64_t n,
 
 /* ------------------------------------------------------------------ IQ3_XXS / IQ3_S */
 
+/* one 32-value block of IQ3_XXS (xxs: signs with even parity, 7 bits each; "zero" below 1e-8)
+ * or IQ3_S (8 sign bits; zero when exactly 0): weights, signs, levels L and the positive scale;
+ * false for a zero block */
+static bool iq3_block(const iq_search *s, const float *xb, const float *qw, float sigma2, bool xxs, int8_t *L,
+                      uint8_t *block_signs, float *scale) {
+    float weight[32], waux[32], xval[32];
+    block_weights(xb, qw, sigma2, weight, waux, 32, false);
+    for (int k = 0; k < 4; ++k) block_signs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, xxs);
+    const float max = max8n(xval, 32);
+    memset(L, 0, 32);
+    if (xxs ? max < DF_GROUP_MAX_EPS_IQ3_XXS : !max) return false;
+    *scale = iq_block(s, xval, weight, waux, max, max / (2 * s->kmaxq - 1), L);
+    if (*scale < 0) {
+        *scale = -*scale;
+        for (int k = 0; k < 4; ++k) block_signs[k] = (uint8_t)(xxs ? ~block_signs[k] & 127 : ~block_signs[k]);
+    }
+    return true;
+}
+
 static void iq3_xxs_row(const iq_search *s, const float *x, void *dst, int64_t n, const float *qw) {
     df_block_iq3_xxs *y = dst;
-    float scales[8], weight[32], waux[32], xval[32];
+    float scales[8];
     int8_t L[32];
     uint8_t block_signs[4];
     uint8_t q3[96];
@@ -456,16 +475,10 @@ static void iq3_xxs_row(const iq_search *s, const float *x, void *dst, int64_t n
         const float *xbl = x + DF_QK_K * ibl;
         const float sigma2 = 2 * sum_x2(xbl) / DF_QK_K;
         for (int ib = 0; ib < 8; ++ib) {
-            const float *xb = xbl + 32 * ib;
-            block_weights(xb, qw ? qw + DF_QK_K * ibl + 32 * ib : NULL, sigma2, weight, waux, 32, false);
-            for (int k = 0; k < 4; ++k) block_signs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
-            const float max = max8n(xval, 32);
-            memset(L, 0, sizeof L);
-            if (max < DF_GROUP_MAX_EPS_IQ3_XXS) { scales[ib] = 0; continue; }
-            float scale = iq_block(s, xval, weight, waux, max, max / (2 * s->kmaxq - 1), L);
-            if (scale < 0) {
-                scale = -scale;
-                for (int k = 0; k < 4; ++k) block_signs[k] = (uint8_t)(~block_signs[k] & 127);
+            float scale;
+            if (!iq3_block(s, xbl + 32 * ib, qw ? qw + DF_QK_K * ibl + 32 * ib : NULL, sigma2, true, L, block_signs, &scale)) {
+                scales[ib] = 0;
+                continue;
             }
             for (int k = 0; k < 8; ++k) q3[8 * ib + k] = (uint8_t)grid_index(s, L + 4 * k);
             sas[ib] = block_signs[0] | (block_signs[1] << 7) | (block_signs[2] << 14) | ((uint32_t)block_signs[3] << 21);
@@ -484,7 +497,7 @@ static void iq3_xxs_row(const iq_search *s, const float *x, void *dst, int64_t n
 
 static void iq3_s_row(const iq_search *s, const float *x, void *dst, int64_t n, const float *qw) {
     df_block_iq3_s *y = dst;
-    float scales[8], weight[32], waux[32], xval[32];
+    float scales[8];
     int8_t L[32];
     uint8_t block_signs[4];
     for (int64_t ibl = 0; ibl < n / DF_QK_K; ++ibl, ++y) {
@@ -497,16 +510,10 @@ static void iq3_s_row(const iq_search *s, const float *x, void *dst, int64_t n, 
         const float *xbl = x + DF_QK_K * ibl;
         const float sigma2 = 2 * sum_x2(xbl) / DF_QK_K;
         for (int ib = 0; ib < 8; ++ib) {
-            const float *xb = xbl + 32 * ib;
-            block_weights(xb, qw ? qw + DF_QK_K * ibl + 32 * ib : NULL, sigma2, weight, waux, 32, false);
-            for (int k = 0; k < 4; ++k) block_signs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, false);
-            const float max = max8n(xval, 32);
-            memset(L, 0, sizeof L);
-            if (!max) { scales[ib] = 0; continue; }
-            float scale = iq_block(s, xval, weight, waux, max, max / (2 * s->kmaxq - 1), L);
-            if (scale < 0) {
-                scale = -scale;
-                for (int k = 0; k < 4; ++k) block_signs[k] = (uint8_t)~block_signs[k];
+            float scale;
+            if (!iq3_block(s, xbl + 32 * ib, qw ? qw + DF_QK_K * ibl + 32 * ib : NULL, sigma2, false, L, block_signs, &scale)) {
+                scales[ib] = 0;
+                continue;
             }
             for (int k = 0; k < 8; ++k) {
                 const int gi = grid_index(s, L + 4 * k);

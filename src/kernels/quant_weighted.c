@@ -410,8 +410,12 @@ static float row_sigma2(const float *x, int64_t n, float times) {
     for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
     return times * sum_x2 / n;
 }
-static void importance(const float *xb, const float *qw, float sigma2, float *weight, int n) {
+/* ... and their sum, in order */
+static float importance(const float *xb, const float *qw, float sigma2, float *weight, int n) {
+    float sum = 0;
     for (int j = 0; j < n; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+    for (int j = 0; j < n; ++j) sum += weight[j];
+    return sum;
 }
 
 /* Q4_0 (nmax 8) and Q5_0 (nmax 16): symmetric levels by make_qx_quants */
@@ -470,8 +474,7 @@ static void w_q2_K_row(const float *x, void *dst, int64_t npr, const float *qw, 
         memset(sw, 0, sizeof sw);
         const float sigma2 = row_sigma2(x, 256, 1);
         for (int j = 0; j < 16; ++j) {
-            importance(x + 16 * j, qw + 256 * i + 16 * j, sigma2, weight, 16);
-            for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+            sw[j] += importance(x + 16 * j, qw + 256 * i + 16 * j, sigma2, weight, 16);
             scales[j] = df_make_qkx_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
         }
         const float dm = df_make_qp_quants(16, 15, scales, Ls, sw);
@@ -491,10 +494,7 @@ static void w_q3_K_row(const float *x, void *dst, int64_t npr, const float *qw, 
     for (int64_t i = 0; i < npr / 256; i++, x += 256) {
         const float sigma2 = row_sigma2(x, 256, 2);
         for (int j = 0; j < 16; ++j) {
-            importance(x + 16 * j, qw + 256 * i + 16 * j, sigma2, weight, 16);
-            float sumw = 0;
-            for (int l = 0; l < 16; ++l) sumw += weight[l];
-            sw[j] = sumw;
+            sw[j] = importance(x + 16 * j, qw + 256 * i + 16 * j, sigma2, weight, 16);
             scales[j] = df_make_qx_quants(16, 4, x + 16 * j, L + 16 * j, 1, weight);
         }
         memset(y[i].scales, 0, 12);
@@ -512,10 +512,7 @@ static void w_qk45_row(const float *x, void *dst, int64_t npr, const float *qw, 
     for (int64_t i = 0; i < npr / 256; i++, x += 256) {
         const float sigma2 = row_sigma2(x, 256, 2);
         for (int j = 0; j < 8; ++j) {
-            importance(x + 32 * j, qw + 256 * i + 32 * j, sigma2, weights, 32);
-            float sumw = 0;
-            for (int l = 0; l < 32; ++l) sumw += weights[l];
-            sw[j] = sumw;
+            sw[j] = importance(x + 32 * j, qw + 256 * i + 32 * j, sigma2, weights, 32);
             scales[j] = df_make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
         }
         const float d_block = df_make_qp_quants(8, 63, scales, Ls, sw);
