@@ -12,7 +12,10 @@
 #define DEV_CMDS(X)                                                                      \
     X(gen_random, "write a random test model (for tests and benchmarks)")               \
     X(convert_llama2c, "import a llama2.c checkpoint as GGUF")                       \
-    X(replay_trace, "replay a routing trace through cache policies and Belady's optimum")
+    X(replay_trace, "replay a routing trace through cache policies and Belady's optimum")  \
+    X(gen_imatrix, "write a synthetic importance matrix for a model (quantize tests)")      \
+    X(imatrix_dump, "print an importance matrix's entries (name, counts, values)")          \
+    X(imatrix_diff, "compare an importance matrix with a dump within a tolerance")
 
 #define DECL(name, help) int cmd_##name(int argc, char **argv);
 DEV_CMDS(DECL)

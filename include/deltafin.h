@@ -506,6 +506,29 @@ int deltafin_ctx_set_route_trace(deltafin_ctx *c,
                                  void (*fn)(void *ud, int layer, int n_tokens, int k, const int32_t *experts),
                                  void *ud);
 
+/* Matmul observer (`deltafin imatrix`, calibration, debugging): fn is called before every
+ * product of a model weight with activations in this ctx's forward passes, with the weight's
+ * GGUF name and the F32 input rows the product reads (before any activation quantization):
+ *  - a plain matmul (attention projections, dense and shared-expert FFN, routers, output):
+ *    matrix 0 of n_matrix 1, every row of the pass;
+ *  - a routed expert (ggml's MUL_MAT_ID): per_expert, matrix = the expert, n_matrix = the
+ *    experts of the tensor, the rows routed to it (a fused gate_up tensor is reported once);
+ *  - a per-head product of a 3-D weight (MLA's attn_k_b / attn_v_b): matrix = the head.
+ * Called on the decoding thread; the rows are valid during the call only. Off (NULL) by
+ * default, when it costs one test per matmul. In a deltafin_decode_batch pass the observer of
+ * the pass's lead ctx is called. */
+typedef struct {
+    const char *tensor;        /* "blk.3.ffn_down_exps.weight" */
+    int matrix, n_matrix;      /* which matrix of the weight, of how many */
+    bool per_expert;           /* a routed expert's rows */
+    int n_in;                  /* values per input row (the weight's ne[0]) */
+    int n_rows;
+    const float *x;            /* row r at x + r * ldx */
+    int64_t ldx;
+} deltafin_matmul_info;
+typedef void (*deltafin_matmul_fn)(void *ud, const deltafin_matmul_info *mm);
+int deltafin_ctx_set_matmul_observer(deltafin_ctx *c, deltafin_matmul_fn fn, void *ud);
+
 /* Opt-in lossy routing: fewer expert reads for a changed output (docs/streaming.md "lossy
  * routing"). All fields 0 = off: the model's own routing, tokens unchanged.
  *  experts_per_token N: the N best of the router's top-k, weights computed over those N as the
@@ -665,33 +688,93 @@ bool deltafin_type_can_quantize(int type); /* a quantizer exists (deltafin_quant
 
 /* ---- model files: quantize, pack, verify ------------------------------------------------- */
 /* Convert a GGUF's weight matrices to other types, tensor by tensor (memory: one chunk of rows,
- * not the model), as llama-quantize chooses them: only >= 2-D tensors named *weight are
- * converted; norms, routers (ffn_gate_inp), position/token-type embeddings and 1-D tensors are
- * copied; without `pure` the output matrix gets Q6_K (Q8_0 when type is Q8_0); rows whose length
- * is not a multiple of the block size fall back as llama-quantize's do. Writes OUT.tmp and
- * renames it on success (nothing named OUT on failure). */
+ * not the model), as llama-quantize (d32676d) does with the same recipe: the recipes are its
+ * names ("Q4_K_M", "IQ2_XXS", "MXFP4_MOE", "Q8_0", "F16" ... — deltafin_quantize_recipe), each
+ * tensor gets the type llama-quantize gives it (its mixtures by tensor, layer and model shape,
+ * only >= 2-D tensors named *weight, norms / routers / position embeddings copied, rows the
+ * block size does not divide falling back), and the tensor data are byte-identical to
+ * llama-quantize's, with or without an importance matrix. Writes OUT.tmp and renames it on
+ * success (nothing named OUT on failure; nothing at all for a dry run). */
+typedef struct {
+    int index, n_tensors;   /* its place in the file (0-based), of how many */
+    const char *name;       /* the tensor's GGUF name */
+    int n_dims;
+    int64_t ne[4];
+    int type_in, type_out;  /* type_out == type_in: copied */
+    uint64_t bytes_in, bytes_out;
+    bool imatrix;           /* quantized with importance weights */
+} deltafin_quantize_tensor;
 typedef struct {
     int n_threads;          /* <= 0: all cores */
-    int type;               /* the target type (deltafin_type_from_name) */
-    int type_experts;       /* 3-D weights: routed experts, deepseek2 attn_k_b/v_b; < 0: type */
-    int type_dense;         /* every other weight matrix; < 0: type */
-    int output_type;        /* output.weight; < 0: Q6_K (Q8_0 if type is Q8_0) unless pure */
-    bool pure;              /* no special type for the output matrix */
-    /* a llama-quantize mixture instead of one type (type, type_* and pure are then ignored):
-     * DELTAFIN_QMIX_Q4_K_M picks each tensor's type as `llama-quantize IN OUT Q4_K_M` does */
-    int mix;
+    int recipe;             /* deltafin_quantize_recipe(): llama-quantize's recipe (ftype) */
+    int type_experts;       /* 3-D weights: routed experts, deepseek2 attn_k_b/v_b; < 0: the recipe's */
+    int type_dense;         /* every other weight matrix but the output and token embeddings; < 0: the recipe's */
+    int output_type;        /* output.weight (--output-tensor-type); < 0: the recipe's */
+    int token_embd_type;    /* token_embd.weight (--token-embedding-type); < 0: the recipe's */
+    bool pure;              /* no mixture: every matrix in the recipe's type (--pure) */
+    bool leave_output;      /* output.weight copied as it is (--leave-output-tensor) */
+    bool allow_requantize;  /* convert tensors that are already quantized (else refused) */
+    bool dry_run;           /* plan and report sizes only; write nothing */
+    const char *imatrix;    /* importance matrix file (llama-imatrix's GGUF or legacy .dat), or NULL */
     /* called as tensors are read (bytes of the input done / total); NULL = none */
     void (*progress_cb)(void *ud, const char *tensor, uint64_t done, uint64_t total);
     void *progress_ud;
+    /* called once per tensor, in file order, with its conversion (a dry run: as planned) */
+    void (*tensor_cb)(void *ud, const deltafin_quantize_tensor *t);
+    void *tensor_ud;
 } deltafin_quantize_params;
-enum { DELTAFIN_QMIX_NONE = 0, DELTAFIN_QMIX_Q4_K_M = 1 };
-typedef struct { int n_converted, n_copied; uint64_t bytes_in; } deltafin_quantize_result;
-deltafin_quantize_params deltafin_quantize_default_params(void);
-/* DELTAFIN_ERR_INVALID for a type that cannot be a target (before anything is opened);
- * DELTAFIN_ERR_UNSUPPORTED for a tensor that cannot be converted; I/O and format errors name
- * the file. res may be NULL. */
+typedef struct {
+    int n_converted, n_copied;
+    int n_fallback;         /* tensors given another type because the block does not divide the row */
+    int imatrix_entries;    /* entries of the importance matrix (0: none) */
+    bool needs_imatrix;     /* a dry run without --imatrix whose real run would need one */
+    uint64_t bytes_in, bytes_out;
+    int64_t n_elements;
+} deltafin_quantize_result;
+deltafin_quantize_params deltafin_quantize_default_params(void); /* recipe Q8_0 */
+/* The recipe id of a llama-quantize recipe name (case-insensitive) or ftype number; -1 if
+ * unknown. deltafin_quantize_recipe_info(i, ...) walks the list (i = 0, 1, ... until it returns
+ * false): name, llama-quantize's description and its ftype (general.file_type; -1 for COPY,
+ * which keeps the input's, and deltafin's MXFP4: neither is chosen by number). */
+int deltafin_quantize_recipe(const char *name);
+bool deltafin_quantize_recipe_info(int i, const char **name, const char **desc, int *ftype);
+/* DELTAFIN_ERR_INVALID for a recipe or type that cannot be a target (before anything is
+ * opened); DELTAFIN_ERR_UNSUPPORTED for a tensor that cannot be converted; DELTAFIN_ERR_INVALID
+ * naming the tensor for an already-quantized input without allow_requantize and for a recipe
+ * that needs an importance matrix without one (IQ1_*, IQ2_*, IQ3_XXS, Q2_K_S: llama-quantize's
+ * rule); I/O and format errors name the file. res may be NULL. */
 int deltafin_quantize(const char *in_path, const char *out_path, const deltafin_quantize_params *p,
                       deltafin_quantize_result *res);
+
+/* ---- importance matrices (llama-imatrix's files) ---------------------------------------- */
+/* The mean square of each input column of every weight matrix over a text (per expert for
+ * routed experts): what llama-imatrix collects and llama-quantize's i-quants and k-quants
+ * weigh their rounding with. */
+typedef struct deltafin_imatrix deltafin_imatrix;
+/* An empty collector for chunks of chunk_size tokens; process_output: also output.weight. */
+int deltafin_imatrix_new(int chunk_size, bool process_output, deltafin_imatrix **out);
+/* Read llama-imatrix's GGUF format (per tensor NAME.in_sum2 [ne0, n_mat] and NAME.counts
+ * [1, n_mat], imatrix.* keys) or its legacy .dat format; DELTAFIN_ERR_FORMAT naming the problem. */
+int deltafin_imatrix_load(const char *path, deltafin_imatrix **out);
+/* Collect c's forward passes into im (through deltafin_ctx_set_matmul_observer), with
+ * llama-imatrix's rules: every routed-expert product, and the plain products of blk.* weights
+ * (output.weight with process_output) over at least 16 rows; squares summed per column, one
+ * count per row (per expert: per routed row). im NULL detaches. */
+int deltafin_imatrix_attach(deltafin_imatrix *im, deltafin_ctx *c);
+/* Record the text the data came from (imatrix.datasets). */
+int deltafin_imatrix_add_dataset(deltafin_imatrix *im, const char *name);
+/* Entries, and chunks covered (largest count / chunk size, llama-imatrix's chunk_count). */
+int deltafin_imatrix_n_entries(const deltafin_imatrix *im);
+int deltafin_imatrix_chunks(const deltafin_imatrix *im);
+/* Entry i (0 <= i < n_entries, in the order read or first seen): the weight's name, its sums
+ * (nval values: ne0 per matrix) and counts (n_counts: one, or one per expert); false past the end. */
+bool deltafin_imatrix_entry(const deltafin_imatrix *im, int i, const char **name, const float **sums, int64_t *nval,
+                            const int64_t **counts, int *n_counts);
+/* A collection error (a non-finite sum, a tensor seen with two shapes), or DELTAFIN_OK. */
+int deltafin_imatrix_status(const deltafin_imatrix *im);
+/* Write as llama-imatrix does (GGUF, or the legacy .dat format with legacy), via PATH.tmp. */
+int deltafin_imatrix_save(const deltafin_imatrix *im, const char *path, bool legacy);
+void deltafin_imatrix_free(deltafin_imatrix *im);
 
 /* Rewrite a model into the expert-major streaming layout (docs/pack-format.md): one 4 KiB-
  * aligned record per (layer, expert) with an XXH64 checksum, and (version 2) an XXH64 of the

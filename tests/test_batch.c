@@ -313,7 +313,7 @@ int main(int argc, char **argv) {
     char q4[600];
     snprintf(q4, sizeof q4, "%s/qwen3moe-q4_k.gguf", g_dir);
     deltafin_quantize_params qp = deltafin_quantize_default_params();
-    qp.type = deltafin_type_from_name("Q4_K");
+    qp.recipe = deltafin_quantize_recipe("Q4_K");
     qp.pure = true;
     int rc = deltafin_quantize(paths[4], q4, &qp, NULL);
     CHECK_MSG(rc == 0, "quantize Q4_K: %s", deltafin_errmsg());

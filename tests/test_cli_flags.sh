@@ -23,7 +23,7 @@ bad() { echo "  FAIL: $1"; fail=1; }
 if [ $rc = 0 ] && cmp -s "$T/h1" "$T/h2" && ! cmp -s "$T/h1" "$T/top" && head -n 1 "$T/h1" | grep -q "^usage: deltafin run "; then
     ok "help run = run --help, not the top-level help"
 else bad "help run: rc=$rc $(head -n 2 "$T/h1")"; fi
-for c in run chat serve bench perplexity info tokenize quantize pack profile verify doctor pull; do
+for c in run chat serve bench perplexity info tokenize quantize imatrix pack profile verify doctor pull; do
     "$BIN" help $c >"$T/h" 2>&1 || { bad "help $c: exit $?"; continue; }
     head -n 1 "$T/h" | grep -q "^usage: deltafin $c" || bad "help $c: $(head -n 1 "$T/h")"
     grep -q -- "-h, --help" "$T/h" || bad "help $c lists no -h"
@@ -35,7 +35,7 @@ echo "$V" | grep -Eq "^deltafin [0-9.]+ \(commit [0-9a-z]+\)$" && ok "--version:
 
 # ---- usage errors: one line, exit 2, for every command --------------------------------------------
 nbad=0
-for c in run chat serve bench perplexity info tokenize quantize pack profile verify doctor pull "bench kernels"; do
+for c in run chat serve bench perplexity info tokenize quantize imatrix pack profile verify doctor pull "bench kernels"; do
     "$BIN" $c --bogus-flag >"$T/o" 2>"$T/e"; rc=$?
     if [ $rc = 2 ] && [ "$(cat "$T/e")" = "$c: unknown option '--bogus-flag' (see deltafin $c --help)" ]; then :
     else bad "$c --bogus-flag: rc=$rc '$(cat "$T/e")'"; nbad=1; fi

@@ -75,7 +75,7 @@ static int d_offset(int t) {
 /* Weight row of type t: quantized from x where a quantizer exists, else random block bytes with
  * a sane scale (magnitude following the data kind; zero-blocks kind zeroes 2 of 3 blocks). */
 static bool make_weights(int t, const float *x, void *w, int64_t n, int kind) {
-    if (df_type_info(t)->can_quantize) return df_quantize_row(t, x, w, n) == DF_OK;
+    if (df_type_info(t)->can_quantize && !df_quantize_needs_imatrix(t)) return df_quantize_row(t, x, w, n) == DF_OK;
     const df_type_traits *ti = df_type_info(t);
     uint8_t *b = w;
     for (int64_t i = 0; i < (int64_t)df_type_row_bytes(t, n); i++) b[i] = (uint8_t)rnd_u32();

@@ -5,6 +5,8 @@
 
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "kernels/quant_impl.h"
+#include "quant_cases.h"
 #include "testlib.h"
 
 static uint64_t g_rng = 0x1234567887654321ull;
@@ -140,28 +142,44 @@ static void test_q8_1_hand(void) {
     CHECK(df_f16_to_f32(b.s) == 134.0f);
 }
 
-/* Round trip: dequantize(quantize(x)) error bounded per type, relative to the row RMS. */
+/* Round trip: dequantize(quantize(x)) error bounded per type, relative to the row RMS, without
+ * and with an importance matrix (the types that need one only with it); an importance matrix
+ * that favours half the columns must make those columns' error smaller than the others'. */
 static void test_roundtrip(void) {
     const int64_t n = 4096;
-    float *x = malloc(n * 4), *y = malloc(n * 4);
+    float *x = malloc(n * 4), *y = malloc(n * 4), *imat = malloc(n * 4);
     uint8_t *q = malloc(n * 8);
     for (int64_t i = 0; i < n; i++) x[i] = rnd_normal();
+    for (int64_t i = 0; i < n; i++) imat[i] = (i / 8) % 2 ? 100.0f : 0.01f;
     for (int t = 0; t < DF_TYPE_COUNT; t++) {
         const df_type_traits *ti = df_type_info(t);
         if (!ti || !ti->can_quantize) continue;
-        if (df_quantize_row(t, x, q, n) != DF_OK) { CHECK_MSG(0, "%s quantize", ti->name); continue; }
-        CHECK_EQ_INT(df_dequantize_row(t, q, y, n), DF_OK);
-        double se = 0, sx = 0;
-        for (int64_t i = 0; i < n; i++) { se += (x[i] - y[i]) * (double)(x[i] - y[i]); sx += x[i] * (double)x[i]; }
-        double rel = sqrt(se / sx);
-        /* ~ 2^-bits rule of thumb with headroom */
-        double bpw = 8.0 * ti->bytes / ti->blck;
-        double lim = bpw >= 16 ? 1e-2 : 2.0 * pow(2.0, -(bpw - 1.0));
-        if (t == DF_TYPE_F32) lim = 0;
-        CHECK_MSG(rel <= lim, "%s round trip rel rms %.4g > %.4g", ti->name, rel, lim);
-        printf("  %-8s %.3f bpw  round-trip rel rms %.5f\n", ti->name, bpw, rel);
+        for (int w = 0; w < 2; w++) {
+            if (!w && df_quantize_needs_imatrix(t)) {
+                CHECK_EQ_INT(df_quantize_row(t, x, q, n), DF_ERR_INVALID);
+                continue;
+            }
+            if (df_quantize_rows(t, x, q, 1, n, w ? imat : NULL) != DF_OK) { CHECK_MSG(0, "%s quantize", ti->name); continue; }
+            CHECK_EQ_INT(df_dequantize_row(t, q, y, n), DF_OK);
+            double se[2] = {0, 0}, sx = 0;
+            for (int64_t i = 0; i < n; i++) {
+                se[(i / 8) % 2] += (x[i] - y[i]) * (double)(x[i] - y[i]);
+                sx += x[i] * (double)x[i];
+            }
+            double rel = sqrt((se[0] + se[1]) / sx);
+            /* ~ 2^-bits rule of thumb with headroom */
+            double bpw = 8.0 * ti->bytes / ti->blck;
+            double lim = bpw >= 16 ? 1e-2 : 2.0 * pow(2.0, -(bpw - 1.0));
+            if (t == DF_TYPE_F32) lim = 0;
+            CHECK_MSG(rel <= lim, "%s round trip rel rms %.4g > %.4g", ti->name, rel, lim);
+            /* types whose search weighs the columns: the favoured ones come out closer */
+            const bool weighs = w && t != DF_TYPE_Q8_0 && t != DF_TYPE_MXFP4 && t != DF_TYPE_TQ1_0 &&
+                                t != DF_TYPE_TQ2_0 && bpw < 16;
+            if (weighs) CHECK_MSG(se[1] < se[0], "%s: imatrix-favoured columns err %.4g >= %.4g", ti->name, se[1], se[0]);
+            printf("  %-8s %.3f bpw %s round-trip rel rms %.5f\n", ti->name, bpw, w ? "imatrix" : "       ", rel);
+        }
     }
-    free(x); free(y); free(q);
+    free(x); free(y); free(q); free(imat);
 }
 
 /* `test_quant --hash-tensors FILE`: SHA-256 over all tensor data, tensors sorted by name
@@ -225,6 +243,76 @@ static void test_iq_tables(void) {
     for (int i = 0; i < 128; i++) CHECK_EQ_INT(df_ksigns_iq2xs[i], i | ((__builtin_popcount(i) & 1) << 7));
 }
 
+/* The quantizers against ggml's on tests/quant_cases.h's rows (zero, sparse, ternary, one-sign
+ * blocks; imatrices with zero columns): FNV-1a of the bytes as scripts/quant_oracle.c recorded
+ * them from ggml_quantize_chunk (tests/data/expected/quantize/ggml_cases.tsv, make.sh there). */
+static void test_ggml_cases(void) {
+    FILE *f = fopen("tests/data/expected/quantize/ggml_cases.tsv", "r");
+    CHECK_MSG(f != NULL, "tests/data/expected/quantize/ggml_cases.tsv missing");
+    if (!f) return;
+    float *x = malloc(sizeof(float) * QC_ROWS * QC_N), w[QC_N];
+    uint8_t *dst = malloc((size_t)QC_ROWS * QC_N * 4);
+    for (int r = 0; r < QC_ROWS; r++) qc_row(r, x + (size_t)r * QC_N);
+    char name[32];
+    int kind, n = 0;
+    unsigned long long want;
+    while (fscanf(f, "%31s %d %llx", name, &kind, &want) == 3) {
+        const int t = df_type_from_name(name);
+        CHECK_MSG(t >= 0, "unknown type %s", name);
+        if (t < 0) continue;
+        if (kind >= 0) qc_imatrix(kind, w);
+        const int rc = df_quantize_rows(t, x, dst, QC_ROWS, QC_N, kind >= 0 ? w : NULL);
+        const uint64_t got = qc_fnv(dst, (size_t)df_type_row_bytes(t, QC_N) * QC_ROWS, QC_FNV0);
+        CHECK_MSG(rc == DF_OK && got == want, "%s imatrix %d: %016llx, ggml %016llx", name, kind, (unsigned long long)got, want);
+        n++;
+    }
+    fclose(f);
+    CHECK_MSG(n >= 60, "only %d ggml cases", n);
+    printf("  %d type x imatrix cases checked against ggml_quantize_chunk\n", n);
+    free(x);
+    free(dst);
+}
+
+/* The codebooks' search form: every point maps to itself, every other level combination the
+ * quantizers can form has a non-empty neighbour list of valid points, nearest first. */
+static void test_iq_grids(void) {
+    for (int w = 0; w < DF_IQG_COUNT; w++) {
+        const df_iq_grid *g = df_iq_grid_get(w);
+        CHECK_MSG(g != NULL, "grid %d", w);
+        if (!g) continue;
+        const int coords = g->grid8 ? 8 : 4, bits = g->grid8 ? 2 : 3, maxl = g->grid8 ? 2 : 7;
+        int bad = 0, lists = 0;
+        for (int u = 0; u < 1 << (bits * coords); u++) {
+            int8_t pos[8];
+            bool used = true;
+            for (int k = 0; k < coords; k++) {
+                const int l = (u >> (bits * k)) & ((1 << bits) - 1);
+                used = used && l <= maxl;
+                pos[k] = (int8_t)(2 * l + 1);
+            }
+            if (!used) continue;
+            const int32_t m = g->map[u];
+            if (m >= 0) {
+                const int8_t *p = g->grid8 ? (const int8_t *)(g->grid8 + m) : (const int8_t *)(g->grid4 + m);
+                bad += memcmp(p, pos, (size_t)coords) != 0;
+                continue;
+            }
+            const uint16_t *nb = g->neighbours + (-m - 1);
+            lists++;
+            int prev = -1;
+            for (int j = 1; j <= nb[0]; j++) {
+                const int8_t *p = g->grid8 ? (const int8_t *)(g->grid8 + nb[j]) : (const int8_t *)(g->grid4 + nb[j]);
+                int d2 = 0;
+                for (int k = 0; k < coords; k++) d2 += (p[k] - pos[k]) * (p[k] - pos[k]);
+                bad += nb[j] >= g->n || d2 < prev;
+                prev = d2;
+            }
+            bad += nb[0] == 0;
+        }
+        CHECK_MSG(bad == 0 && lists > 0, "grid %d: %d bad entries, %d lists", w, bad, lists);
+    }
+}
+
 int main(int argc, char **argv) {
     df_init();
     if (argc == 3 && !strcmp(argv[1], "--hash-tensors")) return hash_tensors(argv[2]);
@@ -235,5 +323,7 @@ int main(int argc, char **argv) {
     test_q8_K_hand();
     test_q8_1_hand();
     test_roundtrip();
+    test_iq_grids();
+    test_ggml_cases();
     TEST_MAIN_END("test_quant");
 }

@@ -22,7 +22,7 @@
 typedef enum {
     DF_CMD_RUN, DF_CMD_CHAT, DF_CMD_SERVE, DF_CMD_BENCH, DF_CMD_BENCH_KERNELS, DF_CMD_PERPLEXITY,
     DF_CMD_INFO, DF_CMD_TOKENIZE, DF_CMD_QUANTIZE, DF_CMD_PACK, DF_CMD_PROFILE, DF_CMD_VERIFY,
-    DF_CMD_DOCTOR, DF_CMD_PULL, DF_CMD_COUNT
+    DF_CMD_DOCTOR, DF_CMD_PULL, DF_CMD_IMATRIX, DF_CMD_COUNT
 } df_cmd_id;
 
 /* A command as its help shows it. */
@@ -90,8 +90,12 @@ typedef struct df_settings {
     bool bos, pieces, count, timing;
     const char *pre;
     /* quantize, pack, verify */
-    const char *type_experts, *type_dense, *output_type, *sha256_file;
-    bool pure, check, force, no_sha256, list;
+    const char *type_experts, *type_dense, *output_type, *token_embd_type, *imatrix, *sha256_file;
+    bool pure, leave_output, allow_requantize, check, force, no_sha256, list;
+    /* imatrix */
+    int out_freq, save_freq, from_chunk;
+    const char *out_format;
+    bool process_output, parse_special;
     /* doctor, pull */
     double seconds, retry_wait;
     const char *profile, *sha256, *token;

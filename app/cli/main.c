@@ -16,7 +16,8 @@
     X(perplexity, "perplexity of a text file, computed like llama-perplexity")          \
     X(info, "print model metadata, tensors and the memory plan")                        \
     X(tokenize, "print the token ids of a text")                                        \
-    X(quantize, "convert a GGUF to another tensor type")                                \
+    X(quantize, "convert a GGUF with llama-quantize's recipes (Q4_K_M, IQ2_XXS ...)")   \
+    X(imatrix, "importance matrix of a model over a text (for quantize --imatrix)")    \
     X(pack, "rewrite a model into the expert-major streaming layout")                   \
     X(profile, "record expert routing counts over a prompt file")                       \
     X(verify, "check a model against its checksums")                                    \

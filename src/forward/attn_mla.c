@@ -252,6 +252,7 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
         const int64_t nqf = (int64_t)nh * nkv;
         for (int h = 0; h < nh; h++) {
             /* q_nope absorbed: {dn, rkv} slice of attn_k_b times q_nope,h */
+            if (c->obs.fn) df_mm_observe(&c->obs, L->wk_b, h, nh, false, b.q + (int64_t)h * dq, nq, nt);
             df_matmul_3d_g(c->pool, slice(L->wk_b, h), L->wk_b->type, dn, rkv, b.q + (int64_t)h * dq, nq, nt,
                            b.qf + (int64_t)h * nkv, nqf, c->act, &c->grp);
         }
@@ -296,9 +297,11 @@ int df_mla_attend(struct deltafin_ctx *c, int il, int nt, const float *x, float 
             free(kmask);
             a.kmask = NULL;
         }
-        for (int h = 0; h < nh; h++)
+        for (int h = 0; h < nh; h++) {
+            if (c->obs.fn) df_mm_observe(&c->obs, L->wv_b, h, nh, false, b.o + (int64_t)h * rkv, (int64_t)nh * rkv, nt);
             df_matmul_3d_g(c->pool, slice(L->wv_b, h), L->wv_b->type, rkv, dv, b.o + (int64_t)h * rkv,
                            (int64_t)nh * rkv, nt, b.ov + (int64_t)h * dv, (int64_t)nh * dv, c->act, &c->grp);
+        }
     } else {
         const int64_t nkvb = (int64_t)nh * (dn + dv);
         mmw(c, L->wkv_b, b.kv, nkv, nt, b.kvb, nkvb);

@@ -263,8 +263,8 @@ static void k3_situ_ffn(struct deltafin_ctx *c, const df_tensor *wg, const df_te
     const int64_t ff = wg->ne[1];
     if (wg->type == wu->type) {
         df_quantize_act(wg->type, x, E, E, nt, c->act);
-        df_fw_mm_q(c, wg, nt, c->fa, ff);
-        df_fw_mm_q(c, wu, nt, c->fb, ff);
+        df_fw_mm_q(c, wg, x, E, nt, c->fa, ff);
+        df_fw_mm_q(c, wu, x, E, nt, c->fb, ff);
     } else {
         mmw(c, wg, x, E, nt, c->fa, ff);
         mmw(c, wu, x, E, nt, c->fb, ff);

@@ -11,10 +11,12 @@
 #include <math.h>
 
 /* router logits (a batch of F32 router rows goes through df_matmul's tinyBLAS-order GEMM in
- * ggml's order, kernels/dispatch.c; per sequence of the pass, as its own pass would) */
+ * ggml's order, kernels/dispatch.c; per sequence of the pass, as its own pass would); the
+ * look-ahead's predicted rows are no product of the model's pass: the observer does not see them */
 static void router_logits(struct deltafin_ctx *c, const df_tensor *w, const float *x, int64_t ldx, int nt, float *y,
-                          int64_t ldy) {
-    df_fw_mm(c, w, x, ldx, nt, y, ldy);
+                          int64_t ldy, bool observe) {
+    if (observe && c->obs.fn) df_mm_observe(&c->obs, w, 0, 1, false, x, ldx, nt);
+    df_matmul_g(c->pool, w->data, w->type, w->ne[0], w->ne[1], x, ldx, nt, y, ldy, c->act, &c->grp);
 }
 
 /* ggml_soft_max in place: ggml's vector order and exp */
@@ -112,7 +114,7 @@ static void route_rows(struct deltafin_ctx *c, int il, const float *x, int nt, i
     const df_layer *L = &m->layers[il];
     const int E = hp->n_expert, K = hp->n_expert_used;
     /* 1. router logits */
-    router_logits(c, L->gate_inp, x, hp->n_embd, nt, c->router, E);
+    router_logits(c, L->gate_inp, x, hp->n_embd, nt, c->router, E, !select_only);
     for (int t = 0; t < nt; t++) {
         float *lg = c->router + (int64_t)t * E;
         float *sel = c->selbuf + (int64_t)t * E;
@@ -324,6 +326,12 @@ void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
  * weights under DELTAFIN_GGML_ORDER; kernels.h). */
 void df_moe_expert_rows(const df_moe_bufs *b, const df_hparams *hp, const df_layer *L, int e, const df_expert_w *w,
                         int64_t D, int64_t n_ff, int64_t n_out, int n) {
+    const bool obs = b->obs && b->obs->fn && L;
+    if (obs) {
+        const df_tensor *g = L->exps[DF_EXPERT_GATE], *u = L->exps[DF_EXPERT_UP];
+        df_mm_observe(b->obs, g, e, (int)g->ne[2], true, b->xg, D, n);
+        if (u != g) df_mm_observe(b->obs, u, e, (int)u->ne[2], true, b->xg, D, n);
+    }
     if (w->type[DF_EXPERT_GATE] == w->type[DF_EXPERT_UP]) {
         int ty = w->type[DF_EXPERT_GATE];
         df_quantize_act(ty, b->xg, D, D, n, b->act);
@@ -342,6 +350,7 @@ void df_moe_expert_rows(const df_moe_bufs *b, const df_hparams *hp, const df_lay
         }
     }
     df_ffn_act_rows(hp, b->fa, b->fb, n, n_ff);
+    if (obs) df_mm_observe(b->obs, L->exps[DF_EXPERT_DOWN], e, (int)L->exps[DF_EXPERT_DOWN]->ne[2], true, b->fa, n_ff, n);
     df_matmul_id(b->pool, w->w[DF_EXPERT_DOWN], w->type[DF_EXPERT_DOWN], n_ff, n_out, b->fa, n_ff, n, b->yg, n_out, b->act);
     if (L && L->exps_b[DF_EXPERT_DOWN]) {
         const float *bd = (const float *)L->exps_b[DF_EXPERT_DOWN]->data + (int64_t)e * n_out;
@@ -439,7 +448,8 @@ int df_moe_routed(struct deltafin_ctx *c, int il, const float *xr, const float *
         df_moe_lookahead(c, il_next, xn, nt);
     }
 
-    const df_moe_bufs bufs = {.pool = c->pool, .act = c->act, .xg = c->xg, .fa = c->fa, .fb = c->fb, .yg = c->yg};
+    const df_moe_bufs bufs = {.pool = c->pool, .act = c->act, .xg = c->xg, .fa = c->fa, .fb = c->fb, .yg = c->yg,
+                              .obs = c->obs.fn ? &c->obs : NULL};
     int rc = DF_OK;
     for (int u = 0; u < n_union && rc == DF_OK; u++) {
         if (remote && !c->e_local[u]) continue;
@@ -489,8 +499,8 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
         const int64_t fs = L->gate_shexp->ne[1];
         if (L->gate_shexp->type == L->up_shexp->type) {
             df_quantize_act(L->gate_shexp->type, x, D, D, nt, c->act);
-            df_fw_mm_q(c, L->gate_shexp, nt, c->fa, fs);
-            df_fw_mm_q(c, L->up_shexp, nt, c->fb, fs);
+            df_fw_mm_q(c, L->gate_shexp, x, D, nt, c->fa, fs);
+            df_fw_mm_q(c, L->up_shexp, x, D, nt, c->fb, fs);
         } else {
             df_fw_mm(c, L->gate_shexp, x, D, nt, c->fa, fs);
             df_fw_mm(c, L->up_shexp, x, D, nt, c->fb, fs);
@@ -501,7 +511,7 @@ int df_moe_forward(struct deltafin_ctx *c, int il, const float *x, int nt, float
         if (L->gate_inp_shexp) {
             /* llama.cpp: gate = silu(z) / z (= sigmoid(z) except NaN at z == 0) */
             float *z = c->fb;
-            df_matmul_g(c->pool, L->gate_inp_shexp->data, L->gate_inp_shexp->type, D, 1, x, D, nt, z, 1, c->act, &c->grp);
+            df_fw_mm(c, L->gate_inp_shexp, x, D, nt, z, 1);
             for (int t = 0; t < nt; t++) {
                 float g = hp->shexp_sigmoid ? df_sigmoid(z[t]) : df_silu(z[t]) / z[t]; /* qwen3next: sigmoid */
                 float *ys = c->yg + (int64_t)t * D;

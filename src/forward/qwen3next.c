@@ -72,6 +72,7 @@ static void qn_bufs_get(struct deltafin_ctx *c, qn_bufs *b) {
 }
 
 static void mmw(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y, int64_t ldy) {
+    if (c->obs.fn) df_mm_observe(&c->obs, w, 0, 1, false, X, ldx, nt);
     df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
 }
 

@@ -285,6 +285,20 @@ int deltafin_ctx_set_route_trace(deltafin_ctx *c,
     return DF_OK;
 }
 
+int deltafin_ctx_set_matmul_observer(deltafin_ctx *c, deltafin_matmul_fn fn, void *ud) {
+    c->obs.fn = fn;
+    c->obs.ud = fn ? ud : NULL;
+    return DF_OK;
+}
+
+void df_mm_observe(const df_mm_obs *obs, const df_tensor *w, int matrix, int n_matrix, bool per_expert,
+                   const float *X, int64_t ldx, int n) {
+    if (!obs || !obs->fn || n <= 0) return;
+    const deltafin_matmul_info mm = {.tensor = w->info ? w->info->name : "?", .matrix = matrix, .n_matrix = n_matrix,
+                                     .per_expert = per_expert, .n_in = (int)w->ne[0], .n_rows = n, .x = X, .ldx = ldx};
+    obs->fn(obs->ud, &mm);
+}
+
 int deltafin_ctx_set_routing(deltafin_ctx *c, const deltafin_routing *r) {
     const df_hparams *hp = &c->m->hp;
     deltafin_routing z = {0};
@@ -408,9 +422,9 @@ int df_layer_attn_gqa(deltafin_ctx *c, int il, int nt) {
     } else {
         if (L->wq->type == L->wk->type && L->wq->type == L->wv->type) {
             df_quantize_act(L->wq->type, c->x, D, D, nt, c->act);
-            df_fw_mm_q(c, L->wq, nt, c->q, nq);
-            df_fw_mm_q(c, L->wk, nt, c->k, nk);
-            df_fw_mm_q(c, L->wv, nt, c->v, nv);
+            df_fw_mm_q(c, L->wq, c->x, D, nt, c->q, nq);
+            df_fw_mm_q(c, L->wk, c->x, D, nt, c->k, nk);
+            df_fw_mm_q(c, L->wv, c->x, D, nt, c->v, nv);
         } else {
             df_fw_mm(c, L->wq, c->x, D, nt, c->q, nq);
             df_fw_mm(c, L->wk, c->x, D, nt, c->k, nk);
@@ -478,8 +492,8 @@ int df_layer_ffn(deltafin_ctx *c, int il, int nt) {
         const int64_t ff = L->ffn_gate->ne[1];
         if (L->ffn_gate->type == L->ffn_up->type) {
             df_quantize_act(L->ffn_gate->type, c->x, D, D, nt, c->act);
-            df_fw_mm_q(c, L->ffn_gate, nt, c->fa, ff);
-            df_fw_mm_q(c, L->ffn_up, nt, c->fb, ff);
+            df_fw_mm_q(c, L->ffn_gate, c->x, D, nt, c->fa, ff);
+            df_fw_mm_q(c, L->ffn_up, c->x, D, nt, c->fb, ff);
         } else {
             df_fw_mm(c, L->ffn_gate, c->x, D, nt, c->fa, ff);
             df_fw_mm(c, L->ffn_up, c->x, D, nt, c->fb, ff);

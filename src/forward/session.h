@@ -19,6 +19,11 @@
 #include "weights/expert.h"
 
 struct deltafin_ctx;
+/* The matmul observer of a ctx (deltafin_ctx_set_matmul_observer; fn NULL: off). */
+typedef struct df_mm_obs {
+    deltafin_matmul_fn fn;
+    void *ud;
+} df_mm_obs;
 /* Forward-pass hooks of an architecture (src/forward/<name>.c), found by the df_arch's name.
  * Hooks that are NULL use the generic code (GQA attention, dense SwiGLU / MoE FFN). */
 typedef struct df_arch_fwd {
@@ -105,6 +110,7 @@ struct deltafin_ctx {
     uint64_t route_slots, route_dropped, route_swapped; /* (token, slot) pairs routed / dropped / moved to a cached expert */
     void (*route_trace)(void *ud, int layer, int n_tokens, int k, const int32_t *experts);
     void *route_trace_ud;
+    df_mm_obs obs;               /* the matmul observer (off: fn NULL) */
     char *arch_scr; uint64_t arch_scr_bytes; /* for df_arch hooks */
     /* recurrent state (df_arch.state_bytes; zero = fresh sequence) and the ids decoded so far
      * (hist[0..n_past), kept only when there is state: truncation re-decodes the prefix) */
@@ -154,14 +160,21 @@ void df_fwht(float *x, int64_t n, int nrot);
 bool df_use_tiled_attn(int nq, int dv);
 /* Whether every sequence of the pass c leads was cancelled (deltafin_ctx_cancel). */
 bool df_pass_cancelled(const struct deltafin_ctx *c);
+/* Hand a weight product's input rows to the matmul observer (deltafin_ctx_set_matmul_observer);
+ * callers test obs->fn first, so an unset observer costs one branch. */
+void df_mm_observe(const df_mm_obs *obs, const df_tensor *w, int matrix, int n_matrix, bool per_expert,
+                   const float *X, int64_t ldx, int n);
 /* Y = W·X over the nt rows of the pass, each sequence's rows as its own pass would compute them
  * (c->grp); act conversions into c->act. */
 static inline void df_fw_mm(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y,
                             int64_t ldy) {
+    if (c->obs.fn) df_mm_observe(&c->obs, w, 0, 1, false, X, ldx, nt);
     df_matmul_g(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act, &c->grp);
 }
-/* The same with X already in c->act (df_quantize_act). */
-static inline void df_fw_mm_q(struct deltafin_ctx *c, const df_tensor *w, int nt, float *Y, int64_t ldy) {
+/* The same with X (ldx apart, for the observer) already in c->act (df_quantize_act). */
+static inline void df_fw_mm_q(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt,
+                              float *Y, int64_t ldy) {
+    if (c->obs.fn) df_mm_observe(&c->obs, w, 0, 1, false, X, ldx, nt);
     df_matmul_q_g(c->pool, w->data, w->type, w->ne[0], w->ne[1], c->act, nt, Y, ldy, &c->grp);
 }
 /* The generic blocks (also callable from hooks). */
@@ -214,6 +227,7 @@ typedef struct df_moe_bufs {
     df_pool *pool;
     void *act;
     float *xg, *fa, *fb, *yg;
+    const df_mm_obs *obs;        /* the matmul observer, or NULL */
 } df_moe_bufs;
 /* The largest expert widths over the model's MoE layers. */
 typedef struct df_moe_dims { int64_t d_in, n_ff, d_out; uint64_t act_bytes; } df_moe_dims;

@@ -4,7 +4,7 @@
  * Invariant: every function here is pure; n is a multiple of the type's block size (callers
  * check with df_type_info()->blck; violations return DF_ERR_INVALID).
  * Threading: thread-safe (no mutable state). */
-#include "kernels/quant.h"
+#include "kernels/quant_impl.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -237,6 +237,16 @@ static void deq_q4_1(const void *src, float *y, int64_t n) {
     }
 }
 
+void df_q5_pack(const uint8_t *L, uint8_t *qs, uint8_t *qh4) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((L[j] & 0xF) | ((L[16 + j] & 0xF) << 4));
+        qh |= ((L[j] & 0x10u) >> 4) << j;
+        qh |= ((L[16 + j] & 0x10u) >> 4) << (j + 16);
+    }
+    memcpy(qh4, &qh, 4);
+}
+
 static void q_q5_0(const float *x, void *dst, int64_t n) {
     df_block_q5_0 *y = dst;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
@@ -246,15 +256,13 @@ static void q_q5_0(const float *x, void *dst, int64_t n) {
         const float d = max / -16;
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = df_f32_to_f16(d);
-        uint32_t qh = 0;
+        uint8_t L[32];
         for (int j = 0; j < 16; j++) {
             int a = trunc_i8(x[j] * id + 16.5f), b = trunc_i8(x[16 + j] * id + 16.5f);
-            uint8_t xa = (uint8_t)(a < 31 ? a : 31), xb = (uint8_t)(b < 31 ? b : 31);
-            y[i].qs[j] = (uint8_t)((xa & 0xF) | ((xb & 0xF) << 4));
-            qh |= ((xa & 0x10u) >> 4) << j;
-            qh |= ((xb & 0x10u) >> 4) << (j + 16);
+            L[j] = (uint8_t)(a < 31 ? a : 31);
+            L[16 + j] = (uint8_t)(b < 31 ? b : 31);
         }
-        memcpy(y[i].qh, &qh, 4);
+        df_q5_pack(L, y[i].qs, y[i].qh);
     }
 }
 static void deq_q5_0(const void *src, float *y, int64_t n) {
@@ -283,16 +291,12 @@ static void q_q5_1(const float *x, void *dst, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = df_f32_to_f16(d);
         y[i].m = df_f32_to_f16(min);
-        uint32_t qh = 0;
-        for (int j = 0; j < 16; j++) {
-            float fa = (x[j] - min) * id + 0.5f, fb = (x[16 + j] - min) * id + 0.5f;
-            uint8_t xa = (uint8_t)(fa >= 0 && fa < 256 ? (int)fa : 0);
-            uint8_t xb = (uint8_t)(fb >= 0 && fb < 256 ? (int)fb : 0);
-            y[i].qs[j] = (uint8_t)((xa & 0xF) | ((xb & 0xF) << 4));
-            qh |= ((xa & 0x10u) >> 4) << j;
-            qh |= ((xb & 0x10u) >> 4) << (j + 16);
+        uint8_t L[32];
+        for (int j = 0; j < 32; j++) {
+            float f = (x[j] - min) * id + 0.5f;
+            L[j] = (uint8_t)(f >= 0 && f < 256 ? (int)f : 0);
         }
-        memcpy(y[i].qh, &qh, 4);
+        df_q5_pack(L, y[i].qs, y[i].qh);
     }
 }
 static void deq_q5_1(const void *src, float *y, int64_t n) {
@@ -350,116 +354,7 @@ static void deq_mxfp4(const void *src, float *y, int64_t n) {
 
 /* ------------------------------------------------------------------ IQ4_NL / IQ4_XS */
 
-static inline int best_index_int8(int n, const int8_t *val, float x) {
-    if (x <= val[0]) return 0;
-    if (x >= val[n - 1]) return n - 1;
-    int ml = 0, mu = n - 1;
-    while (mu - ml > 1) {
-        int mav = (ml + mu) / 2;
-        if (x < val[mav]) mu = mav;
-        else ml = mav;
-    }
-    return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
-}
 
-#define GROUP_MAX_EPS 1e-15f
-
-/* llama.cpp's quantize_row_iq4_nl_impl without importance weights (what llama-quantize runs:
- * ntry = 7). sbs = super-block size (32 for IQ4_NL, 256 for IQ4_XS). */
-static void iq4_impl(int sbs, const float *x, df_f16 *dh, uint8_t *q4, uint16_t *scales_h,
-                     uint8_t *scales_l, int ntry) {
-    const int bs = 32;
-    const int8_t *values = df_kvalues_iq4nl;
-    float scales[DF_QK_K / 32], weight[32];
-    uint8_t L[DF_QK_K];
-    memset(L, 0, sizeof L);
-    memset(q4, 0, (size_t)sbs / 2);
-    dh[0] = df_f32_to_f16(0.f);
-    float max_scale = 0, amax_scale = 0;
-    for (int ib = 0; ib < sbs / bs; ++ib) {
-        const float *xb = x + ib * bs;
-        uint8_t *Lb = L + ib * bs;
-        for (int j = 0; j < bs; ++j) weight[j] = xb[j] * xb[j];
-        float amax = 0, max = 0;
-        for (int j = 0; j < bs; ++j) {
-            float ax = fabsf(xb[j]);
-            if (ax > amax) { amax = ax; max = xb[j]; }
-        }
-        if (amax < GROUP_MAX_EPS) {
-            scales[ib] = 0;
-            continue;
-        }
-        float d = ntry > 0 ? -max / values[0] : max / values[0];
-        float id = 1 / d;
-        float sumqx = 0, sumq2 = 0;
-        for (int j = 0; j < bs; ++j) {
-            float al = id * xb[j];
-            int l = best_index_int8(16, values, al);
-            Lb[j] = (uint8_t)l;
-            float q = values[l];
-            float w = weight[j];
-            sumqx += w * q * xb[j];
-            sumq2 += w * q * q;
-        }
-        d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
-        float best = d * sumqx;
-        for (int itry = -ntry; itry <= ntry; ++itry) {
-            id = (itry + values[0]) / max;
-            sumqx = sumq2 = 0;
-            for (int j = 0; j < bs; ++j) {
-                float al = id * xb[j];
-                int l = best_index_int8(16, values, al);
-                float q = values[l];
-                float w = weight[j];
-                sumqx += w * q * xb[j];
-                sumq2 += w * q * q;
-            }
-            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                d = sumqx / sumq2;
-                best = d * sumqx;
-            }
-        }
-        scales[ib] = d;
-        float abs_d = fabsf(d);
-        if (abs_d > amax_scale) { amax_scale = abs_d; max_scale = d; }
-    }
-    if (sbs / bs > 1) {
-        int nb = sbs / bs;
-        memset(scales_h, 0, ((nb + 7) / 8) * sizeof(uint16_t));
-        float d = -max_scale / 32;
-        dh[0] = df_f32_to_f16(d);
-        float id = d ? 1 / d : 0.f;
-        for (int ib = 0; ib < nb; ++ib) {
-            int l = df_nearest_int(id * scales[ib]);
-            l = l < -32 ? -32 : l > 31 ? 31 : l;
-            float dl = d * l;
-            float idl = dl ? 1 / dl : 0.f;
-            uint8_t *Lb = L + ib * bs;
-            const float *xb = x + ib * bs;
-            for (int j = 0; j < bs; ++j) Lb[j] = (uint8_t)best_index_int8(16, values, idl * xb[j]);
-            l += 32;
-            uint8_t l_l = l & 0xf, l_h = (uint8_t)(l >> 4);
-            if (ib % 2 == 0) scales_l[ib / 2] = l_l;
-            else scales_l[ib / 2] |= (uint8_t)(l_l << 4);
-            scales_h[ib / 8] |= (uint16_t)(l_h << 2 * (ib % 8));
-        }
-    } else {
-        dh[0] = df_f32_to_f16(scales[0]);
-        if (ntry > 0) {
-            float id = scales[0] ? 1 / scales[0] : 0;
-            for (int j = 0; j < sbs; ++j) L[j] = (uint8_t)best_index_int8(16, values, id * x[j]);
-        }
-    }
-    for (int i = 0; i < sbs / 32; ++i)
-        for (int j = 0; j < 16; ++j) q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
-}
-
-static void q_iq4_nl(const float *x, void *dst, int64_t n) {
-    df_block_iq4_nl *y = dst;
-    uint16_t uh;
-    uint8_t ul[4];
-    for (int64_t i = 0; i < n / 32; i++) iq4_impl(32, x + 32 * i, &y[i].d, y[i].qs, &uh, ul, 7);
-}
 static void deq_iq4_nl(const void *src, float *y, int64_t n) {
     const df_block_iq4_nl *b = src;
     for (int64_t i = 0; i < n / 32; i++, y += 32) {
@@ -468,14 +363,6 @@ static void deq_iq4_nl(const void *src, float *y, int64_t n) {
             y[j] = d * df_kvalues_iq4nl[b[i].qs[j] & 0xF];
             y[j + 16] = d * df_kvalues_iq4nl[b[i].qs[j] >> 4];
         }
-    }
-}
-static void q_iq4_xs(const float *x, void *dst, int64_t n) {
-    df_block_iq4_xs *y = dst;
-    for (int64_t i = 0; i < n / 256; i++) {
-        uint16_t sh;
-        iq4_impl(256, x + 256 * i, &y[i].d, y[i].qs, &sh, y[i].scales_l, 7);
-        y[i].scales_h = sh;
     }
 }
 static void deq_iq4_xs(const void *src, float *y, int64_t n) {
@@ -494,191 +381,28 @@ static void deq_iq4_xs(const void *src, float *y, int64_t n) {
     }
 }
 
-/* ------------------------------------------------------------------ k-quant helpers */
-
-static inline int imax(int a, int b) { return a > b ? a : b; }
-static inline int imin(int a, int b) { return a < b ? a : b; }
-
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    if (rmse_type == 0) {
-        for (int i = 0; i < n; ++i) {
-            int l = df_nearest_int(iscale * x[i]);
-            L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
-        }
-        return 1 / iscale;
-    }
-    /* rmse_type 1 (weights x^2) is the only other one the reference quantizers use */
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = df_nearest_int(iscale * x[i]);
-        l = imax(-nmax, imin(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
-    float scale = suml2 ? sumlx / suml2 : 0.0f;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = df_nearest_int(iscale * x[i]);
-            l = imax(-nmax, imin(nmax - 1, l));
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; ++i) {
-                int l = df_nearest_int(iscale * x[i]);
-                L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
-            }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
-    }
-    return scale;
-}
-
-static float make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    if (do_rmse) {
-        float sumlx = 0, suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = df_nearest_int(iscale * x[i]);
-            l = imax(-nmax, imin(nmax - 1, l));
-            L[i] = (int8_t)l;
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
-        for (int itry = 0; itry < 5; ++itry) {
-            int n_changed = 0;
-            for (int i = 0; i < n; ++i) {
-                float w = x[i] * x[i];
-                float slx = sumlx - w * x[i] * L[i];
-                if (slx > 0) {
-                    float sl2 = suml2 - w * L[i] * L[i];
-                    int new_l = df_nearest_int(x[i] * sl2 / slx);
-                    new_l = imax(-nmax, imin(nmax - 1, new_l));
-                    if (new_l != L[i]) {
-                        slx += w * x[i] * new_l;
-                        sl2 += w * new_l * new_l;
-                        if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-                            L[i] = (int8_t)new_l;
-                            sumlx = slx;
-                            suml2 = sl2;
-                            ++n_changed;
-                        }
-                    }
-                }
-            }
-            if (!n_changed) break;
-        }
-        for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
-        return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-    }
-    for (int i = 0; i < n; ++i) {
-        int l = df_nearest_int(iscale * x[i]);
-        l = imax(-nmax, imin(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-    }
-    return 1 / iscale;
-}
-
-static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
-                              bool use_mad) {
-    float min = x[0], max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        float w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max == min) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_error = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = df_nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)imax(0, imin(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = use_mad ? fabsf(diff) : diff * diff;
-        best_error += weights[i] * diff;
-    }
-    if (nstep < 1) {
-        *the_min = -min;
-        return scale;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = df_nearest_int(iscale * (x[i] - min));
-            l = imax(0, imin(nmax, l));
-            Laux[i] = (uint8_t)l;
-            float w = weights[i];
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float cur_error = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = use_mad ? fabsf(diff) : diff * diff;
-                cur_error += weights[i] * diff;
-            }
-            if (cur_error < best_error) {
-                for (int i = 0; i < n; ++i) L[i] = Laux[i];
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
 /* ------------------------------------------------------------------ Q2_K */
+
+/* 4 levels of 2 bits per byte: qs[j/4 + l] holds L[j+l], L[j+l+32], L[j+l+64], L[j+l+96] */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < 256; j += 128)
+        for (int l = 0; l < 32; ++l)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
+void df_q2k_finish(const float *x, df_block_q2_K *y, uint8_t *L) {
+    const float dm = df_f16_to_f32(y->d), mm = df_f16_to_f32(y->dmin);
+    for (int j = 0; j < 16; ++j) {
+        const float d = dm * (y->scales[j] & 0xF);
+        if (!d) continue;
+        const float m = mm * (y->scales[j] >> 4);
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = df_nearest_int((x[16 * j + ii] + m) / d);
+            L[16 * j + ii] = (uint8_t)df_imax(0, df_imin(3, l));
+        }
+    }
+    pack_2bit(L, y->qs);
+}
 
 static void q_q2_K(const float *x, void *dst, int64_t n) {
     df_block_q2_K *y = dst;
@@ -689,7 +413,7 @@ static void q_q2_K(const float *x, void *dst, int64_t n) {
         float max_scale = 0, max_min = 0;
         for (int j = 0; j < 16; ++j) {
             for (int l = 0; l < 16; ++l) weights[l] = fabsf(x[16 * j + l]);
-            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+            scales[j] = df_make_qkx_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -711,18 +435,7 @@ static void q_q2_K(const float *x, void *dst, int64_t n) {
         } else {
             y[i].dmin = df_f32_to_f16(0.f);
         }
-        for (int j = 0; j < 16; ++j) {
-            const float d = df_f16_to_f32(y[i].d) * (y[i].scales[j] & 0xF);
-            if (!d) continue;
-            const float dm = df_f16_to_f32(y[i].dmin) * (y[i].scales[j] >> 4);
-            for (int ii = 0; ii < 16; ++ii) {
-                int l = df_nearest_int((x[16 * j + ii] + dm) / d);
-                L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
-            }
-        }
-        for (int j = 0; j < 256; j += 128)
-            for (int l = 0; l < 32; ++l)
-                y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        df_q2k_finish(x, &y[i], L);
     }
 }
 static void deq_q2_K(const void *src, float *y, int64_t n) {
@@ -750,6 +463,37 @@ static void deq_q2_K(const void *src, float *y, int64_t n) {
 
 /* ------------------------------------------------------------------ Q3_K */
 
+void df_q3k_set_scale(uint8_t *scales, int j, int l) {
+    if (j < 8) scales[j] = l & 0xF;
+    else scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
+    l >>= 4;
+    scales[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
+}
+
+void df_q3k_finish(const float *x, df_block_q3_K *y, int8_t *L) {
+    for (int j = 0; j < 16; ++j) {
+        int8_t sc = (int8_t)(j < 8 ? y->scales[j] & 0xF : y->scales[j - 8] >> 4);
+        sc = (int8_t)((sc | (((y->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+        float d = df_f16_to_f32(y->d) * sc;
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = df_nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(df_imax(-4, df_imin(3, l)) + 4);
+        }
+    }
+    memset(y->hmask, 0, 32);
+    int m = 0;
+    uint8_t hm = 1;
+    for (int j = 0; j < 256; ++j) {
+        if (L[j] > 3) {
+            y->hmask[m] |= hm;
+            L[j] -= 4;
+        }
+        if (++m == 32) { m = 0; hm <<= 1; }
+    }
+    pack_2bit((const uint8_t *)L, y->qs);
+}
+
 static void q_q3_K(const float *x, void *dst, int64_t n) {
     df_block_q3_K *y = dst;
     int8_t L[256];
@@ -757,7 +501,7 @@ static void q_q3_K(const float *x, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         float max_scale = 0, amax = 0;
         for (int j = 0; j < 16; ++j) {
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
+            scales[j] = df_make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
             float scale = fabsf(scales[j]);
             if (scale > amax) { amax = scale; max_scale = scales[j]; }
         }
@@ -766,39 +510,13 @@ static void q_q3_K(const float *x, void *dst, int64_t n) {
             float iscale = -32.f / max_scale;
             for (int j = 0; j < 16; ++j) {
                 int8_t l = (int8_t)df_nearest_int(iscale * scales[j]);
-                l = (int8_t)(imax(-32, imin(31, l)) + 32);
-                if (j < 8) y[i].scales[j] = l & 0xF;
-                else y[i].scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
-                l >>= 4;
-                y[i].scales[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
+                df_q3k_set_scale(y[i].scales, j, (int8_t)(df_imax(-32, df_imin(31, l)) + 32));
             }
             y[i].d = df_f32_to_f16(1 / iscale);
         } else {
             y[i].d = df_f32_to_f16(0.f);
         }
-        for (int j = 0; j < 16; ++j) {
-            int sc = j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j - 8] >> 4;
-            sc = (sc | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-            float d = df_f16_to_f32(y[i].d) * sc;
-            if (!d) continue;
-            for (int ii = 0; ii < 16; ++ii) {
-                int l = df_nearest_int(x[16 * j + ii] / d);
-                L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
-            }
-        }
-        memset(y[i].hmask, 0, 32);
-        int m = 0;
-        uint8_t hm = 1;
-        for (int j = 0; j < 256; ++j) {
-            if (L[j] > 3) {
-                y[i].hmask[m] |= hm;
-                L[j] -= 4;
-            }
-            if (++m == 32) { m = 0; hm <<= 1; }
-        }
-        for (int j = 0; j < 256; j += 128)
-            for (int l = 0; l < 32; ++l)
-                y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        df_q3k_finish(x, &y[i], L);
     }
 }
 /* Signed 6-bit scales of a Q3_K block. */
@@ -827,6 +545,53 @@ static void deq_q3_K(const void *src, float *y, int64_t n) {
 
 /* ------------------------------------------------------------------ Q4_K / Q5_K */
 
+void df_qk45_set_scales(uint8_t *scales12, int j, uint8_t ls, uint8_t lm) {
+    if (j < 4) {
+        scales12[j] = ls;
+        scales12[j + 4] = lm;
+    } else {
+        scales12[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+        scales12[j - 4] |= (uint8_t)((ls >> 4) << 6);
+        scales12[j - 0] |= (uint8_t)((lm >> 4) << 6);
+    }
+}
+
+void df_qk45_levels(const float *x, int nmax, const uint8_t *scales12, df_f16 dd, df_f16 dmin, uint8_t *L) {
+    for (int j = 0; j < 8; ++j) {
+        int sc, m;
+        df_scale_min_k4(j, scales12, &sc, &m);
+        const float d = df_f16_to_f32(dd) * sc;
+        if (!d) continue;
+        const float dm = df_f16_to_f32(dmin) * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            int l = df_nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)df_imax(0, df_imin(nmax, l));
+        }
+    }
+}
+
+void df_q4k_pack(const uint8_t *L, uint8_t *q) {
+    for (int j = 0; j < 256; j += 64, q += 32)
+        for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+}
+
+void df_q5k_pack(const uint8_t *L, uint8_t *qh, uint8_t *ql) {
+    memset(qh, 0, 32);
+    uint8_t m1 = 1, m2 = 2;
+    for (int k = 0; k < 256; k += 64) {
+        for (int j = 0; j < 32; ++j) {
+            int l1 = L[k + j];
+            if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
+            int l2 = L[k + j + 32];
+            if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
+            ql[j] = (uint8_t)(l1 | (l2 << 4));
+        }
+        m1 <<= 2;
+        m2 <<= 2;
+        ql += 32;
+    }
+}
+
 /* Shared first half of the Q4_K/Q5_K reference quantizers: sub-block scales/mins, packed
  * 6-bit scales, d/dmin, and final levels L (0..nmax). */
 static void qk45_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *scales12,
@@ -839,7 +604,7 @@ static void qk45_scales(const float *x, int nmax, float rmin, int nstep, uint8_t
         for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+        scales[j] = df_make_qkx_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -848,30 +613,11 @@ static void qk45_scales(const float *x, int nmax, float rmin, int nstep, uint8_t
     for (int j = 0; j < 8; ++j) {
         uint8_t ls = (uint8_t)df_nearest_int(inv_scale * scales[j]);
         uint8_t lm = (uint8_t)df_nearest_int(inv_min * mins[j]);
-        ls = ls < 63 ? ls : 63;
-        lm = lm < 63 ? lm : 63;
-        if (j < 4) {
-            scales12[j] = ls;
-            scales12[j + 4] = lm;
-        } else {
-            scales12[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
-            scales12[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            scales12[j - 0] |= (uint8_t)((lm >> 4) << 6);
-        }
+        df_qk45_set_scales(scales12, j, ls < 63 ? ls : 63, lm < 63 ? lm : 63);
     }
     *dd = df_f32_to_f16(max_scale / 63.f);
     *dmin = df_f32_to_f16(max_min / 63.f);
-    for (int j = 0; j < 8; ++j) {
-        int sc, m;
-        df_scale_min_k4(j, scales12, &sc, &m);
-        const float d = df_f16_to_f32(*dd) * sc;
-        if (!d) continue;
-        const float dm = df_f16_to_f32(*dmin) * m;
-        for (int ii = 0; ii < 32; ++ii) {
-            int l = df_nearest_int((x[32 * j + ii] + dm) / d);
-            L[32 * j + ii] = (uint8_t)imax(0, imin(nmax, l));
-        }
-    }
+    df_qk45_levels(x, nmax, scales12, *dd, *dmin, L);
 }
 
 static void q_q4_K(const float *x, void *dst, int64_t n) {
@@ -879,9 +625,7 @@ static void q_q4_K(const float *x, void *dst, int64_t n) {
     uint8_t L[256];
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         qk45_scales(x, 15, -1.f, 20, y[i].scales, &y[i].d, &y[i].dmin, L);
-        uint8_t *q = y[i].qs;
-        for (int j = 0; j < 256; j += 64, q += 32)
-            for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+        df_q4k_pack(L, y[i].qs);
     }
 }
 static void deq_q4_K(const void *src, float *y, int64_t n) {
@@ -907,21 +651,7 @@ static void q_q5_K(const float *x, void *dst, int64_t n) {
     uint8_t L[256];
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         qk45_scales(x, 31, -0.5f, 15, y[i].scales, &y[i].d, &y[i].dmin, L);
-        uint8_t *qh = y[i].qh, *ql = y[i].qs;
-        memset(qh, 0, 32);
-        uint8_t m1 = 1, m2 = 2;
-        for (int k = 0; k < 256; k += 64) {
-            for (int j = 0; j < 32; ++j) {
-                int l1 = L[k + j];
-                if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
-                int l2 = L[k + j + 32];
-                if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
-                ql[j] = (uint8_t)(l1 | (l2 << 4));
-            }
-            m1 <<= 2;
-            m2 <<= 2;
-            ql += 32;
-        }
+        df_q5k_pack(L, y[i].qh, y[i].qs);
     }
 }
 static void deq_q5_K(const void *src, float *y, int64_t n) {
@@ -949,32 +679,32 @@ static void deq_q5_K(const void *src, float *y, int64_t n) {
 
 /* ------------------------------------------------------------------ Q6_K */
 
-static void q_q6_K(const float *x, void *dst, int64_t n) {
+void df_q6k_quantize(const float *x, void *dst, int64_t n, const float *qw) {
     df_block_q6_K *y = dst;
     int8_t L[256];
     float scales[16];
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
         float max_scale = 0, max_abs_scale = 0;
         for (int ib = 0; ib < 16; ++ib) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+            const float scale = df_make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw ? qw + 256 * i + 16 * ib : NULL);
             scales[ib] = scale;
             const float abs_scale = fabsf(scale);
             if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
         }
-        if (max_abs_scale < GROUP_MAX_EPS) {
+        if (max_abs_scale < DF_GROUP_MAX_EPS) {
             memset(&y[i], 0, sizeof(df_block_q6_K));
             y[i].d = df_f32_to_f16(0.f);
             continue;
         }
         float iscale = -128.f / max_scale;
         y[i].d = df_f32_to_f16(1 / iscale);
-        for (int ib = 0; ib < 16; ++ib) y[i].scales[ib] = (int8_t)imin(127, df_nearest_int(iscale * scales[ib]));
+        for (int ib = 0; ib < 16; ++ib) y[i].scales[ib] = (int8_t)df_imin(127, df_nearest_int(iscale * scales[ib]));
         for (int j = 0; j < 16; ++j) {
             float d = df_f16_to_f32(y[i].d) * y[i].scales[j];
             if (!d) continue;
             for (int ii = 0; ii < 16; ++ii) {
                 int l = df_nearest_int(x[16 * j + ii] / d);
-                L[16 * j + ii] = (int8_t)(imax(-32, imin(31, l)) + 32);
+                L[16 * j + ii] = (int8_t)(df_imax(-32, df_imin(31, l)) + 32);
             }
         }
         uint8_t *ql = y[i].ql, *qh = y[i].qh;
@@ -992,6 +722,7 @@ static void q_q6_K(const float *x, void *dst, int64_t n) {
         }
     }
 }
+static void q_q6_K(const float *x, void *dst, int64_t n) { df_q6k_quantize(x, dst, n, NULL); }
 static void deq_q6_K(const void *src, float *y, int64_t n) {
     const df_block_q6_K *b = src;
     for (int64_t i = 0; i < n / 256; i++) {
@@ -1215,9 +946,9 @@ static const q_fn g_q[DF_TYPE_COUNT] = {
     [DF_TYPE_Q8_1] = df_quantize_row_q8_1_ref,
     [DF_TYPE_Q8_K] = df_quantize_row_q8_K_ref,
     [DF_TYPE_Q4_0] = q_q4_0, [DF_TYPE_Q4_1] = q_q4_1, [DF_TYPE_Q5_0] = q_q5_0,
-    [DF_TYPE_Q5_1] = q_q5_1, [DF_TYPE_MXFP4] = q_mxfp4, [DF_TYPE_IQ4_NL] = q_iq4_nl,
-    [DF_TYPE_IQ4_XS] = q_iq4_xs, [DF_TYPE_Q2_K] = q_q2_K, [DF_TYPE_Q3_K] = q_q3_K,
+    [DF_TYPE_Q5_1] = q_q5_1, [DF_TYPE_MXFP4] = q_mxfp4, [DF_TYPE_Q2_K] = q_q2_K, [DF_TYPE_Q3_K] = q_q3_K,
     [DF_TYPE_Q4_K] = q_q4_K, [DF_TYPE_Q5_K] = q_q5_K, [DF_TYPE_Q6_K] = q_q6_K,
+    [DF_TYPE_TQ1_0] = df_quantize_tq1_0, [DF_TYPE_TQ2_0] = df_quantize_tq2_0,
 };
 
 /* Types whose weights have dot kernels in kernels/ref.c (activation-only types excluded). */
@@ -1248,7 +979,7 @@ static void info_init(void) {
         ti->bytes = f->bytes;
         ti->vec_dot_type = g_vec_dot_type[t] ? g_vec_dot_type[t] : t;
         ti->can_compute = g_deq[t] && has_dot(t);
-        ti->can_quantize = g_q[t] != NULL && t != DF_TYPE_Q8_1 && t != DF_TYPE_Q8_K;
+        ti->can_quantize = (g_q[t] || df_qrows_weighted[t]) && t != DF_TYPE_Q8_1 && t != DF_TYPE_Q8_K;
     }
 }
 
@@ -1286,11 +1017,29 @@ int df_dequantize_row(int type, const void *src, float *dst, int64_t n) {
     return DF_OK;
 }
 
-int df_quantize_row(int type, const float *src, void *dst, int64_t n) {
-    int rc = check_args(type, n, "quantize");
+bool df_quantize_needs_imatrix(int type) {
+    return type == DF_TYPE_IQ2_XXS || type == DF_TYPE_IQ2_XS || type == DF_TYPE_IQ1_S;
+}
+
+int df_quantize_rows(int type, const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *imatrix) {
+    int rc = check_args(type, n_per_row, "quantize");
     if (rc) return rc;
-    if (!g_q[type])
-        return df_err(DF_ERR_UNSUPPORTED, "quantize: type %s not supported", df_type_info(type)->name);
-    g_q[type](src, dst, n);
+    const df_type_traits *ti = df_type_info(type);
+    const df_qrows_fn w = df_qrows_weighted[type];
+    if (!imatrix && df_quantize_needs_imatrix(type))
+        return df_err(DF_ERR_INVALID, "quantize: %s needs an importance matrix (llama.cpp refuses it without one)",
+                      ti->name);
+    if (w && (imatrix || !g_q[type])) {
+        if (!df_iq_ready(type)) return df_err(DF_ERR_NOMEM, "quantize: out of memory (%s codebook)", ti->name);
+        w(src, dst, nrows, n_per_row, imatrix);
+        return DF_OK;
+    }
+    if (!g_q[type]) return df_err(DF_ERR_UNSUPPORTED, "quantize: type %s not supported", ti->name);
+    const uint64_t rb = df_row_bytes(ti, n_per_row);
+    for (int64_t r = 0; r < nrows; r++) g_q[type](src + r * n_per_row, (char *)dst + r * rb, n_per_row);
     return DF_OK;
+}
+
+int df_quantize_row(int type, const float *src, void *dst, int64_t n) {
+    return df_quantize_rows(type, src, dst, 1, n, NULL);
 }

@@ -41,6 +41,13 @@ int df_dequantize_row(int type, const void *src, float *dst, int64_t n);
 bool df_can_dequantize(int type);
 /* Quantize n elements with llama.cpp's reference algorithm (no importance matrix). */
 int df_quantize_row(int type, const float *src, void *dst, int64_t n);
+/* ggml_quantize_chunk: nrows rows of n_per_row values with an importance matrix imatrix
+ * [n_per_row] (one weight per column; NULL: none), as llama-quantize converts a matrix — the
+ * importance-weighted search of the k-quants, legacy types, IQ4 and the grid i-quants, byte for
+ * byte; the types that take no imatrix (Q8_0, MXFP4, TQ*, F16 ...) ignore it. DF_ERR_INVALID for
+ * IQ2_XXS, IQ2_XS and IQ1_S without one (df_quantize_needs_imatrix). */
+int df_quantize_rows(int type, const float *src, void *dst, int64_t nrows, int64_t n_per_row, const float *imatrix);
+bool df_quantize_needs_imatrix(int type);
 
 /* llama.cpp's nearest_int: round to nearest even via the 1.5*2^23 trick (|x| < 2^22). */
 static inline int df_nearest_int(float fval) {
