@@ -226,6 +226,8 @@ try:
                     "another vocabulary is refused")
         refused(["-m", demo_q, "--kl-divergence-base", demo_d, "--kl-divergence", "-f", TEXT], r"drop -f",
                 "--kl-divergence with -f: usage error", 2)
+    refused(["-m", demo, "-f", TEXT, "--kl-divergence-base", "/dev/full"] + ARGS, r"/dev/full: cannot write: No space",
+            "a base file that cannot be written: the error names it")
     refused(["-m", demo, "--kl-divergence"], r"--kl-divergence needs", "--kl-divergence without a base file: usage error", 2)
     refused(["-m", demo, "--kl-divergence-base", os.path.join(tmp, "none"), "--kl-divergence"], r"none: cannot open",
             "a missing base file is named")

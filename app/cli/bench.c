@@ -362,8 +362,9 @@ static void print_legacy(const binfo *bi, const btest *t, int n, deltafin_model 
     cJSON_Delete(o);
 }
 
-/* md: what follows the table (the last context's cache and streaming figures) */
-static void print_md_tail(deltafin_model *m, deltafin_ctx *c) {
+/* md: what follows the table (the build, the last context's cache and streaming figures) */
+static void print_md_tail(deltafin_model *m, deltafin_ctx *c, const binfo *bi) {
+    printf("\nbuild: %s (deltafin %s)\n", bi->commit, DELTAFIN_VERSION); /* llama-bench's footer */
     deltafin_stats st;
     deltafin_ctx_stats(c, &st);
     deltafin_stream_stats ss;
@@ -489,7 +490,7 @@ int cmd_bench(int argc, char **argv) {
         fflush(stdout);
     }
     if (fmt == OUT_JSON) printf("\n]\n");
-    else if (fmt == OUT_MD) print_md_tail(m, c);
+    else if (fmt == OUT_MD) print_md_tail(m, c, &bi);
     else if (fmt == OUT_LEGACY) print_legacy(&bi, tests, n_tests, m, c, load_s);
     ret = 0;
 done:

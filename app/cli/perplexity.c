@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const df_cmd k_perplexity = {
     DF_CMD_PERPLEXITY, "perplexity",
@@ -112,7 +113,8 @@ static int perplexity(deltafin_ctx *c, const deltafin_model *m, const int32_t *t
     fflush(stdout);
     ret = 0;
 done:
-    if (base_path && ppl_base_close(&base)) ret = 1;
+    if (base.fd >= 0 && ppl_base_close(&base)) ret = 1;
+    if (ret && base.remove_on_fail) unlink(base_path); /* a partial file is of no use (the reader refuses it) */
     free(tmp);
     return ret;
 }

@@ -29,7 +29,7 @@ void ppl_eta(const char *name, uint64_t t0, int n_chunk);
 typedef struct {
     const char *path;
     int fd;
-    bool writer;
+    bool writer, remove_on_fail;
     int n_ctx, n_vocab, n_chunk, nv;
     uint16_t *row;                /* nv values */
     int32_t *tokens;              /* reader: n_chunk * n_ctx */

@@ -56,10 +56,12 @@ int ppl_base_create(ppl_base *b, const char *path, int n_ctx, int n_vocab, int n
     b->n_ctx = n_ctx;
     b->n_vocab = n_vocab;
     b->n_chunk = n_chunk;
-    b->writer = true;
     errno = 0;
     b->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (b->fd < 0) return base_err(b, "cannot create");
+    b->writer = true;
+    struct stat st; /* a regular file we truncated is ours: removed if the run fails (never a device) */
+    b->remove_on_fail = fstat(b->fd, &st) == 0 && S_ISREG(st.st_mode);
     if (row_alloc(b)) return -1;
     const int32_t hdr[3] = {n_ctx, n_vocab, n_chunk};
     if (write_all(b, "_logits_", HDR_MAGIC) || write_all(b, hdr, sizeof hdr) ||
