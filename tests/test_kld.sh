@@ -27,9 +27,9 @@ PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 exec "$PY" - "$@" <<'PYEOF'
 import gzip, hashlib, os, re, shutil, subprocess, sys, tempfile
+sys.path.insert(0, "tests/lib")
+from dfcheck import BIN, FIXTURES as FIX, Checker
 
-BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
-FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
 EXP = "tests/data/expected/kld"
 TEXT = "tests/data/ppl_story.txt"
 TASKS = "tests/data/hellaswag/stories.txt"
@@ -46,8 +46,6 @@ def cached(path):
 CHUNK = 63 * 2 * (512 + 4)  # a chunk of the demo model's rows (-c 128)
 env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
 tmp = tempfile.mkdtemp(prefix="df_kld_")
-sys.path.insert(0, "tests/lib")
-from dfcheck import Checker
 C = Checker("kld", BIN, env)
 report, run, run_dev, last, read_tsv = C.report, C.run, C.run_dev, C.last, C.read_tsv
 
@@ -137,10 +135,7 @@ def rows_close(a, b):
     return worst <= 1.5, f"largest log-probability difference {worst:.2f} steps"
 
 try:
-    shutil.copy2(BIN, os.path.join(tmp, "deltafin"))  # a concurrent make may relink BIN
-    BIN = C.bin = os.path.join(tmp, "deltafin")
-    shutil.copy2(C.dev, os.path.join(tmp, "deltafin-dev"))
-    C.dev = os.path.join(tmp, "deltafin-dev")
+    C.private_copies(tmp)
     entries = read_tsv(f"{EXP}/models.tsv")
     for e in entries:
         name = e["name"]
