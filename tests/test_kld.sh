@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_kld.sh — `deltafin perplexity`'s llama-perplexity modes against llama.cpp d32676d's outputs
-# (recorded by tests/data/expected/kld/make.sh; no llama.cpp needed):
+# (recorded by tests/data/expected/kld/make.sh, per ISA as dfcheck.recorded picks them: the
+# avx2/ recordings with DELTAFIN_ISA=avx2 by default; no llama.cpp needed):
 #   1. the models: the demo model (models/demo-moe-q8_0.gguf as the base; Q4_K and Q4_0 of its F16
 #      file by `deltafin quantize`) and a random qwen3moe (Q8_0 base, Q4_K of the same weights)
 #      rebuilt bit for bit
@@ -137,6 +138,8 @@ def rows_close(a, b):
 try:
     C.private_copies(tmp)
     entries = read_tsv(f"{EXP}/models.tsv")
+    REC = C.recorded(EXP, ("logits.tsv", "hellaswag.txt"))  # this ISA's llama.cpp; sets DELTAFIN_ISA
+    logits = {r["name"]: r for r in read_tsv(f"{REC}/logits.tsv")}
     for e in entries:
         name = e["name"]
         # ---- 1. models ----
@@ -152,14 +155,15 @@ try:
         if res is not None:  # ---- 5. the written file's pages are dropped (before anything reads it)
             report(res <= CHUNK, f"{name}: --kl-divergence-base leaves {res} B of its file in the page cache "
                    f"(<= a chunk, {CHUNK} B)")
-        want = ppl_of(open(f"{EXP}/{name}.base.txt").read())
+        want = ppl_of(open(f"{REC}/{name}.base.txt").read())
         got = ppl_of(out + err)
         report(rc == 0 and got and abs(got - want) <= 0.005 * want, f"{name}: base run PPL {got} vs llama.cpp {want}",
                last(err) if rc else "")
         if rc: continue
         # byte-identical where the logits are (the recording CPU's float orders); on another kind
         # of CPU the last bits of a logit may differ: then the figures below decide
-        if sha(d) == e["logits_sha256"] == e["df_logits_sha256"]:
+        lg = logits.get(name, {})
+        if sha(d) == lg.get("logits_sha256") == lg.get("df_logits_sha256"):
             report(True, f"{name}: the base file is byte-identical to llama-perplexity's (and to the one it read)")
         else:
             print(f"kld: NOTE {name}: the base file differs from llama-perplexity's in some bits (another CPU than "
@@ -171,18 +175,18 @@ try:
         res = cached(d)  # sha() above read the whole file into the page cache: the run drops it
         if res is not None:
             report(res <= CHUNK, f"{name}: --kl-divergence leaves {res} B of the base file in the page cache")
-        compare_kld(out, open(f"{EXP}/{name}.kld.txt").read(), f"{name}: KLD", e["figures"])
-        compare_kld(out, open(f"{EXP}/{name}.kld_df.txt").read(), f"{name}: KLD vs llama.cpp reading deltafin's file",
+        compare_kld(out, open(f"{REC}/{name}.kld.txt").read(), f"{name}: KLD", e["figures"])
+        compare_kld(out, open(f"{REC}/{name}.kld_df.txt").read(), f"{name}: KLD vs llama.cpp reading deltafin's file",
                     e["figures"])
         if name == "demo-q4_k":
             # ---- 4. deltafin reads llama-perplexity's own file ----
             lf = os.path.join(tmp, "llama.logits")
-            with gzip.open(f"{EXP}/demo-q8_0.logits.gz") as g, open(lf, "wb") as o: o.write(g.read())
+            with gzip.open(f"{REC}/demo-q8_0.logits.gz") as g, open(lf, "wb") as o: o.write(g.read())
             ok, msg = rows_close(d, lf)
             report(ok, "demo: deltafin's base file has llama-perplexity's header, tokens and log-probabilities", msg)
             rc, out2, err = run(["perplexity", "-m", q, "--kl-divergence-base", lf] + KLD)
             if rc: report(False, "demo: --kl-divergence on llama's file", last(err))
-            else: compare_kld(out2, open(f"{EXP}/{name}.kld.txt").read(), "demo: KLD on llama-perplexity's own file",
+            else: compare_kld(out2, open(f"{REC}/{name}.kld.txt").read(), "demo: KLD on llama-perplexity's own file",
                               e["figures"])
             # ---- 5. streaming ----
             if cached(d) is None: print("kld: SKIP page-cache checks (no fincore)")
@@ -194,7 +198,7 @@ try:
     demo = "models/demo-moe-q8_0.gguf"
     for extra, f in (([], "hellaswag.txt"), (["--hellaswag-tasks", "5"], "hellaswag5.txt")):
         rc, out, err = run(["perplexity", "-m", demo, "-f", TASKS, "--hellaswag", "-t", "2"] + extra)
-        want = [l for l in open(f"{EXP}/{f}").read().splitlines() if l.strip()]
+        want = [l for l in open(f"{REC}/{f}").read().splitlines() if l.strip()]
         got = [l for l in out.splitlines() if l.strip()]
         report(rc == 0 and got == want and len(want) > 5,
                f"hellaswag {' '.join(extra)}: llama-perplexity's {len(want) - 1} task lines (final: {want[-1] if want else '?'})",

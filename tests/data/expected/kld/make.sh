@@ -2,22 +2,24 @@
 # make.sh — record llama-perplexity's KL-divergence and HellaSwag outputs for tests/test_kld.sh.
 # Needs a llama.cpp build (LLAMA_CPP, default /work/llama.cpp: build/bin/llama-perplexity and
 # llama-quantize), build/deltafin, build/deltafin-dev and build/tests/test_quant. Writes, next
-# to this script:
+# to this script (llama.cpp's outputs depend on the ISA it was built for: OUT is avx2/ on a
+# CPU without AVX-512, else this folder; docs/testing.md "One set of recordings per ISA"):
 #   models.tsv   name, base model, quantized model (each a path or gen-random arguments with
 #                @FIX@ = fixtures folder, optionally followed by "| quantize TYPE [OPTIONS]"),
-#                sha256 of both files, sha256 of llama-perplexity's base log-probabilities file
-#                and of the one deltafin wrote for the same model and text, and which figures the
-#                test compares: "all" where deltafin computes the quantized model's logits in
+#                sha256 of both files, and which figures the test compares: "all" where deltafin computes the quantized model's logits in
 #                llama.cpp's float orders, "summary" (the means, ratios, RMS Δp, same top p) where
 #                it does not (Q4_0: llama.cpp repacks it into 8-row groups on x86, whose summation
 #                order deltafin does not reproduce: its tail percentiles move by a few %)
-#   NAME.base.txt   llama-perplexity -m BASE -f tests/data/ppl_story.txt -c 128 -b 32 --chunks 3
+#   OUT/logits.tsv  name, sha256 of llama-perplexity's base log-probabilities file and of the one
+#                deltafin wrote for the same model and text
+#   OUT/RECORDED the llama.cpp commit and the CPU
+#   OUT/NAME.base.txt   llama-perplexity -m BASE -f tests/data/ppl_story.txt -c 128 -b 32 --chunks 3
 #                   --kl-divergence-base FILE (stdout and stderr: per-chunk PPL, final estimate)
-#   NAME.kld.txt    llama-perplexity -m Q --kl-divergence-base FILE --kl-divergence (stdout)
-#   NAME.kld_df.txt the same run against the base file deltafin wrote (llama.cpp reads deltafin's)
-#   demo-q8_0.logits.gz  llama-perplexity's base file of models/demo-moe-q8_0.gguf (deltafin reads
+#   OUT/NAME.kld.txt    llama-perplexity -m Q --kl-divergence-base FILE --kl-divergence (stdout)
+#   OUT/NAME.kld_df.txt the same run against the base file deltafin wrote (llama.cpp reads deltafin's)
+#   OUT/demo-q8_0.logits.gz  llama-perplexity's base file of models/demo-moe-q8_0.gguf (deltafin reads
 #                   it in the test; ~70 KB)
-#   hellaswag.txt, hellaswag5.txt   llama-perplexity --hellaswag -f tests/data/hellaswag/stories.txt
+#   OUT/hellaswag.txt, hellaswag5.txt   llama-perplexity --hellaswag -f tests/data/hellaswag/stories.txt
 #                   on models/demo-moe-q8_0.gguf, all tasks and --hellaswag-tasks 5 (stdout)
 # A quantized model is written by `deltafin quantize`; the script stops unless its tensor data
 # equal llama-quantize's on the same file. The bases are Q8_0 files, whose logits deltafin
@@ -38,6 +40,9 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 cp "$DF" "$TMP/deltafin" && DF=$TMP/deltafin   # other builds may relink build/deltafin meanwhile
 cp "$DFDEV" "$TMP/deltafin-dev" && DFDEV=$TMP/deltafin-dev
 cp "$HASH" "$TMP/test_quant" && HASH=$TMP/test_quant
+OUT=$HERE
+grep -qw avx512f /proc/cpuinfo || OUT=$HERE/avx2
+mkdir -p "$OUT"
 TEXT=tests/data/ppl_story.txt
 ARGS="-c 128 -b 32 --chunks 3"
 TASKS=tests/data/hellaswag/stories.txt
@@ -77,7 +82,8 @@ model_of() {
     rm -f "$2.src" "$2.lq"
 }
 
-printf 'name\tbase\tq\tbase_sha256\tq_sha256\tlogits_sha256\tdf_logits_sha256\tfigures\n' > "$TMP/models.tsv"
+printf 'name\tbase\tq\tbase_sha256\tq_sha256\tfigures\n' > "$TMP/models.tsv"
+printf 'name\tlogits_sha256\tdf_logits_sha256\n' > "$TMP/logits.tsv"
 V="--vocab @FIX@/models/tok512.bin"
 {
     # name <TAB> base <TAB> quantized <TAB> figures the test compares
@@ -95,24 +101,27 @@ while IFS='	' read -r name base q figures; do
     model_of "$base" "$TMP/base.gguf"
     model_of "$q" "$TMP/q.gguf"
     llama_ppl "Final estimate" -m "$TMP/base.gguf" -f $TEXT $ARGS --kl-divergence-base "$TMP/l.bin"
-    { grep '^\[1\]' "$TMP/out"; grep -o 'Final estimate: .*' "$TMP/err"; } > "$HERE/$name.base.txt"
+    { grep '^\[1\]' "$TMP/out"; grep -o 'Final estimate: .*' "$TMP/err"; } > "$OUT/$name.base.txt"
     "$DF" perplexity -m "$TMP/base.gguf" -f $TEXT $ARGS -t 2 --kl-divergence-base "$TMP/d.bin" >/dev/null 2>&1 </dev/null
     same=no; cmp -s "$TMP/l.bin" "$TMP/d.bin" && same=yes
-    [ "$name" = demo-q4_k ] && gzip -9n < "$TMP/l.bin" > "$HERE/demo-q8_0.logits.gz"
+    [ "$name" = demo-q4_k ] && gzip -9n < "$TMP/l.bin" > "$OUT/demo-q8_0.logits.gz"
     llama_ppl "Same top p:" -m "$TMP/q.gguf" $ARGS --kl-divergence-base "$TMP/l.bin" --kl-divergence
-    sed -n '/^chunk /,$p' "$TMP/out" > "$HERE/$name.kld.txt"
+    sed -n '/^chunk /,$p' "$TMP/out" > "$OUT/$name.kld.txt"
     llama_ppl "Same top p:" -m "$TMP/q.gguf" $ARGS --kl-divergence-base "$TMP/d.bin" --kl-divergence
-    sed -n '/^chunk /,$p' "$TMP/out" > "$HERE/$name.kld_df.txt"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$base" "$q" "$(sha256sum < "$TMP/base.gguf" | cut -d' ' -f1)" \
-        "$(sha256sum < "$TMP/q.gguf" | cut -d' ' -f1)" "$(sha256sum < "$TMP/l.bin" | cut -d' ' -f1)" \
-        "$(sha256sum < "$TMP/d.bin" | cut -d' ' -f1)" "$figures" \
-        >> "$TMP/models.tsv"
+    sed -n '/^chunk /,$p' "$TMP/out" > "$OUT/$name.kld_df.txt"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$base" "$q" "$(sha256sum < "$TMP/base.gguf" | cut -d' ' -f1)" \
+        "$(sha256sum < "$TMP/q.gguf" | cut -d' ' -f1)" "$figures" >> "$TMP/models.tsv"
+    printf '%s\t%s\t%s\n' "$name" "$(sha256sum < "$TMP/l.bin" | cut -d' ' -f1)" \
+        "$(sha256sum < "$TMP/d.bin" | cut -d' ' -f1)" >> "$TMP/logits.tsv"
     echo "$name: deltafin's base file $( [ $same = yes ] && echo 'is byte-identical to' || echo 'differs from') llama.cpp's" >&2
     rm -f "$TMP/base.gguf" "$TMP/q.gguf" "$TMP/l.bin" "$TMP/d.bin"
 done < "$TMP/list"
 cp "$TMP/models.tsv" "$HERE/models.tsv"
+cp "$TMP/logits.tsv" "$OUT/logits.tsv"
+printf 'llama.cpp %s; CPU %s; tests/data/expected/kld/make.sh\n' "$(git -C "$LLAMA_CPP" rev-parse --short=12 HEAD)" \
+    "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)" > "$OUT/RECORDED"
 
 llama_ppl "$(printf '12\t')" -m models/demo-moe-q8_0.gguf -f $TASKS --hellaswag
-sed -n '/^task/,$p' "$TMP/out" > "$HERE/hellaswag.txt"
+sed -n '/^task/,$p' "$TMP/out" > "$OUT/hellaswag.txt"
 llama_ppl "$(printf '5\t')" -m models/demo-moe-q8_0.gguf -f $TASKS --hellaswag --hellaswag-tasks 5
-sed -n '/^task/,$p' "$TMP/out" > "$HERE/hellaswag5.txt"
+sed -n '/^task/,$p' "$TMP/out" > "$OUT/hellaswag5.txt"
