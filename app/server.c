@@ -226,6 +226,7 @@ static bool slot_start(df_server *s, slot *sl) {
     deltafin_ctx_truncate(sl->ctx, keep);
     sl->n_cache = keep;
     deltafin_sampler_params sp = j->req.sp;
+    sp.vocab = deltafin_model_vocab(s->m); /* DRY's sequence breakers */
     df_srv_agent_sampler_params(&j->ag, &sp, j->choice);
     sl->smp = deltafin_sampler_create(&sp);
     deltafin_detok_reset(sl->dt);
@@ -831,7 +832,7 @@ static int build_prompt(df_server *s, job *j, df_srv_error *e) {
 }
 
 static enum MHD_Result ep_generate(df_server *s, struct MHD_Connection *c, conn *cn, int kind) {
-    df_srv_limits lim = {.max_tokens_limit = s->n_ctx};
+    df_srv_limits lim = {.max_tokens_limit = s->n_ctx, .defaults = &s->sampling};
     df_srv_error e;
     job *j = calloc(1, sizeof *j);
     if (!j) return MHD_NO;
@@ -1080,6 +1081,7 @@ int df_server_start(const df_server_params *pp, df_server **out) {
     p.chat_template_src = s->tmpl_src; p.model_path = s->model_path; p.default_grammar = s->grammar;
     p.host = s->host; p.api_key = s->api_key; p.model_id = s->model_id; p.chat_template = s->chat_template;
     s->p = p;
+    s->sampling = deltafin_sampler_default_params();
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->sched_cv, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
@@ -1125,6 +1127,8 @@ int df_server_start(const df_server_params *pp, df_server **out) {
 }
 
 int df_server_port(const df_server *s) { return s->port; }
+
+void df_server_set_sampling(df_server *s, const deltafin_sampler_params *sp) { s->sampling = *sp; }
 
 int df_server_set_model(df_server *s, deltafin_model *m) {
     if (s->m) return deltafin_set_error(DELTAFIN_ERR_INVALID, "server already has a model");

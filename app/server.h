@@ -24,6 +24,7 @@ enum { DF_SRV_CHAT = 1, DF_SRV_COMPLETION = 2, DF_SRV_TOKENIZE = 3, DF_SRV_DETOK
        DF_SRV_LLAMA_COMPLETION = 6  /* llama.cpp's /completion */ };
 #define DF_SRV_MAX_STOP 16
 #define DF_SRV_MAX_TOP_LOGPROBS 20
+#define DF_SRV_MAX_BREAKERS 32
 
 typedef struct df_srv_error {
     int status;        /* HTTP status: 400 401 404 405 413 422 429 500 503 */
@@ -49,7 +50,8 @@ typedef struct df_srv_req {
     bool add_special, parse_special;
     /* generation */
     int max_tokens;               /* -1: until end of generation or a full context */
-    deltafin_sampler_params sp;
+    deltafin_sampler_params sp;   /* the server's defaults (--temp ...), then the request's fields */
+    const char *dry_breakers[DF_SRV_MAX_BREAKERS];
     const char *stop[DF_SRV_MAX_STOP];
     int n_stop;
     bool stream, include_usage;
@@ -64,6 +66,8 @@ typedef struct df_srv_req {
 
 typedef struct {
     int max_tokens_limit;         /* requests asking for more get 400 (typically n_ctx) */
+    const deltafin_sampler_params *defaults; /* sampling of requests that do not set it (NULL:
+                                   * deltafin_sampler_default_params) */
 } df_srv_limits;
 
 /* Parse and validate a request body for an endpoint kind. Returns 0 and fills *out (free with
@@ -120,6 +124,9 @@ int df_server_port(const df_server *s);
 /* Create the slots and the scheduler; the model stays owned by the caller and must outlive
  * the server. */
 int df_server_set_model(df_server *s, deltafin_model *m);
+/* The sampling of requests that do not set it (llama-server's --temp, --top-k ... flags);
+ * before set_model. The pointers in *sp (biases, breakers, vocab) must outlive the server. */
+void df_server_set_sampling(df_server *s, const deltafin_sampler_params *sp);
 /* Stop accepting, let running and queued requests finish for up to drain_ms (then cancel
  * them), stop every thread. Idempotent. */
 void df_server_stop(df_server *s, int drain_ms);

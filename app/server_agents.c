@@ -205,6 +205,11 @@ int df_srv_parse_ext(df_srv_ext *x, int kind, const cJSON *root, bool has_tools,
         int rc = parse_logit_bias(x, lb, err);
         if (rc) return rc;
     }
+    const cJSON *ie = item(root, "ignore_eos");
+    if (given(ie)) {
+        if (!cJSON_IsBool(ie)) return BADTYPE("'ignore_eos' must be a boolean");
+        x->ignore_eos = cJSON_IsTrue(ie);
+    }
     int rc = parse_tool_choice(x, root, has_tools, err);
     if (rc) return rc;
     /* one source of constraint: grammar, json_schema or response_format */
@@ -303,9 +308,12 @@ static int find_special(df_srv_agent *a, const deltafin_model *m) {
 }
 
 static int resolve_bias(df_srv_agent *a, const deltafin_model *m, const df_srv_ext *x, df_srv_error *err) {
-    if (!x->n_bias) return 0;
+    if (!x->n_bias && !x->ignore_eos) return 0;
     const int nv = deltafin_model_n_vocab(m);
-    int cap = x->n_bias;
+    deltafin_vocab_info vi;
+    deltafin_vocab_get_info(deltafin_model_vocab(m), &vi);
+    int cap = x->n_bias + (x->ignore_eos ? vi.n_eog : 0);
+    if (cap == 0) return 0;
     a->bias = malloc(sizeof *a->bias * (size_t)cap);
     if (!a->bias) return NOMEM();
     for (int i = 0; i < x->n_bias; i++) {
@@ -330,6 +338,8 @@ static int resolve_bias(df_srv_agent *a, const deltafin_model *m, const df_srv_e
         }
         free(ids);
     }
+    for (int i = 0; x->ignore_eos && i < vi.n_eog; i++) /* llama-server's ignore_eos */
+        a->bias[a->n_bias++] = (deltafin_logit_bias){vi.eog[i], -INFINITY};
     return 0;
 }
 
@@ -383,8 +393,10 @@ void df_srv_agent_free(df_srv_agent *a) {
 }
 
 void df_srv_agent_sampler_params(const df_srv_agent *a, deltafin_sampler_params *sp, int choice) {
-    sp->logit_bias = a->bias;
-    sp->n_logit_bias = a->n_bias;
+    if (a->n_bias) { /* the request's biases replace the server's (-l, --ignore-eos) */
+        sp->logit_bias = a->bias;
+        sp->n_logit_bias = a->n_bias;
+    }
     if (choice > 0 && sp->seed != UINT64_MAX) sp->seed += (uint64_t)choice;
 }
 

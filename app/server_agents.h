@@ -38,6 +38,7 @@ typedef struct {
     float *bias;                 /* [n_bias] (-INFINITY for false) */
     bool native;                 /* llama.cpp's /completion: its field names and answer shape */
     int n_probs;                 /* /completion n_probs */
+    bool ignore_eos;             /* llama-server's: -inf biases on the end-of-generation ids */
     /* embeddings */
     int n_inputs;
     const char **input_text;     /* [n_inputs] a text, or NULL when given as token ids */

@@ -90,6 +90,7 @@ struct df_server {
     struct MHD_Daemon *d;
     int port;
     deltafin_model *m;
+    deltafin_sampler_params sampling; /* requests' defaults (df_server_set_sampling) */
     int n_vocab, n_ctx;
     slot *slots;
     int n_slots;

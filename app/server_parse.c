@@ -5,6 +5,7 @@
 #include "app/server.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,9 +220,92 @@ static int parse_ids(df_srv_req *r, const cJSON *a, const char *what, df_srv_err
     return 0;
 }
 
+/* llama-server's sampling fields beyond OpenAI's: numbers into deltafin_sampler_params */
+#define SPF(f) offsetof(deltafin_sampler_params, f)
+static const struct {
+    const char *key;
+    size_t off;
+    bool integer;
+    double lo, hi;
+} k_llama_fields[] = {
+    {"typical_p", SPF(typical_p), false, -1e30, 1e30},
+    {"top_n_sigma", SPF(top_n_sigma), false, -1e30, 1e30},
+    {"xtc_probability", SPF(xtc_probability), false, 0, 1},
+    {"xtc_threshold", SPF(xtc_threshold), false, 0, 1},
+    {"mirostat", SPF(mirostat), true, 0, 2},
+    {"mirostat_tau", SPF(mirostat_tau), false, -1e30, 1e30},
+    {"mirostat_eta", SPF(mirostat_eta), false, -1e30, 1e30},
+    {"dry_multiplier", SPF(dry_multiplier), false, -1e30, 1e30},
+    {"dry_base", SPF(dry_base), false, -1e30, 1e30},
+    {"dry_allowed_length", SPF(dry_allowed_length), true, 0, INT32_MAX},
+    {"dry_penalty_last_n", SPF(dry_penalty_last_n), true, 0, 1 << 24},
+    {"repeat_last_n", SPF(repeat_last_n), true, 0, 1 << 24},
+    {"min_keep", SPF(min_keep), true, 0, INT32_MAX},
+};
+#undef SPF
+
+/* dry_sequence_breakers (a non-empty array of strings) and samplers (an array of names or a
+ * string of letters), as llama-server takes them */
+static int parse_llama_sampling(df_srv_req *r, const cJSON *root, df_srv_error *err) {
+    deltafin_sampler_params *sp = &r->sp;
+    const float dflt_base = sp->dry_base; /* the server's (--dry-base, else 1.75) */
+    for (size_t i = 0; i < sizeof k_llama_fields / sizeof k_llama_fields[0]; i++) {
+        double d;
+        int rc = get_num(root, k_llama_fields[i].key, k_llama_fields[i].lo, k_llama_fields[i].hi, &d, err);
+        if (rc < 0) return -rc;
+        if (!rc) continue;
+        void *dst = (char *)sp + k_llama_fields[i].off;
+        if (k_llama_fields[i].integer) {
+            if (d != floor(d)) return BADTYPE("'%s' must be an integer", k_llama_fields[i].key);
+            *(int *)dst = (int)d;
+        } else {
+            *(float *)dst = (float)d;
+        }
+    }
+    if (sp->dry_base < 1.0f) sp->dry_base = dflt_base; /* llama-server: below 1 means the server's value */
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "dry_sequence_breakers");
+    if (b && !cJSON_IsNull(b)) {
+        if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) == 0)
+            return BADTYPE("'dry_sequence_breakers' must be a non-empty array of strings");
+        if (cJSON_GetArraySize(b) > DF_SRV_MAX_BREAKERS)
+            return BAD("at most %d dry_sequence_breakers", DF_SRV_MAX_BREAKERS);
+        int n = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, b) {
+            if (!cJSON_IsString(x)) return BADTYPE("'dry_sequence_breakers' entries must be strings");
+            r->dry_breakers[n++] = x->valuestring;
+        }
+        sp->dry_sequence_breakers = r->dry_breakers;
+        sp->n_dry_sequence_breakers = n;
+    }
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(root, "samplers");
+    if (sm && !cJSON_IsNull(sm)) {
+        int rc;
+        if (cJSON_IsString(sm)) {
+            rc = deltafin_sampler_parse_order(sm->valuestring, true, sp);
+        } else if (cJSON_IsArray(sm)) {
+            char names[512];
+            size_t at = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, sm) {
+                if (!cJSON_IsString(x) || strchr(x->valuestring, ';'))
+                    return BADTYPE("'samplers' must be an array of sampler names or a string of letters");
+                int w = snprintf(names + at, sizeof names - at, "%s%s", at ? ";" : "", x->valuestring);
+                if (w < 0 || (size_t)w >= sizeof names - at) return BAD("'samplers' is too long");
+                at += (size_t)w;
+            }
+            rc = deltafin_sampler_parse_order(names, false, sp);
+        } else {
+            return BADTYPE("'samplers' must be an array of sampler names or a string of letters");
+        }
+        if (rc < 0) return BAD("%s", deltafin_errmsg());
+    }
+    return 0;
+}
+
 static int parse_sampling(df_srv_req *r, const cJSON *root, const df_srv_limits *lim, df_srv_error *err) {
     deltafin_sampler_params *sp = &r->sp;
-    *sp = deltafin_sampler_default_params();
+    *sp = lim && lim->defaults ? *lim->defaults : deltafin_sampler_default_params();
     double d;
     int64_t v;
     int rc;
@@ -238,7 +322,9 @@ static int parse_sampling(df_srv_req *r, const cJSON *root, const df_srv_limits 
     if ((rc = get_num(root, "presence_penalty", -2, 2, &d, err)) < 0) return -rc;
     if (rc) sp->presence_penalty = (float)d;
     if ((rc = get_num(root, "repeat_penalty", 0, 10, &d, err)) < 0) return -rc;
+    if (rc && d <= 0) return BAD("'repeat_penalty' must be greater than 0 (1 = off)");
     if (rc) sp->repeat_penalty = (float)d;
+    if ((rc = parse_llama_sampling(r, root, err))) return rc;
     if ((rc = get_int(root, "seed", -9.2e18, 1.8e19, &v, err)) < 0) return -rc;
     if (rc) {
         double sd = cJSON_GetObjectItemCaseSensitive(root, "seed")->valuedouble;

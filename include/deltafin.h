@@ -285,6 +285,7 @@ typedef struct {
     int32_t bos, eos;       /* -1 if none */
     int n_eog;              /* end-of-generation ids */
     bool add_bos, add_eos;  /* what add_special adds */
+    const int32_t *eog;     /* [n_eog] the end-of-generation ids (valid while the vocab lives) */
 } deltafin_vocab_info;
 void deltafin_vocab_get_info(const deltafin_vocab *v, deltafin_vocab_info *out);
 /* ---- streaming detokenizer --------------------------------------------------------------
@@ -530,11 +531,38 @@ int deltafin_ctx_set_routing(deltafin_ctx *c, const deltafin_routing *r);
  * to a cached expert. */
 void deltafin_ctx_routing_stats(const deltafin_ctx *c, uint64_t *slots, uint64_t *dropped, uint64_t *swapped);
 
-/* ---- sampling (llama.cpp's default chain) ------------------------------------------------ */
+/* ---- sampling (llama.cpp's sampler chain, common/sampling.cpp) ---------------------------
+ * A sampler turns logits into a token id through llama.cpp's chain, with its math and order:
+ *   logit bias -> the stages of `samplers` in order -> dist (a random draw)
+ * (default order: penalties dry top_n_sigma top_k typ_p top_p min_p xtc temperature), or,
+ * with mirostat 1 or 2: logit bias -> temperature -> mirostat (the other stages are not run,
+ * as in llama.cpp). A stage left at its "off" value changes nothing. temp <= 0 keeps only the
+ * best candidate where the temperature stage stands (greedy when that stage is in the chain;
+ * ties: the lowest id). Stages:
+ *   penalties    repeat (divide positive / multiply negative logits), frequency (count times)
+ *                and presence (once) penalties over the last repeat_last_n accepted ids;
+ *   dry          DRY: a token that would extend a repeat of the recent text (the last
+ *                dry_penalty_last_n ids) longer than dry_allowed_length loses
+ *                dry_multiplier * dry_base^(length - allowed); a sequence breaker stops repeats;
+ *   top_n_sigma  keep logits >= max - top_n_sigma * (standard deviation of the finite logits);
+ *   top_k, typ_p (locally typical), top_p, min_p: truncations, each keeping >= min_keep;
+ *   xtc          with probability xtc_probability, drop every token of probability >=
+ *                xtc_threshold but the least probable of them;
+ *   temperature  divide the logits by temp.
+ * The RNG is xoshiro256** (not llama.cpp's mt19937): the same seed gives the same tokens here
+ * on every machine, not the same tokens as llama.cpp (greedy outputs are comparable). */
 typedef struct {
     int32_t token;
     float bias;             /* added to the token's logit; -INFINITY bans it */
 } deltafin_logit_bias;
+
+/* The stages of the chain, llama.cpp's common_sampler_type names (deltafin_sampler_type_name). */
+typedef enum {
+    DELTAFIN_SAMPLER_PENALTIES, DELTAFIN_SAMPLER_DRY, DELTAFIN_SAMPLER_TOP_N_SIGMA,
+    DELTAFIN_SAMPLER_TOP_K, DELTAFIN_SAMPLER_TYPICAL_P, DELTAFIN_SAMPLER_TOP_P, DELTAFIN_SAMPLER_MIN_P,
+    DELTAFIN_SAMPLER_XTC, DELTAFIN_SAMPLER_TEMPERATURE, DELTAFIN_SAMPLER_N_TYPES
+} deltafin_sampler_type;
+enum { DELTAFIN_SAMPLER_MAX_CHAIN = 32 };
 
 typedef struct {
     float temp;             /* 0.8; <= 0: greedy */
@@ -542,14 +570,46 @@ typedef struct {
     float top_p;            /* 0.95; 1 disables */
     float min_p;            /* 0.05; 0 disables */
     float repeat_penalty;   /* 1.0 (disabled) */
-    int repeat_last_n;      /* 64 */
+    int repeat_last_n;      /* 64 (0 disables the penalties) */
     float freq_penalty;     /* 0 */
     float presence_penalty; /* 0 */
     uint64_t seed;          /* UINT64_MAX: random */
     /* logit bias, applied before every other stage (llama.cpp's order); copied by create */
     const deltafin_logit_bias *logit_bias;
     int n_logit_bias;
+    int min_keep;           /* 0: truncations keep at least this many candidates */
+    float typical_p;        /* 1.0 disables */
+    float top_n_sigma;      /* -1; <= 0 disables */
+    float xtc_probability;  /* 0 disables */
+    float xtc_threshold;    /* 0.1; > 0.5 disables */
+    int mirostat;           /* 0 off, 1 Mirostat, 2 Mirostat 2.0 */
+    float mirostat_tau;     /* 5.0: target entropy (--mirostat-ent) */
+    float mirostat_eta;     /* 0.1: learning rate (--mirostat-lr) */
+    float dry_multiplier;   /* 0 disables */
+    float dry_base;         /* 1.75; < 1 disables */
+    int dry_allowed_length; /* 2 */
+    int dry_penalty_last_n; /* 64; 0 disables */
+    /* DRY sequence breakers as text, matched over the tokens' text with `vocab` (needed when
+     * DRY is on and there is a breaker): -1 (default) = llama.cpp's "\n" ":" "\"" "*"; 0 = none */
+    const char *const *dry_sequence_breakers;
+    int n_dry_sequence_breakers;
+    const deltafin_vocab *vocab;
+    /* the stages in order (repeats allowed); the default is llama.cpp's order above */
+    int samplers[DELTAFIN_SAMPLER_MAX_CHAIN];
+    int n_samplers;
 } deltafin_sampler_params;
+
+/* llama.cpp's name of a stage ("top_k", "typ_p", ...), NULL when out of range. */
+const char *deltafin_sampler_type_name(int type);
+/* Set p->samplers from llama.cpp's --samplers text ("top_k;top_p;temperature": names separated
+ * by ';', case-insensitive, with llama.cpp's aliases "top-k", "topk", "nucleus", "temp", "typ"
+ * ...) or, with chars, from --sampler-seq's letters ("kfypmxt": e penalties, d dry, s
+ * top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature). An unknown name is
+ * DELTAFIN_ERR_INVALID naming it (p unchanged). */
+int deltafin_sampler_parse_order(const char *text, bool chars, deltafin_sampler_params *p);
+/* "TOKEN(+|-)BIAS" as llama.cpp's --logit-bias (15043+1, 15043-inf): the pair, or
+ * DELTAFIN_ERR_INVALID. */
+int deltafin_logit_bias_parse(const char *text, deltafin_logit_bias *out);
 
 deltafin_sampler_params deltafin_sampler_default_params(void);
 deltafin_sampler *deltafin_sampler_create(const deltafin_sampler_params *p);
@@ -558,6 +618,10 @@ void deltafin_sampler_free(deltafin_sampler *s);
 int32_t deltafin_sampler_sample(deltafin_sampler *s, const float *logits, int n_vocab);
 /* Record an accepted token (prompt tokens too) for the penalty history. */
 void deltafin_sampler_accept(deltafin_sampler *s, int32_t id);
+/* The chain as llama.cpp's `sampler chain:` line prints it ("logits -> logit-bias ->
+ * penalties -> ... -> dist"; stages that change nothing are left out). Returns the length
+ * (snprintf's contract). */
+int deltafin_sampler_describe(const deltafin_sampler *s, char *buf, size_t cap);
 /* Probability of the chosen token and top alternatives of the last sample() (for logprobs):
  * fills up to n (id, logprob) pairs sorted by probability, returns the count. */
 int deltafin_sampler_top(const deltafin_sampler *s, int n, int32_t *ids, float *logprobs);

@@ -171,6 +171,51 @@ static void check_parser(void) {
         CHECK_MSG(parse(id, &s, argc, bad[i]) == 2, "%s %s %s accepted", bad[i][0], bad[i][1],
                   bad[i][2] ? bad[i][2] : "");
     }
+    /* llama.cpp's sampling flags: values in the sampler parameters (serve takes them as defaults) */
+    const char *a5[] = {"serve", "-m", "m.gguf", "--presence-penalty", "0.5", "--frequency-penalty=0.25",
+                        "--typical", "0.9", "--top-nsigma", "1.5", "--xtc-probability", "0.5", "--xtc-threshold", "0.2",
+                        "--mirostat", "2", "--mirostat-lr", "0.2", "--mirostat-ent", "3", "--dry-multiplier", "0.8",
+                        "--dry-base", "0.5", "--dry-allowed-length", "3", "--dry-penalty-last-n", "128",
+                        "--dry-sequence-breaker", "\n", "--dry-sequence-breaker", "###", "-l", "15+1",
+                        "--logit-bias", "7-inf", "--samplers", "top_k;temperature", "--ignore-eos", "--temp", "-1",
+                        "-ot", "exps=CPU", "-cmoe", "-ncmoe", "4"};
+    CHECK_EQ_INT(parse(DF_CMD_SERVE, &s, (int)(sizeof a5 / sizeof *a5), a5), DF_CLI_GO);
+    CHECK(s.sp.presence_penalty == 0.5f && s.sp.freq_penalty == 0.25f && s.sp.typical_p == 0.9f);
+    CHECK(s.sp.top_n_sigma == 1.5f && s.sp.xtc_probability == 0.5f && s.sp.xtc_threshold == 0.2f);
+    CHECK(s.sp.mirostat == 2 && s.sp.mirostat_eta == 0.2f && s.sp.mirostat_tau == 3.0f);
+    CHECK(s.sp.dry_multiplier == 0.8f && s.sp.dry_base == 1.75f /* < 1: ignored, as llama.cpp */);
+    CHECK(s.sp.dry_allowed_length == 3 && s.sp.dry_penalty_last_n == 128);
+    CHECK(s.dry_breakers_set && s.n_dry_breakers == 2 && !strcmp(s.dry_breakers[1], "###"));
+    CHECK(s.n_logit_bias == 2 && s.logit_bias[0].token == 15 && s.logit_bias[0].bias == 1.0f &&
+          s.logit_bias[1].token == 7 && s.logit_bias[1].bias == -INFINITY);
+    CHECK(s.sp.n_samplers == 2 && s.sp.samplers[0] == DELTAFIN_SAMPLER_TOP_K &&
+          s.sp.samplers[1] == DELTAFIN_SAMPLER_TEMPERATURE);
+    CHECK(s.ignore_eos);
+    CHECK(s.sp.temp == 0.0f); /* clamped at 0, as llama.cpp */
+    const char *a6[] = {"run", "--dry-sequence-breaker", "x", "--dry-sequence-breaker", "none", "--sampler-seq", "kt"};
+    CHECK_EQ_INT(parse(DF_CMD_RUN, &s, 7, a6), DF_CLI_GO);
+    CHECK(s.dry_breakers_set && s.n_dry_breakers == 0);
+    CHECK(s.sp.n_samplers == 2 && s.sp.samplers[0] == DELTAFIN_SAMPLER_TOP_K);
+    const char *bad2[][3] = {
+        {"run", "--samplers", "top_k;bogus"}, {"run", "--sampler-seq", "kq"}, {"run", "-l", "15"},
+        {"run", "--logit-bias", "x+1"}, {"run", "--mirostat", "3"}, {"run", "--repeat-last-n", "-1"},
+        {"run", "--dry-penalty-last-n", "-2"}, {"run", "--repeat-penalty", "0"}, {"run", "-ot", "exps"},
+        {"run", "-ot", "[=CPU"}, {"run", "-ot", "a=CPU,"}, {"run", "-ncmoe", "-1"}, {"run", "-ngl", "many"},
+        {"run", "-ub", "x"}, {"run", "--typical", "p"},
+    };
+    for (size_t i = 0; i < sizeof bad2 / sizeof *bad2; i++)
+        CHECK_MSG(parse(DF_CMD_RUN, &s, 3, bad2[i]) == 2, "%s %s %s accepted", bad2[i][0], bad2[i][1], bad2[i][2]);
+    const char *a7[] = {"run", "-ngl", "-1", "-ngl", "all", "-ot", "blk\\.(1[0-9])\\.ffn_.*_exps=CPU,x=CUDA0"};
+    CHECK_EQ_INT(parse(DF_CMD_RUN, &s, 7, a7), DF_CLI_GO);
+    /* llama.cpp's escapes (-p, --dry-sequence-breaker) */
+    const char *esc[][2] = {{"a\\nb", "a\nb"}, {"\\t\\r\\'\\\"\\\\", "\t\r'\"\\"}, {"\\x41\\x4", "A\\x4"},
+                            {"\\q\\", "\\q\\"}, {"plain", "plain"}};
+    for (size_t i = 0; i < sizeof esc / sizeof *esc; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%s", esc[i][0]);
+        df_cli_unescape(buf);
+        CHECK_STR(buf, esc[i][1]);
+    }
     /* same spelling, another command's meaning: bench -p is the prompt length */
     const char *a2[] = {"bench", "-p", "64", "-n", "8"};
     CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 5, a2), DF_CLI_GO);
@@ -179,8 +224,8 @@ static void check_parser(void) {
     CHECK_EQ_INT(s.n_gen.n, 1);
     CHECK_EQ_INT(s.n_gen.v[0], 8);
     /* llama-bench's lists: commas, ranges (+step, *mult), a flag given again adds to the list */
-    const char *a5[] = {"bench", "-p", "32,64", "-p", "128-512*2", "-n", "1-7+3", "-t", "1,2", "-pg", "8,4", "-b", "16"};
-    CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 13, a5), DF_CLI_GO);
+    const char *b1[] = {"bench", "-p", "32,64", "-p", "128-512*2", "-n", "1-7+3", "-t", "1,2", "-pg", "8,4", "-b", "16"};
+    CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 13, b1), DF_CLI_GO);
     const int want_p[] = {32, 64, 128, 256, 512}, want_n[] = {1, 4, 7};
     CHECK_EQ_INT(s.n_prompt.n, 5);
     for (int i = 0; i < 5 && i < s.n_prompt.n; i++) CHECK_EQ_INT(s.n_prompt.v[i], want_p[i]);
@@ -189,8 +234,8 @@ static void check_parser(void) {
     CHECK(s.bench_threads.n == 2 && s.bench_threads.v[1] == 2);
     CHECK(s.bench_pg.n == 2 && s.bench_pg.v[0] == 8 && s.bench_pg.v[1] == 4);
     CHECK(s.bench_batch.n == 1 && s.bench_batch.v[0] == 16);
-    const char *a6[] = {"bench"}; /* the defaults: one value each */
-    CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 1, a6), DF_CLI_GO);
+    const char *b2[] = {"bench"}; /* the defaults: one value each */
+    CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 1, b2), DF_CLI_GO);
     CHECK(s.n_prompt.n == 1 && s.n_prompt.v[0] == 512 && s.n_gen.n == 1 && s.n_gen.v[0] == 128);
     CHECK(s.bench_batch.n == 1 && s.bench_batch.v[0] == 512 && s.bench_threads.n == 0 && s.bench_pg.n == 0);
     CHECK_STR(s.bench_output, "md");

@@ -1,6 +1,10 @@
-/* test_sampler.c — the default sampling chain against hand-computed distributions. */
+/* test_sampler.c — the sampling chain against hand-computed distributions: the default
+ * stages by observed frequencies, and each of llama.cpp's other stages (typical-p, top-n-sigma,
+ * XTC, DRY, mirostat 1 and 2, min_keep, the stage order, the greedy shortcut) by the exact
+ * candidate set and probabilities the chain leaves before its draw. */
 #include "deltafin.h"
 #include "base/util.h"
+#include "runtime/sampler.h"
 #include "testlib.h"
 
 #include <math.h>
@@ -27,6 +31,425 @@ static void freqs(const deltafin_sampler_params *p, const float *logits, int nv,
 
 #define N_DRAWS 40000
 #define TOL 0.012 /* ~5 sigma of a binomial frequency at N_DRAWS */
+
+/* ---- llama.cpp's other stages: exact candidate sets ------------------------------------- */
+/* Params with every stage off (and temperature 1): tests switch on what they check. */
+static deltafin_sampler_params off(uint64_t seed) {
+    deltafin_sampler_params p = deltafin_sampler_default_params();
+    p.temp = 1.0f; p.top_k = 0; p.top_p = 1.0f; p.min_p = 0.0f; p.seed = seed;
+    p.n_dry_sequence_breakers = 0;
+    return p;
+}
+
+/* The chain's candidates for probabilities pr[0..nv) (logits ln pr), as an array over ids
+ * (0 for ids the chain dropped). Returns the number of candidates. */
+static int probs_after(const deltafin_sampler_params *p, const float *pr, int nv, double *out) {
+    float l[16];
+    int32_t ids[16];
+    float q[16];
+    for (int i = 0; i < nv; i++) { l[i] = logf(pr[i]); out[i] = 0; }
+    deltafin_sampler *s = deltafin_sampler_create(p);
+    CHECK(s != NULL);
+    if (!s) return -1;
+    int n = df_sampler_candidates(s, l, nv, ids, q, 16);
+    for (int i = 0; i < n && i < 16; i++) if (ids[i] >= 0 && ids[i] < nv) out[ids[i]] = q[i];
+    deltafin_sampler_free(s);
+    return n;
+}
+
+#define CHECK_PROBS(got, ...)                                                                \
+    do {                                                                                     \
+        const double want_[] = {__VA_ARGS__};                                                \
+        for (size_t i_ = 0; i_ < sizeof want_ / sizeof want_[0]; i_++)                       \
+            CHECK_MSG(fabs((got)[i_] - want_[i_]) < 1e-5, "id %zu: %g, want %g", i_, (got)[i_], want_[i_]); \
+    } while (0)
+
+static void order_and_parse_tests(void) {
+    deltafin_sampler_params p = deltafin_sampler_default_params();
+    /* llama.cpp's default order */
+    const char *want[] = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
+    CHECK_EQ_INT(p.n_samplers, 9);
+    for (int i = 0; i < 9; i++) CHECK_STR(deltafin_sampler_type_name(p.samplers[i]), want[i]);
+    CHECK(deltafin_sampler_type_name(99) == NULL);
+    CHECK(p.typical_p == 1.0f && p.top_n_sigma == -1.0f && p.xtc_probability == 0.0f && p.xtc_threshold == 0.1f);
+    CHECK(p.mirostat == 0 && p.mirostat_tau == 5.0f && p.mirostat_eta == 0.1f);
+    CHECK(p.dry_multiplier == 0.0f && p.dry_base == 1.75f && p.dry_allowed_length == 2 && p.dry_penalty_last_n == 64);
+    CHECK_EQ_INT(p.n_dry_sequence_breakers, -1);
+    /* names with llama.cpp's aliases, any case; ';'-separated; empty pieces skipped */
+    CHECK_EQ_INT(deltafin_sampler_parse_order("top_k;TOP-P;temp;nucleus;typ;minp;;top-n-sigma;Penalties", false, &p), 0);
+    const int w2[] = {DELTAFIN_SAMPLER_TOP_K, DELTAFIN_SAMPLER_TOP_P, DELTAFIN_SAMPLER_TEMPERATURE,
+                      DELTAFIN_SAMPLER_TOP_P, DELTAFIN_SAMPLER_TYPICAL_P, DELTAFIN_SAMPLER_MIN_P,
+                      DELTAFIN_SAMPLER_TOP_N_SIGMA, DELTAFIN_SAMPLER_PENALTIES};
+    CHECK_EQ_INT(p.n_samplers, 8);
+    for (int i = 0; i < 8; i++) CHECK_EQ_INT(p.samplers[i], w2[i]);
+    /* --sampler-seq letters: llama.cpp's default sequence is "edskypmxt" */
+    CHECK_EQ_INT(deltafin_sampler_parse_order("edskypmxt", true, &p), 0);
+    deltafin_sampler_params d = deltafin_sampler_default_params();
+    CHECK(p.n_samplers == 9 && !memcmp(p.samplers, d.samplers, sizeof(int) * 9));
+    CHECK(deltafin_sampler_parse_order("top_k;bogus", false, &p) == DELTAFIN_ERR_INVALID);
+    CHECK(strstr(deltafin_errmsg(), "'bogus'") != NULL);
+    CHECK_EQ_INT(p.n_samplers, 9); /* unchanged on error */
+    CHECK(deltafin_sampler_parse_order("kq", true, &p) == DELTAFIN_ERR_INVALID);
+    CHECK(deltafin_sampler_parse_order("infill", false, &p) == DELTAFIN_ERR_UNSUPPORTED);
+    CHECK(deltafin_sampler_parse_order("", false, &p) == 0 && p.n_samplers == 0);
+    /* --logit-bias TOKEN(+|-)BIAS */
+    deltafin_logit_bias b;
+    CHECK(deltafin_logit_bias_parse("15043+1", &b) == 0 && b.token == 15043 && b.bias == 1.0f);
+    CHECK(deltafin_logit_bias_parse("15043-1.5", &b) == 0 && b.token == 15043 && b.bias == -1.5f);
+    CHECK(deltafin_logit_bias_parse("2-inf", &b) == 0 && b.token == 2 && b.bias == -INFINITY);
+    CHECK(deltafin_logit_bias_parse(" 7 + 2", &b) == 0 && b.token == 7 && b.bias == 2.0f);
+    const char *badb[] = {"", "abc", "15043", "15043*1", "15043+", "15043+1x", "-3+1", "15043+nan"};
+    for (size_t i = 0; i < sizeof badb / sizeof badb[0]; i++)
+        CHECK_MSG(deltafin_logit_bias_parse(badb[i], &b) == DELTAFIN_ERR_INVALID, "'%s'", badb[i]);
+    /* parameters llama.cpp refuses */
+    deltafin_sampler_params q = deltafin_sampler_default_params();
+    q.repeat_penalty = 0.0f;
+    CHECK(deltafin_sampler_create(&q) == NULL);
+    q = deltafin_sampler_default_params(); q.mirostat = 3;
+    CHECK(deltafin_sampler_create(&q) == NULL);
+    q = deltafin_sampler_default_params(); q.dry_penalty_last_n = -1;
+    CHECK(deltafin_sampler_create(&q) == NULL);
+    q = deltafin_sampler_default_params(); q.presence_penalty = INFINITY;
+    CHECK(deltafin_sampler_create(&q) == NULL);
+    q = deltafin_sampler_default_params(); q.samplers[0] = 42;
+    CHECK(deltafin_sampler_create(&q) == NULL);
+    /* DRY with text breakers needs the vocabulary */
+    q = deltafin_sampler_default_params(); q.dry_multiplier = 0.8f;
+    CHECK(deltafin_sampler_create(&q) == NULL);
+    CHECK(strstr(deltafin_errmsg(), "vocabulary") != NULL);
+    /* the chain as llama.cpp prints it, stages that change nothing left out */
+    q = deltafin_sampler_default_params();
+    deltafin_sampler *s = deltafin_sampler_create(&q);
+    char line[256];
+    deltafin_sampler_describe(s, line, sizeof line);
+    CHECK_STR(line, "logits -> top-k -> top-p -> min-p -> temp-ext -> dist");
+    deltafin_sampler_free(s);
+    q.mirostat = 2;
+    s = deltafin_sampler_create(&q);
+    deltafin_sampler_describe(s, line, sizeof line);
+    CHECK_STR(line, "logits -> temp -> mirostat-v2");
+    deltafin_sampler_free(s);
+}
+
+static void typical_sigma_xtc_tests(void) {
+    const float pr[4] = {0.5f, 0.3f, 0.15f, 0.05f};
+    double g[16];
+    /* typical-p: entropy H = 1.14212 nats; |−ln p − H| = 0.449, 0.062, 0.755, 1.854: the order
+     * is 0.3, 0.5, 0.15, 0.05; p = 0.5 keeps the first two (0.3 + 0.5 > 0.5) */
+    deltafin_sampler_params p = off(1);
+    p.typical_p = 0.5f;
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 2);
+    CHECK_PROBS(g, 0.625, 0.375, 0, 0);
+    p.typical_p = 0.2f; /* 0.3 alone exceeds 0.2: the most probable token is dropped */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 1);
+    CHECK_PROBS(g, 0, 1, 0, 0);
+    p.min_keep = 3; /* ... unless min_keep asks for more */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 3);
+    CHECK_PROBS(g, 0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0);
+    p.min_keep = 0;
+    p.temp = 0.0f; /* greedy goes through typical-p: the 0.3 token, not the argmax */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 1);
+    CHECK_PROBS(g, 0, 1, 0, 0);
+    /* llama.cpp's vectors: {0.97, 0.01 x3} at 0.5 keeps 0.97; {0.4, 0.2 x3} keeps the three 0.2 */
+    p = off(1); p.typical_p = 0.5f;
+    const float t1[4] = {0.97f, 0.01f, 0.01f, 0.01f}, t2[4] = {0.4f, 0.2f, 0.2f, 0.2f};
+    CHECK_EQ_INT(probs_after(&p, t1, 4, g), 1);
+    CHECK_PROBS(g, 1, 0, 0, 0);
+    CHECK_EQ_INT(probs_after(&p, t2, 4, g), 3);
+    CHECK_PROBS(g, 0, 1.0 / 3, 1.0 / 3, 1.0 / 3);
+
+    /* top-n-sigma on ln {0.1, 0.2, 0.3, 0.4}: mean -1.5466, std 0.5224; n = 1 keeps ln p >=
+     * -0.9163 - 0.5224: 0.3 and 0.4 (3/7, 4/7); the others stay as -inf (p 0); n = 3 keeps all */
+    const float ns[4] = {0.1f, 0.2f, 0.3f, 0.4f};
+    p = off(1); p.top_n_sigma = 1.0f;
+    CHECK_EQ_INT(probs_after(&p, ns, 4, g), 4);
+    CHECK_PROBS(g, 0, 0, 3.0 / 7, 4.0 / 7);
+    p.top_n_sigma = 3.0f;
+    probs_after(&p, ns, 4, g);
+    CHECK_PROBS(g, 0.1, 0.2, 0.3, 0.4);
+    p.top_n_sigma = 0.0f; /* off (not greedy) */
+    probs_after(&p, ns, 4, g);
+    CHECK_PROBS(g, 0.1, 0.2, 0.3, 0.4);
+
+    /* XTC with probability 1: every token >= threshold but the last of them goes */
+    p = off(1); p.xtc_probability = 1.0f; p.xtc_threshold = 0.1f; /* 0.5 0.3 0.15 >= 0.1: keep 0.15, 0.05 */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 2);
+    CHECK_PROBS(g, 0, 0, 0.75, 0.25);
+    p.xtc_threshold = 0.4f; /* only 0.5 is above: nothing goes */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 4);
+    p.xtc_threshold = 0.2f; p.min_keep = 3; /* would leave 3: allowed */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 3);
+    CHECK_PROBS(g, 0, 0.3 / 0.5, 0.15 / 0.5, 0.05 / 0.5);
+    p.min_keep = 4; /* would leave 3 < 4: nothing goes */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 4);
+    p = off(1); p.xtc_probability = 1.0f; p.xtc_threshold = 0.6f; /* > 0.5: off */
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 4);
+    /* llama.cpp's vectors: {0.4 0.3 0.2 0.1} at thresholds 0.09 / 0.19 / 0.29 / 0.39 */
+    const float x4[4] = {0.4f, 0.3f, 0.2f, 0.1f};
+    const int keep[4] = {1, 2, 3, 4};
+    const float thr[4] = {0.09f, 0.19f, 0.29f, 0.39f};
+    for (int i = 0; i < 4; i++) {
+        p = off(1); p.xtc_probability = 0.99f; p.xtc_threshold = thr[i];
+        int n = 0, tries = 0;
+        while (tries++ < 20 && (n = probs_after(&p, x4, 4, g)) == 4 && keep[i] != 4) p.seed++;
+        CHECK_EQ_INT(n, keep[i]);
+    }
+    /* the coin: probability 0.5 removes in about half of the draws (seeded, so exact) */
+    p = off(77); p.xtc_probability = 0.5f; p.xtc_threshold = 0.1f;
+    deltafin_sampler *s = deltafin_sampler_create(&p);
+    float l[4];
+    for (int i = 0; i < 4; i++) l[i] = logf(pr[i]);
+    int cut = 0;
+    for (int i = 0; i < 4000; i++) {
+        int32_t ids[4]; float q[4];
+        if (df_sampler_candidates(s, l, 4, ids, q, 4) == 2) cut++;
+    }
+    CHECK_MSG(cut > 1800 && cut < 2200, "%d of 4000", cut);
+    deltafin_sampler_free(s);
+    /* greedy meets XTC where the temperature stage stands: the 0.15 token */
+    p = off(1); p.xtc_probability = 1.0f; p.xtc_threshold = 0.1f; p.temp = 0.0f;
+    s = deltafin_sampler_create(&p);
+    CHECK_EQ_INT(deltafin_sampler_sample(s, l, 4), 2);
+    deltafin_sampler_free(s);
+}
+
+/* DRY over token ids (llama.cpp's test wrapper's breakers): history h, probabilities pr */
+static void dry_case(const int32_t *h, int nh, const float *pr, int nv, float mult, float base, int allowed,
+                     int last_n, const int32_t *brk, int nbrk, const double *want) {
+    deltafin_sampler_params p = off(1);
+    p.dry_multiplier = mult; p.dry_base = base; p.dry_allowed_length = allowed; p.dry_penalty_last_n = last_n;
+    deltafin_sampler *s = deltafin_sampler_create(&p);
+    CHECK(s != NULL);
+    if (!s) return;
+    if (nbrk) CHECK_EQ_INT(df_sampler_dry_add_breaker_ids(s, brk, nbrk), 0);
+    for (int i = 0; i < nh; i++) deltafin_sampler_accept(s, h[i]);
+    float l[8];
+    int32_t ids[8]; float q[8];
+    double g[8] = {0};
+    for (int i = 0; i < nv; i++) l[i] = logf(pr[i]);
+    int n = df_sampler_candidates(s, l, nv, ids, q, 8);
+    for (int i = 0; i < n; i++) g[ids[i]] = q[i];
+    for (int i = 0; i < nv; i++) CHECK_MSG(fabs(g[i] - want[i]) < 1e-5, "DRY id %d: %g, want %g", i, g[i], want[i]);
+    deltafin_sampler_free(s);
+}
+
+static void dry_tests(void) {
+    const float q4[4] = {0.25f, 0.25f, 0.25f, 0.25f}, q5[5] = {0.2f, 0.2f, 0.2f, 0.2f, 0.2f};
+    /* "0 1 2 0 1": "0 1" repeats, 2 followed it: 2 loses 1 * 1.1^(2-2) = 1 (e^-1 of its weight):
+     * 0.25 / (0.75 + 0.25 / e) = 0.296923, 0.25 e^-1 / ... = 0.109232 */
+    const int32_t h1[] = {0, 1, 2, 0, 1};
+    const double w1[] = {0.296923, 0.296923, 0.109232, 0.296923};
+    dry_case(h1, 5, q4, 4, 1.0f, 1.1f, 2, 5, NULL, 0, w1);
+    /* multiplier 2: 2 loses 2 (e^-2): 0.2 / (0.8 + 0.2 e^-2) = 0.241818 */
+    const double w2[] = {0.241818, 0.241818, 0.032727, 0.241818, 0.241818};
+    dry_case(h1, 5, q5, 5, 2.0f, 1.1f, 2, 5, NULL, 0, w2);
+    /* too short to repeat ("0 1" alone) */
+    const int32_t h3[] = {0, 1};
+    const double w3[] = {0.25, 0.25, 0.25, 0.25};
+    dry_case(h3, 2, q4, 4, 1.0f, 1.1f, 2, 4, NULL, 0, w3);
+    /* a breaker (token 3) between the repeat and the rest: no penalty for 3 itself */
+    const int32_t h4[] = {0, 1, 3, 4, 0, 1}, b4[] = {3};
+    const double w4[] = {0.2, 0.2, 0.2, 0.2, 0.2};
+    dry_case(h4, 6, q5, 5, 1.0f, 1.1f, 2, 6, b4, 1, w4);
+    /* allowed length 4: a repeat of 2 is fine */
+    const int32_t h5[] = {0, 1, 2, 3, 4, 0, 1};
+    dry_case(h5, 7, q5, 5, 1.0f, 1.1f, 4, 7, NULL, 0, w4);
+    /* "0 1 2 3 0 1 2": the repeat "0 1 2" is 3 long, 3 followed it: 3 loses 1.5 * 2^(3-2) = 3;
+     * with the window cut to 4 ids ("3 0 1 2") nothing repeats */
+    const int32_t h6[] = {0, 1, 2, 3, 0, 1, 2};
+    const double e3 = exp(-3.0), w6[] = {0.25 / (0.75 + 0.25 * e3), 0.25 / (0.75 + 0.25 * e3),
+                                         0.25 / (0.75 + 0.25 * e3), 0.25 * e3 / (0.75 + 0.25 * e3)};
+    dry_case(h6, 7, q4, 4, 1.5f, 2.0f, 2, 64, NULL, 0, w6);
+    dry_case(h6, 7, q4, 4, 1.5f, 2.0f, 2, 4, NULL, 0, w3);
+    /* a two-token breaker "0 3" (head first, as text tokenizes): in "0 3 1 2 5 0 3 1 2" the
+     * repeat "0 3 1 2" (4 long) was followed by 5: 5 loses 1 * 2^(4-2) = 4; with the breaker a
+     * repeat may reach back only to after the last "0 3" ("1 2", 2 long): 5 loses 2^0 = 1 */
+    const int32_t h7[] = {0, 3, 1, 2, 5, 0, 3, 1, 2}, b7[] = {0, 3};
+    const float q6[6] = {0.2f, 0.2f, 0.2f, 0.2f, 0.1f, 0.1f};
+    const double e4 = exp(-4.0), z7 = 0.9 + 0.1 * e4;
+    const double w7a[] = {0.2 / z7, 0.2 / z7, 0.2 / z7, 0.2 / z7, 0.1 / z7, 0.1 * e4 / z7};
+    dry_case(h7, 9, q6, 6, 1.0f, 2.0f, 2, 64, NULL, 0, w7a);
+    const double e1 = exp(-1.0), z7b = 0.9 + 0.1 * e1;
+    const double w7b[] = {0.2 / z7b, 0.2 / z7b, 0.2 / z7b, 0.2 / z7b, 0.1 / z7b, 0.1 * e1 / z7b};
+    dry_case(h7, 9, q6, 6, 1.0f, 2.0f, 2, 64, b7, 2, w7b);
+}
+
+static void mirostat_tests(void) {
+    /* Mirostat 2.0, tau 5 (mu 10): every token's surprise (1, 1.74, 2.74, 4.32 bits) is below
+     * mu, all four are candidates; mu then moves by eta * (tau - surprise of the pick) */
+    const float pr[4] = {0.5f, 0.3f, 0.15f, 0.05f};
+    float l[4];
+    for (int i = 0; i < 4; i++) l[i] = logf(pr[i]);
+    deltafin_sampler_params p = off(5);
+    p.mirostat = 2; p.top_k = 1; /* the other stages are not run under mirostat */
+    double seen[4] = {0};
+    for (int i = 0; i < 2000; i++) {
+        p.seed = (uint64_t)i;
+        deltafin_sampler *s = deltafin_sampler_create(&p);
+        int32_t id = deltafin_sampler_sample(s, l, 4);
+        CHECK(id >= 0 && id < 4);
+        if (id >= 0 && id < 4) {
+            seen[id] += 1.0 / 2000;
+            CHECK_NEAR(df_sampler_mirostat_mu(s), 10.0 - 0.1 * (-log2(pr[id]) - 5.0), 1e-5);
+        }
+        deltafin_sampler_free(s);
+    }
+    for (int i = 0; i < 4; i++) CHECK_NEAR(seen[i], pr[i], 0.035);
+    /* tau 0.5 (mu 1): only the 0.5 token (surprise exactly 1) is kept; it has p 1 then, so mu
+     * rises by eta * tau each step: 1.05, 1.10 */
+    p = off(5); p.mirostat = 2; p.mirostat_tau = 0.5f;
+    deltafin_sampler *s = deltafin_sampler_create(&p);
+    CHECK_EQ_INT(deltafin_sampler_sample(s, l, 4), 0);
+    CHECK_NEAR(df_sampler_mirostat_mu(s), 1.05, 1e-6);
+    CHECK_EQ_INT(deltafin_sampler_sample(s, l, 4), 0);
+    CHECK_NEAR(df_sampler_mirostat_mu(s), 1.10, 1e-6);
+    deltafin_sampler_free(s);
+
+    /* Mirostat 1 on a Zipf distribution p ∝ 1/i^2 (i = 1..4): the estimated exponent is exactly
+     * 2, so k = (2^mu / (1 - 4^-1))^(1/2): tau 1 (mu 2) gives k = 2.31 -> the 2 best, p ∝ {1,
+     * 1/4} = {0.8, 0.2}; tau 0.5 (mu 1) gives k = 1.63 -> the best alone */
+    const double z = 1 + 0.25 + 1.0 / 9 + 1.0 / 16;
+    const float zp[4] = {(float)(1 / z), (float)(0.25 / z), (float)(1.0 / 9 / z), (float)(1.0 / 16 / z)};
+    for (int i = 0; i < 4; i++) l[i] = logf(zp[i]);
+    p = off(1); p.mirostat = 1; p.mirostat_tau = 1.0f;
+    double f0 = 0;
+    int other = 0;
+    for (int i = 0; i < 2000; i++) {
+        p.seed = (uint64_t)i + 100;
+        s = deltafin_sampler_create(&p);
+        int32_t id = deltafin_sampler_sample(s, l, 4);
+        if (id == 0) {
+            f0 += 1.0 / 2000;
+            CHECK_NEAR(df_sampler_mirostat_mu(s), 2.0 - 0.1 * (-log2(0.8) - 1.0), 1e-5);
+        } else if (id == 1) {
+            CHECK_NEAR(df_sampler_mirostat_mu(s), 2.0 - 0.1 * (-log2(0.2) - 1.0), 1e-5);
+        } else {
+            other++;
+        }
+        deltafin_sampler_free(s);
+    }
+    CHECK_EQ_INT(other, 0);
+    CHECK_NEAR(f0, 0.8, 0.035);
+    /* tau 0.5: the best alone (p 1, surprise 0), so mu rises by eta * tau per step: k reaches 2
+     * only when 2^mu / 0.75 >= 4 (mu >= 1.585, the 12th step) */
+    p.mirostat_tau = 0.5f;
+    s = deltafin_sampler_create(&p);
+    for (int i = 0; i < 11; i++) {
+        CHECK_EQ_INT(deltafin_sampler_sample(s, l, 4), 0);
+        CHECK_NEAR(df_sampler_mirostat_mu(s), 1.0 + 0.05 * (i + 1), 1e-5);
+    }
+    deltafin_sampler_free(s);
+    /* temperature 0 under mirostat: the best token */
+    p = off(3); p.mirostat = 2; p.temp = 0.0f;
+    s = deltafin_sampler_create(&p);
+    const float lz[4] = {0.1f, 0.3f, 0.2f, 0.25f};
+    for (int i = 0; i < 20; i++) CHECK_EQ_INT(deltafin_sampler_sample(s, lz, 4), 1);
+    deltafin_sampler_free(s);
+}
+
+static void chain_order_tests(void) {
+    const float pr[4] = {0.5f, 0.3f, 0.15f, 0.05f};
+    double g[16];
+    /* default order: top_p (0.75) sees temperature-1 probabilities: 0.5 + 0.3 >= 0.75 keeps 2,
+     * then temperature 2 flattens them: ∝ sqrt(0.5), sqrt(0.3) */
+    deltafin_sampler_params p = off(1);
+    p.top_p = 0.75f; p.temp = 2.0f;
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 2);
+    const double a = sqrt(0.5), b = sqrt(0.3), c = sqrt(0.15), d = sqrt(0.05);
+    CHECK_PROBS(g, a / (a + b), b / (a + b), 0, 0);
+    /* temperature first: top_p sees ∝ sqrt(p) = 0.379 0.294 0.208 0.120: three tokens */
+    CHECK_EQ_INT(deltafin_sampler_parse_order("temperature;top_p", false, &p), 0);
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 3);
+    CHECK_PROBS(g, a / (a + b + c), b / (a + b + c), c / (a + b + c), 0);
+    (void)d;
+    /* no stage at all: dist alone, at temperature 1 even with temp 0 (as llama.cpp) */
+    p = off(1); p.temp = 0.0f; p.top_k = 1;
+    CHECK_EQ_INT(deltafin_sampler_parse_order("", false, &p), 0);
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 4);
+    CHECK_PROBS(g, 0.5, 0.3, 0.15, 0.05);
+    /* greedy with the penalties after top_k: top_k(2) keeps ids 0 and 1, the presence penalty
+     * lowers both, and the best of those two is chosen (default order: id 2) */
+    const float lg[3] = {3.0f, 2.9f, 2.5f};
+    for (int order = 0; order < 2; order++) {
+        p = deltafin_sampler_default_params();
+        p.temp = 0.0f; p.top_k = 2; p.presence_penalty = 1.0f; p.seed = 1;
+        if (order) CHECK_EQ_INT(deltafin_sampler_parse_order("top_k;penalties;temperature", false, &p), 0);
+        deltafin_sampler *s = deltafin_sampler_create(&p);
+        deltafin_sampler_accept(s, 0);
+        deltafin_sampler_accept(s, 1);
+        CHECK_EQ_INT(deltafin_sampler_sample(s, lg, 3), order ? 0 : 2);
+        deltafin_sampler_free(s);
+    }
+    /* min_keep holds top_p and min_p open */
+    p = off(1); p.top_p = 0.3f; p.min_keep = 3;
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 3);
+    p = off(1); p.min_p = 0.9f; p.min_keep = 2;
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 2);
+    CHECK_PROBS(g, 0.625, 0.375, 0, 0);
+    /* a stage given twice runs twice: top_k 3 then top_p then top_k again is still 3 */
+    p = off(1); p.top_k = 3;
+    CHECK_EQ_INT(deltafin_sampler_parse_order("top_k;top_k", false, &p), 0);
+    CHECK_EQ_INT(probs_after(&p, pr, 4, g), 3);
+}
+
+/* DRY sequence breakers from text over a real vocabulary (the llama fixture's): a token
+ * holding the breaker's text stops repeats and is never penalized itself */
+static void dry_vocab_tests(void) {
+    char path[1024];
+    df_fixture("models/llama-2-tiny-random.gguf", path, sizeof path);
+    deltafin_vocab *v = NULL;
+    if (deltafin_vocab_load(path, NULL, &v) < 0) {
+        printf("skip: DRY vocabulary test (%s: %s)\n", path, deltafin_errmsg());
+        return;
+    }
+    int32_t dot[4], ab[4];
+    int nd = deltafin_vocab_tokenize(v, ".", 1, false, false, dot, 4);
+    int na = deltafin_vocab_tokenize(v, " the cat", 8, false, false, ab, 4);
+    CHECK(nd >= 1 && na >= 2);
+    deltafin_vocab_info info;
+    deltafin_vocab_get_info(v, &info);
+    const int nv = info.n_tokens;
+    float *l = calloc((size_t)nv, sizeof *l);
+    int32_t *ids = malloc(sizeof *ids * (size_t)nv);
+    float *q = malloc(sizeof *q * (size_t)nv);
+    const int32_t brk_tok = dot[nd - 1], x = ab[0], y = ab[1];
+    /* history "x y B x y" then the candidates: B followed the repeat "x y" */
+    for (int with = 0; with < 2; with++) {
+        const char *brk[] = {"."};
+        deltafin_sampler_params p = off(1);
+        p.dry_multiplier = 1.0f; p.dry_base = 2.0f; p.dry_allowed_length = 2;
+        p.vocab = v;
+        p.dry_sequence_breakers = brk;
+        p.n_dry_sequence_breakers = with;
+        p.top_k = 0;
+        deltafin_sampler *s = deltafin_sampler_create(&p);
+        CHECK(s != NULL);
+        if (!s) break;
+        const int32_t h[] = {x, y, brk_tok, x, y};
+        for (int i = 0; i < 5; i++) deltafin_sampler_accept(s, h[i]);
+        int n = df_sampler_candidates(s, l, nv, ids, q, nv);
+        float pb = 0, px = 0;
+        for (int i = 0; i < n; i++) {
+            if (ids[i] == brk_tok) pb = q[i];
+            if (ids[i] == x) px = q[i];
+        }
+        /* without breakers B loses 1 (e^-1 of its weight); as a breaker it is never penalized */
+        if (with) CHECK_MSG(fabsf(pb - px) < 1e-9f, "breaker token penalized: %g vs %g", pb, px);
+        else CHECK_MSG(fabsf(pb - px * expf(-1.0f)) < 1e-7f, "no DRY penalty: %g vs %g", pb, px);
+        deltafin_sampler_free(s);
+    }
+    free(l); free(ids); free(q);
+    deltafin_vocab_free(v);
+}
+
+static void stage_tests(void) {
+    order_and_parse_tests();
+    typical_sigma_xtc_tests();
+    dry_tests();
+    mirostat_tests();
+    chain_order_tests();
+    dry_vocab_tests();
+}
 
 int main(void) {
     df_init();
@@ -336,5 +759,7 @@ int main(void) {
         CHECK_EQ_INT(deltafin_sampler_sample(s, b, 6), 0); /* 5 penalized: 5 - 10 < 0 */
         deltafin_sampler_free(s);
     }
+
+    stage_tests();
     TEST_MAIN_END("test_sampler");
 }

@@ -238,6 +238,9 @@ int cmd_chat(int argc, char **argv) {
         df_cli_help(&k_chat, stderr);
         return 2;
     }
+    /* an unknown template is refused before the model loads (as serve does) */
+    if (tmpl && tmpl[0] && deltafin_chat_template_check(tmpl) < 0)
+        return df_cli_usage_error(&k_chat, "--chat-template: %s", deltafin_errmsg());
     char *gbnf = NULL;
     if (df_cli_grammar(&k_chat, &S, &gbnf)) return 1;
     if (df_cli_log_begin(&k_chat, &S) != DF_CLI_GO) { free(gbnf); return 1; }
@@ -252,7 +255,7 @@ int cmd_chat(int argc, char **argv) {
     int32_t *cache = NULL, *ids = NULL;
     int n_cache = 0;
     msgs_t msgs = {0};
-    char *answer = NULL, *hist_path = NULL;
+    char *answer = NULL, *hist_path = NULL, *first = NULL;
 
     deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
@@ -268,7 +271,9 @@ int cmd_chat(int argc, char **argv) {
     const int n_vocab = deltafin_model_n_vocab(m);
     cache = malloc(sizeof(int32_t) * (size_t)nctx);
     if (!cache) goto done;
-    smp = deltafin_sampler_create(&S.sp);
+    deltafin_sampler_params sp;
+    if (df_cli_sampler(&k_chat, &S, m, &sp)) { ret = 2; goto done; }
+    smp = deltafin_sampler_create(&sp);
     if (!smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
     dt = deltafin_detok_create(m, false);
     dts = deltafin_detok_create(m, true);
@@ -298,7 +303,16 @@ int cmd_chat(int argc, char **argv) {
         g_interrupt = 0;
         set_sigint(false);
         char *text = NULL;
-        int lr = df_le_message(le, "> ", "... ", &text);
+        int lr;
+        if (turn == 1 && S.prompt) { /* -p: the first message (llama.cpp's escapes unless --no-escape) */
+            if (!(first = strdup(S.prompt))) goto done;
+            if (S.escape || !S.no_escape) df_cli_unescape(first);
+            text = first;
+            lr = DF_LE_LINE;
+            S.prompt = NULL;
+        } else {
+            lr = df_le_message(le, "> ", "... ", &text);
+        }
         set_sigint(true);
         if (lr == DF_LE_INTR) {
             turn--;
@@ -464,6 +478,7 @@ int cmd_chat(int argc, char **argv) {
             fprintf(stderr, "[turn %d] prompt %d tokens: reused %d, decoded %d (%.1f tok/s) | generated %d (%.1f tok/s)\n",
                     turn, n, keep, n - keep, t_prompt ? (n - keep) / (t_prompt / 1e9) : 0.0, n_gen,
                     t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0);
+        if (S.single_turn) break;
     }
     ret = 0;
 done:
@@ -473,6 +488,7 @@ done:
     msgs_clear(&msgs, 0);
     free(msgs.v);
     free(answer);
+    free(first);
     free(ids);
     free(cache);
     free(gbnf);

@@ -4,8 +4,11 @@
  * config key is reachable, and that the defaults the help states are the defaults applied. */
 #include "app/cli/flags.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <pcre2.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,7 +28,11 @@ typedef enum {
     K_KVTYPE,     /* int DELTAFIN_KV_*: f16 | q8_0 | q4_0 ... */
     K_LOGLEVEL,   /* int: error | warn | info | debug | 0..3 */
     K_NOTICE,     /* llama.cpp option without a value that means nothing here: a notice */
-    K_NOTICE_VAL, /* the same with a value (checked by `meta`'s choices when it lists them) */
+    K_NOTICE_VAL, /* the same with a value, checked as `meta` says: choices "a|b" (N: an integer),
+                   * N (an integer >= 0), PATTERN=BUFTYPE,... (-ot's regular expressions) */
+    K_SAMPLERS,   /* --samplers names;names / --sampler-seq letters (into sp.samplers) */
+    K_LOGIT_BIAS, /* TOKEN(+|-)BIAS, repeatable (appended to logit_bias[]) */
+    K_BREAKER,    /* --dry-sequence-breaker: repeatable; the first clears the defaults, none: no breakers */
     K_CONFIG,     /* --config FILE: read before every other flag */
     K_HELP,
     K_INTS,       /* df_int_list: llama-bench's lists and ranges; given again, it adds */
@@ -48,6 +55,7 @@ enum {
     /* commands that load a model to run it */
     LOADS = B(RUN) | B(CHAT) | B(SERVE) | B(BENCH) | B(PERPLEXITY) | B(PROFILE),
     GEN = B(RUN) | B(CHAT) | B(SERVE),
+    SAMPLE = GEN, /* sampling flags (serve: the defaults of requests that do not set them) */
     ALL = (1u << DF_CMD_COUNT) - 1,
 };
 #define F(f) offsetof(df_settings, f)
@@ -58,9 +66,9 @@ static const row g_rows[] = {
     /* ---- the model and where settings come from ---- */
     {"--config", "FILE", K_CONFIG, F(config), NULL,
      "deltafin.yaml settings (docs/operations.md) for the options below; flags override it",
-     ALL & ~(B(PULL) | B(BENCH_KERNELS) | B(PACK) | B(VERIFY)), NOCFG},
+     ALL & ~(B(PULL) | B(BENCH_KERNELS) | B(PACK)), NOCFG},
     {"-m|--model", "FILE", K_STR, F(model), NULL, "GGUF model",
-     LOADS | B(INFO) | B(TOKENIZE) | B(DOCTOR), C(MODEL_PATH, model_path)},
+     LOADS | B(INFO) | B(TOKENIZE) | B(DOCTOR) | B(VERIFY), C(MODEL_PATH, model_path)},
     /* ---- inputs ---- */
     {"-p|--prompt", "TEXT", K_STR, F(prompt), NULL, "prompt", B(RUN) | B(TOKENIZE), NOCFG},
     {"-f|--file", "FILE", K_STR, F(file), NULL, "read the prompt from a file (bytes as they are)",
@@ -70,6 +78,15 @@ static const row g_rows[] = {
     {"-f|--file", "FILE", K_STR, F(file), NULL, "prompts: one per non-empty line", B(PROFILE), NOCFG},
     {"--whole", NULL, K_SWITCH, F(whole), NULL, "treat the whole file as one prompt", B(PROFILE), NOCFG},
     {"-sys|--system|--system-prompt", "TEXT", K_STR, F(system), NULL, "system prompt", B(CHAT), NOCFG},
+    {"-p|--prompt", "TEXT", K_STR, F(prompt), NULL, "the first message, sent before any input is read", B(CHAT),
+     NOCFG},
+    {"-st|--single-turn", NULL, K_SWITCH, F(single_turn), NULL, "answer the first message (-p or input) and exit",
+     B(CHAT), NOCFG},
+    {"-e|--escape", NULL, K_SWITCH, F(escape), NULL,
+     "process escapes (\\n \\r \\t \\' \\\" \\\\ \\xNN) in -p and --dry-sequence-breaker, as llama.cpp (the default)",
+     SAMPLE, NOCFG},
+    {"--no-escape", NULL, K_SWITCH, F(no_escape), NULL, "take -p and --dry-sequence-breaker as typed", SAMPLE,
+     NOCFG},
     {"--history", "FILE", K_STR, F(history_file), NULL,
      "chat's input history, kept between runs (default ~/.deltafin_history; \"\" = none)", B(CHAT), NOCFG},
     {"--context-shift", NULL, K_SWITCH, F(context_shift), NULL,
@@ -148,17 +165,59 @@ static const row g_rows[] = {
      (LOADS & ~B(BENCH)) | B(BENCH_KERNELS) | B(QUANTIZE), C(THREADS, threads)},
     /* ---- sampling (defaults: deltafin_sampler_default_params, llama.cpp's) ---- */
     {"--temp|--temperature", "T", K_FLOAT, F(sp.temp), NULL, "temperature; 0 = greedy (default 0.8)",
-     B(RUN) | B(CHAT), C(TEMP, temperature)},
-    {"--top-k", "N", K_INT, F(sp.top_k), NULL, "top-k; 0 = off (default 40)", B(RUN) | B(CHAT), C(TOP_K, top_k)},
-    {"--top-p", "P", K_FLOAT, F(sp.top_p), NULL, "top-p; 1 = off (default 0.95)", B(RUN) | B(CHAT),
+     SAMPLE, C(TEMP, temperature)},
+    {"--top-k", "N", K_INT, F(sp.top_k), NULL, "top-k; 0 = off (default 40)", SAMPLE, C(TOP_K, top_k)},
+    {"--top-p", "P", K_FLOAT, F(sp.top_p), NULL, "top-p; 1 = off (default 0.95)", SAMPLE,
      C(TOP_P, top_p)},
-    {"--min-p", "P", K_FLOAT, F(sp.min_p), NULL, "min-p; 0 = off (default 0.05)", B(RUN) | B(CHAT),
+    {"--min-p", "P", K_FLOAT, F(sp.min_p), NULL, "min-p; 0 = off (default 0.05)", SAMPLE,
      C(MIN_P, min_p)},
     {"--repeat-penalty", "X", K_FLOAT, F(sp.repeat_penalty), NULL, "repetition penalty; 1 = off (default 1)",
-     B(RUN) | B(CHAT), C(REPEAT_PENALTY, repeat_penalty)},
-    {"--repeat-last-n", "N", K_INT, F(sp.repeat_last_n), NULL, "penalty window (default 64)", B(RUN) | B(CHAT),
+     SAMPLE, C(REPEAT_PENALTY, repeat_penalty)},
+    {"--repeat-last-n", "N", K_INT, F(sp.repeat_last_n), NULL, "last N tokens the penalties look at; 0 = off "
+     "(default 64)", SAMPLE, NOCFG},
+    {"--presence-penalty", "N", K_FLOAT, F(sp.presence_penalty), NULL,
+     "subtract N from the logit of every token in the penalty window; 0 = off (default 0)", SAMPLE, NOCFG},
+    {"--frequency-penalty", "N", K_FLOAT, F(sp.freq_penalty), NULL,
+     "subtract N per occurrence in the penalty window; 0 = off (default 0)", SAMPLE, NOCFG},
+    {"--dry-multiplier", "N", K_FLOAT, F(sp.dry_multiplier), NULL,
+     "DRY: a token extending a repeat longer than --dry-allowed-length loses N * base^(length - allowed); "
+     "0 = off (default 0)", SAMPLE, NOCFG},
+    {"--dry-base", "N", K_FLOAT, F(sp.dry_base), NULL, "DRY base; values below 1 are ignored (default 1.75)",
+     SAMPLE, NOCFG},
+    {"--dry-allowed-length", "N", K_INT, F(sp.dry_allowed_length), NULL, "DRY: repeats up to N tokens are free "
+     "(default 2)", SAMPLE, NOCFG},
+    {"--dry-penalty-last-n", "N", K_INT, F(sp.dry_penalty_last_n), NULL, "DRY: last N tokens searched for repeats; "
+     "0 = off (default 64)", SAMPLE, NOCFG},
+    {"--dry-sequence-breaker", "TEXT", K_BREAKER, 0, NULL,
+     "DRY: text that ends a repeat; repeatable, the first replaces the defaults ('\\n', ':', '\"', '*'); "
+     "none = no breakers", SAMPLE, NOCFG},
+    {"--typical|--typical-p", "N", K_FLOAT, F(sp.typical_p), NULL, "locally typical sampling, parameter p; 1 = off "
+     "(default 1)", SAMPLE, NOCFG},
+    {"--top-nsigma|--top-n-sigma", "N", K_FLOAT, F(sp.top_n_sigma), NULL,
+     "keep logits within N standard deviations of the best; <= 0 = off (default -1)", SAMPLE, NOCFG},
+    {"--xtc-probability", "N", K_FLOAT, F(sp.xtc_probability), NULL,
+     "XTC: chance to drop the most probable tokens; 0 = off (default 0)", SAMPLE, NOCFG},
+    {"--xtc-threshold", "N", K_FLOAT, F(sp.xtc_threshold), NULL,
+     "XTC: tokens at least this probable are dropped but the last; > 0.5 = off (default 0.1)", SAMPLE, NOCFG},
+    {"--mirostat", "N", K_INT, F(sp.mirostat), NULL,
+     "Mirostat sampling: 0 = off, 1 = Mirostat, 2 = Mirostat 2.0; replaces every stage but the temperature "
+     "(default 0)", SAMPLE, NOCFG},
+    {"--mirostat-lr", "N", K_FLOAT, F(sp.mirostat_eta), NULL, "Mirostat learning rate, eta (default 0.1)", SAMPLE,
      NOCFG},
-    {"-s|--seed", "N", K_SEED, F(sp.seed), NULL, "sampler seed; -1 = random (default: random)", B(RUN) | B(CHAT),
+    {"--mirostat-ent", "N", K_FLOAT, F(sp.mirostat_tau), NULL, "Mirostat target entropy, tau (default 5)", SAMPLE,
+     NOCFG},
+    {"-l|--logit-bias", "TOKEN_ID(+/-)BIAS", K_LOGIT_BIAS, 0, NULL,
+     "add BIAS to a token's logit, repeatable: 15043+1 raises, 15043-1 lowers, 15043-inf bans token 15043",
+     SAMPLE, NOCFG},
+    {"--ignore-eos", NULL, K_SWITCH, F(ignore_eos), NULL,
+     "never end at an end-of-generation token (a -inf logit bias on them)", SAMPLE, NOCFG},
+    {"--samplers", "SAMPLERS", K_SAMPLERS, F(sp.samplers), NULL,
+     "the stages in order, separated by ';' (default: penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;"
+     "temperature)", SAMPLE, NOCFG},
+    {"--sampler-seq|--sampling-seq", "SEQUENCE", K_SAMPLERS, F(sp.samplers), NULL,
+     "the same as letters: e penalties, d dry, s top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, "
+     "t temperature (default: edskypmxt)", SAMPLE, NOCFG},
+    {"-s|--seed", "N", K_SEED, F(sp.seed), NULL, "sampler seed; -1 = random (default: random)", SAMPLE,
      C(SEED, seed)},
     /* ---- memory, I/O and the expert cache ---- */
     {"--mem-limit", "SIZE", K_SIZE, F(mem_limit), NULL,
@@ -323,7 +382,7 @@ static const row g_rows[] = {
      "no progress output (default: a bar on a terminal, else a line every 5 s)", B(PULL) | B(PACK) | B(VERIFY),
      NOCFG},
     /* ---- llama.cpp options that mean nothing on this CPU engine: accepted with a notice ---- */
-    {"-ngl|--gpu-layers|--n-gpu-layers", "N", K_NOTICE_VAL, 0, NULL,
+    {"-ngl|--gpu-layers|--n-gpu-layers", "N|auto|all", K_NOTICE_VAL, 0, NULL,
      "llama.cpp's GPU offload: accepted and ignored (every layer runs on the CPU)", LOADS, NOCFG},
     {"-fa|--flash-attn", "on|off|auto", K_NOTICE_VAL, F(flash_attn), NULL,
      "llama.cpp's flash attention switch: accepted and ignored (attention always runs fused, in ggml's "
@@ -332,6 +391,23 @@ static const row g_rows[] = {
      "llama.cpp's physical batch: accepted and ignored (a prompt step is -b tokens)", LOADS, NOCFG},
     {"-tb|--threads-batch", "N", K_NOTICE_VAL, 0, NULL,
      "llama.cpp's prompt threads: accepted and ignored (prompt and generation use -t threads)", LOADS, NOCFG},
+    {"-ot|--override-tensor", "PATTERN=BUFTYPE,...", K_NOTICE_VAL, 0, NULL,
+     "llama.cpp's tensor placement: accepted and ignored (every tensor is computed on the CPU; routed experts "
+     "that do not fit --mem-limit stream from disk)", LOADS, NOCFG},
+    {"-cmoe|--cpu-moe", NULL, K_NOTICE, 0, NULL,
+     "llama.cpp's keep-experts-on-the-CPU switch: accepted; every expert runs on the CPU here (those that do "
+     "not fit --mem-limit stream from disk)", LOADS, NOCFG},
+    {"-ncmoe|--n-cpu-moe", "N", K_NOTICE_VAL, 0, NULL,
+     "llama.cpp's experts of the first N layers on the CPU: accepted; every expert runs on the CPU here (those "
+     "that do not fit --mem-limit stream from disk)", LOADS, NOCFG},
+    {"--jinja", NULL, K_NOTICE, 0, NULL,
+     "llama.cpp's Jinja switch: accepted; the model's tokenizer.chat_template is always rendered by deltafin's Jinja engine",
+     B(CHAT) | B(SERVE), NOCFG},
+    {"-no-cnv|--no-conversation", NULL, K_NOTICE, 0, NULL,
+     "llama.cpp's plain-completion switch: accepted; run always completes the prompt (deltafin chat converses)",
+     B(RUN), NOCFG},
+    {"--prio", "-1|0|1|2|3", K_NOTICE_VAL, 0, NULL, "llama.cpp's thread priority: accepted and ignored", LOADS,
+     NOCFG},
     {"--no-mmap", NULL, K_NOTICE, 0, NULL,
      "llama.cpp's no-mmap: accepted; weights are always read into memory, never mapped (streamed experts use "
      "--io)", LOADS, NOCFG},
@@ -447,6 +523,61 @@ static const char *list_add(const char *v, df_int_list *l) {
     }
 }
 
+/* an integer, strictly (any sign) */
+static bool is_int(const char *v, size_t n) {
+    char buf[32];
+    if (!n || n >= sizeof buf) return false;
+    memcpy(buf, v, n);
+    buf[n] = 0;
+    char *end;
+    errno = 0;
+    long x = strtol(buf, &end, 10);
+    return !*end && !errno && x >= INT_MIN && x <= INT_MAX;
+}
+
+/* -ot's value: PATTERN=BUFTYPE pairs separated by ',' (llama.cpp's syntax); each pattern must
+ * compile as a regular expression (PCRE2, close to the ECMAScript std::regex llama.cpp uses) */
+static int overrides_ok(const df_cmd *cmd, const char *flag, const char *v) {
+    for (const char *p = v;;) {
+        const size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        if (!eq || eq + 1 == p + n)
+            return bad_value(cmd, flag, "PATTERN=BUFTYPE pairs separated by ',' (e.g. exps=CPU)", v);
+        int err;
+        PCRE2_SIZE at;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)p, (PCRE2_SIZE)(eq - p), 0, &err, &at, NULL);
+        if (!re) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(err, msg, sizeof msg);
+            fprintf(stderr, "%s: %s: '%.*s' is not a regular expression: %s at offset %zu\n", cmd->name, flag,
+                    (int)(eq - p), p, (const char *)msg, (size_t)at);
+            return 2;
+        }
+        pcre2_code_free(re);
+        if (!p[n]) return 0;
+        p += n + 1;
+    }
+}
+
+/* a notice flag's value as its meta says: choices (N = an integer), N (an integer >= 0), or
+ * -ot's PATTERN=BUFTYPE list */
+static int notice_value_ok(const df_cmd *cmd, const row *r, const char *flag, const char *v) {
+    if (!r->meta) return 0;
+    if (strchr(r->meta, '=')) return overrides_ok(cmd, flag, v);
+    if (!strchr(r->meta, '|')) {
+        if (!strcmp(r->meta, "N") && (!is_int(v, strlen(v)) || v[0] == '-'))
+            return bad_value(cmd, flag, "an integer >= 0", v);
+        return 0;
+    }
+    const size_t n = strlen(v);
+    for (const char *p = r->meta; *p;) { /* "on|off|auto": one of them */
+        const size_t k = strcspn(p, "|");
+        if ((k == n && !strncmp(p, v, n)) || (k == 1 && *p == 'N' && is_int(v, n))) return 0;
+        p += k + (p[k] ? 1 : 0);
+    }
+    return bad_value(cmd, flag, r->meta, v);
+}
+
 static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const char *v, df_settings *s) {
     void *dst = (char *)s + r->off;
     char *end = NULL;
@@ -503,20 +634,35 @@ static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const 
         return bad_value(cmd, flag, "error, warn, info or debug", v);
     }
     case K_NOTICE_VAL: {
-        if (r->meta && strchr(r->meta, '|')) { /* "on|off|auto": one of them */
-            size_t n = strlen(v);
-            bool ok = false;
-            for (const char *p = r->meta; *p && !ok;) {
-                size_t k = strcspn(p, "|");
-                ok = k == n && !strncmp(p, v, n);
-                p += k + (p[k] ? 1 : 0);
-            }
-            if (!ok) return bad_value(cmd, flag, r->meta, v);
-        }
+        int rc = notice_value_ok(cmd, r, flag, v);
+        if (rc) return rc;
         fprintf(stderr, "%s: note: %s %s: %s\n", cmd->name, flag, v, r->help);
         if (r->off) *(const char **)dst = v; /* kept where a combination is refused (-fa off -ctv q8_0) */
         return 0;
     }
+    case K_SAMPLERS:
+        if (deltafin_sampler_parse_order(v, strstr(r->names, "-seq") != NULL, &s->sp) < 0) {
+            fprintf(stderr, "%s: %s: %s\n", cmd->name, flag, deltafin_errmsg());
+            return 2;
+        }
+        return 0;
+    case K_LOGIT_BIAS:
+        if (s->n_logit_bias == DF_CLI_MAX_BIAS)
+            return df_cli_usage_error(cmd, "%s: at most %d biases", flag, DF_CLI_MAX_BIAS);
+        if (deltafin_logit_bias_parse(v, &s->logit_bias[s->n_logit_bias]) < 0) {
+            fprintf(stderr, "%s: %s: %s\n", cmd->name, flag, deltafin_errmsg());
+            return 2;
+        }
+        s->n_logit_bias++;
+        return 0;
+    case K_BREAKER: /* llama.cpp: the first one replaces the defaults; "none" empties the list */
+        if (!s->dry_breakers_set || !strcmp(v, "none")) s->n_dry_breakers = 0;
+        s->dry_breakers_set = true;
+        if (!strcmp(v, "none")) return 0;
+        if (s->n_dry_breakers == DF_CLI_MAX_BREAKERS)
+            return df_cli_usage_error(cmd, "%s: at most %d breakers", flag, DF_CLI_MAX_BREAKERS);
+        s->dry_breakers[s->n_dry_breakers++] = v;
+        return 0;
     default:
         return 0;
     }
@@ -618,6 +764,28 @@ static int parse_option(const df_cmd *cmd, int argc, char **argv, int *i, df_set
     return rc ? rc : DF_CLI_GO;
 }
 
+static int check_sampling(const df_cmd *cmd, df_settings *s);
+
+void df_cli_unescape(char *t) {
+    char *o = t;
+    for (const char *p = t; *p; p++) {
+        if (p[0] != '\\' || !p[1]) { *o++ = *p; continue; }
+        static const char pairs[] = "n\nr\rt\t''\"\"\\\\"; /* escape letter, then its byte */
+        const char c = *++p;
+        const char *map = strchr(pairs, c);
+        if (map && (map - pairs) % 2 == 0) { *o++ = map[1]; continue; }
+        if (c == 'x' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
+            const char hex[3] = {p[1], p[2], 0};
+            *o++ = (char)strtol(hex, NULL, 16);
+            p += 2;
+            continue;
+        }
+        *o++ = '\\';
+        *o++ = c;
+    }
+    *o = 0;
+}
+
 int df_cli_parse(const df_cmd *cmd, int argc, char **argv, df_settings *s) {
     apply_defaults(cmd, s);
     const char *config;
@@ -637,6 +805,8 @@ int df_cli_parse(const df_cmd *cmd, int argc, char **argv, df_settings *s) {
                                       "(options start with -)", a);
         }
     }
+    if (find_row(cmd, "--temp", 6) >= 0 && (rc = check_sampling(cmd, s)) != DF_CLI_GO) return rc;
+
     /* a chunk the user chose is kept by the memory plan; the default may shrink under pressure */
     s->n_batch_chosen = df_cli_given(s, cmd, "--batch-size") || (s->cfg.set & DF_CFG_BATCH_SIZE);
     /* llama.cpp: "quantized V cache requires flash_attn to be enabled" */
@@ -772,6 +942,50 @@ void df_cli_routing_report(const df_settings *s, deltafin_ctx *c, FILE *f) {
             "%.4f MB read per token\n", (unsigned long long)dropped, (unsigned long long)n,
             n ? 100.0 * (double)dropped / (double)n : 0.0, (unsigned long long)swapped,
             nt ? (double)st.bytes_read / 1e6 / (double)nt : 0.0);
+}
+
+int df_cli_sampler(const df_cmd *cmd, df_settings *s, const deltafin_model *m, deltafin_sampler_params *sp) {
+    *sp = s->sp;
+    const deltafin_vocab *v = deltafin_model_vocab(m);
+    deltafin_vocab_info vi;
+    deltafin_vocab_get_info(v, &vi);
+    int n = s->n_logit_bias;
+    for (int i = 0; i < n; i++)
+        if (s->logit_bias[i].token >= vi.n_tokens)
+            return df_cli_usage_error(cmd, "--logit-bias: token %d is outside the vocabulary (%d tokens)",
+                                      s->logit_bias[i].token, vi.n_tokens);
+    for (int i = 0; s->ignore_eos && i < vi.n_eog; i++) { /* llama.cpp: --logit-bias EOG-inf */
+        if (n == DF_CLI_MAX_BIAS) return df_cli_usage_error(cmd, "--ignore-eos: too many biases");
+        s->logit_bias[n++] = (deltafin_logit_bias){vi.eog[i], -INFINITY};
+    }
+    sp->logit_bias = s->logit_bias;
+    sp->n_logit_bias = n;
+    if (s->dry_breakers_set) { /* copies, with llama.cpp's escapes processed ("\n": a newline) */
+        for (int i = 0; i < s->n_dry_breakers; i++) {
+            snprintf(s->breaker_text[i], sizeof s->breaker_text[i], "%s", s->dry_breakers[i]);
+            if (s->escape || !s->no_escape) df_cli_unescape(s->breaker_text[i]);
+            s->breaker_ptr[i] = s->breaker_text[i];
+        }
+        sp->dry_sequence_breakers = s->breaker_ptr;
+        sp->n_dry_sequence_breakers = s->n_dry_breakers;
+    }
+    sp->vocab = v;
+    return 0;
+}
+
+/* llama.cpp's checks of the sampling flags (common/arg.cpp) */
+static int check_sampling(const df_cmd *cmd, df_settings *s) {
+    deltafin_sampler_params *sp = &s->sp;
+    if (sp->repeat_last_n < 0) return df_cli_usage_error(cmd, "invalid --repeat-last-n = %d", sp->repeat_last_n);
+    if (sp->dry_penalty_last_n < 0)
+        return df_cli_usage_error(cmd, "invalid --dry-penalty-last-n = %d", sp->dry_penalty_last_n);
+    if (!(sp->repeat_penalty > 0.0f) || !isfinite(1.0f / sp->repeat_penalty))
+        return df_cli_usage_error(cmd, "--repeat-penalty must be finite and greater than 0");
+    if (sp->mirostat < 0 || sp->mirostat > 2)
+        return df_cli_usage_error(cmd, "--mirostat %d: expected 0 (off), 1 (Mirostat) or 2 (Mirostat 2.0)", sp->mirostat);
+    if (sp->temp < 0.0f) sp->temp = 0.0f; /* llama.cpp clamps --temp at 0 */
+    if (sp->dry_base < 1.0f) sp->dry_base = deltafin_sampler_default_params().dry_base; /* ignored, as there */
+    return DF_CLI_GO;
 }
 
 deltafin_ctx_params df_cli_ctx_params(const df_settings *s) {

@@ -35,7 +35,8 @@ typedef struct {
     int max_pos;           /* positional arguments it takes (0: none) */
 } df_cmd;
 
-enum { DF_CLI_MAX_POS = 4, DF_CLI_MAX_ROWS = 192, DF_CLI_MAX_LIST = 64 };
+enum { DF_CLI_MAX_POS = 4, DF_CLI_MAX_ROWS = 192, DF_CLI_MAX_BIAS = 256, DF_CLI_MAX_BREAKERS = 32,
+       DF_CLI_MAX_LIST = 64 };
 
 /* A list of integers as llama-bench takes them: "32,64", ranges "first-last", "first-last+step",
  * "first-last*mult"; a flag given again adds to the list (bench's -p -n -t -b -pg). */
@@ -59,11 +60,21 @@ typedef struct df_settings {
     int n_ctx, n_batch, n_predict;
     bool n_batch_chosen;          /* -b given (flag or config file): the plan keeps it */
     deltafin_sampler_params sp;
+    deltafin_logit_bias logit_bias[DF_CLI_MAX_BIAS]; /* -l (then --ignore-eos's, see df_cli_sampler) */
+    int n_logit_bias;
+    const char *dry_breakers[DF_CLI_MAX_BREAKERS];   /* --dry-sequence-breaker */
+    int n_dry_breakers;
+    bool dry_breakers_set;        /* given: they replace llama.cpp's default breakers */
+    bool ignore_eos;
     /* inputs */
     const char *prompt, *file, *system, *chat_template;
     const char *chat_template_file;
     const char *history_file;     /* chat: NULL = the default file, "" = none */
     bool context_shift;           /* chat: drop the oldest turns when the context is full */
+    bool single_turn;             /* chat: one answer, then exit */
+    bool escape, no_escape;       /* -e / --no-escape: backslash escapes in -p and DRY breakers */
+    char breaker_text[DF_CLI_MAX_BREAKERS][64]; /* the breakers as the sampler gets them */
+    const char *breaker_ptr[DF_CLI_MAX_BREAKERS];
     /* constrained output: a GBNF grammar or a JSON schema, as text or from a file */
     const char *grammar, *grammar_file, *json_schema, *json_schema_file;
     /* output and logging */
@@ -129,6 +140,13 @@ deltafin_model_params df_cli_model_params(const df_settings *s);
 deltafin_ctx_params df_cli_ctx_params(const df_settings *s);
 /* deltafin_ctx_set_routing with the lossy-routing flags; prints the error and returns 2 when refused. */
 int df_cli_apply_routing(const df_cmd *cmd, const df_settings *s, deltafin_ctx *c);
+/* llama.cpp's string_process_escapes, in place: \n \r \t \' \" \\ and \xNN become the byte;
+ * any other backslash stays as it is. */
+void df_cli_unescape(char *t);
+/* The sampler parameters of the sampling flags for model m: --logit-bias ids checked against
+ * its vocabulary, --ignore-eos as -inf biases on its end-of-generation ids, the DRY breakers
+ * with its vocabulary. The result points into s. Prints the error and returns 2 when refused. */
+int df_cli_sampler(const df_cmd *cmd, df_settings *s, const deltafin_model *m, deltafin_sampler_params *sp);
 /* One line on what the lossy routing flags did (nothing when they are off). */
 void df_cli_routing_report(const df_settings *s, deltafin_ctx *c, FILE *f);
 /* --log-file, --log-level, --log-prompts and -v (log level info): DF_CLI_GO or 1 (the log file

@@ -103,7 +103,7 @@ int cmd_run(int argc, char **argv) {
     const int n_predict = S.n_predict, stats_every = S.stats_every;
     const bool special = S.special, json = S.json, verbose = S.verbose, log_prompts = S.log_prompts;
     const char *stats_path = S.stats_file;
-    deltafin_sampler_params sp = S.sp;
+    deltafin_sampler_params sp;
     if (!model || (!prompt && !pfile)) {
         fprintf(stderr, "run: -m MODEL and -p PROMPT (or -f FILE) are required\n\n");
         df_cli_help(&k_run, stderr);
@@ -119,9 +119,11 @@ int cmd_run(int argc, char **argv) {
             free(gbnf);
             return 1;
         }
-    } else {
+    } else { /* -p: llama.cpp's escapes (\n ...) unless --no-escape; -f is taken as it is */
         ptext = strdup(prompt);
-        plen = strlen(prompt);
+        if (!ptext) { free(gbnf); return 1; }
+        if (S.escape || !S.no_escape) df_cli_unescape(ptext);
+        plen = strlen(ptext);
     }
     int ret = 1;
     deltafin_model *m = NULL;
@@ -169,8 +171,14 @@ int cmd_run(int argc, char **argv) {
     if (log_prompts) deltafin_log(DELTAFIN_LOG_INFO, "prompt (%d tokens): %.*s", np, (int)plen, ptext);
     const int nctx = deltafin_ctx_n_ctx(c);
     if (np > nctx) { fprintf(stderr, "run: prompt has %d tokens, context is %d (use -c)\n", np, nctx); goto done; }
+    if (df_cli_sampler(&k_run, &S, m, &sp)) { ret = 2; goto done; }
     smp = deltafin_sampler_create(&sp);
     if (!smp) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
+    if (verbose) { /* llama.cpp's line */
+        char chain[320];
+        deltafin_sampler_describe(smp, chain, sizeof chain);
+        fprintf(stderr, "sampler chain: %s\n", chain);
+    }
     for (int i = 0; i < np; i++) deltafin_sampler_accept(smp, pids[i]);
     if (gbnf) { /* after the prompt: its tokens feed the penalties only */
         deltafin_grammar *g = NULL;

@@ -15,7 +15,8 @@
 static const df_cmd k_serve = {
     DF_CMD_SERVE, "serve", "usage: deltafin serve -m MODEL [options]",
     "OpenAI-compatible HTTP server (docs/server.md). It listens at once (/health answers 503 while\n"
-    "the model loads) and serves until SIGINT/SIGTERM, then drains running requests.",
+    "the model loads) and serves until SIGINT/SIGTERM, then drains running requests. The sampling\n"
+    "options set the defaults of requests that do not set them (as llama-server's).",
     "endpoints: POST /v1/chat/completions /v1/completions /tokenize /detokenize,\n"
     "           GET /v1/models /health /metrics", 0};
 
@@ -102,6 +103,9 @@ int cmd_serve(int argc, char **argv) {
     mp.progress_ud = &load_progress;
     rc = deltafin_model_load(model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
+    deltafin_sampler_params sp; /* --temp ...: the defaults of requests that do not set them */
+    if (df_cli_sampler(&k_serve, &S, m, &sp)) { ret = 2; goto done; }
+    df_server_set_sampling(s, &sp);
     rc = df_server_set_model(s, m);
     if (rc < 0) { fprintf(stderr, "serve: %s\n", deltafin_errmsg()); goto done; }
     printf("deltafin serve: ready (%d slots, model id '%s')\n", p.n_parallel, id);

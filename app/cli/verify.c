@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 static const df_cmd k_verify = {
-    DF_CMD_VERIFY, "verify", "usage: deltafin verify [options] MODEL.gguf",
+    DF_CMD_VERIFY, "verify", "usage: deltafin verify [options] [-m] MODEL.gguf",
     "Check a model against its checksums and report exactly what is missing or corrupt:\n"
     "  - --sha256 HEX, or MODEL.sha256 (sha256sum format, written by `deltafin pull`; for a split\n"
     "    model the manifest of part 1 lists every part): each listed file must exist and match;\n"
@@ -181,14 +181,10 @@ int cmd_verify(int argc, char **argv) {
     df_settings S;
     int prc = df_cli_parse(&k_verify, argc, argv, &S);
     if (prc != DF_CLI_GO) return prc;
-    const char *model = S.n_pos ? S.pos[0] : NULL, *manifest = S.sha256_file, *sha = S.sha256;
+    const char *model = df_cli_model_arg(&k_verify, &S, true, &prc), *manifest = S.sha256_file, *sha = S.sha256;
+    if (!model) return prc;
     const bool no_sha = S.no_sha256, list = S.list;
     const int progress = S.quiet ? DF_PROGRESS_QUIET : DF_PROGRESS_AUTO;
-    if (!model) {
-        fprintf(stderr, "verify: MODEL is required\n\n");
-        df_cli_help(&k_verify, stderr);
-        return 2;
-    }
     if (sha && (manifest || no_sha)) return df_cli_usage_error(&k_verify, "--sha256 cannot go with --sha256-file or --no-sha256");
     if (sha && !is_hex64(sha)) return df_cli_usage_error(&k_verify, "--sha256 '%s' is not 64 hex digits", sha);
     if (sha && df_split_name(model, NULL, NULL, NULL))

@@ -122,6 +122,7 @@ void deltafin_vocab_get_info(const deltafin_vocab *v, deltafin_vocab_info *out) 
     out->n_eog = df_tokenizer_eog_ids(t, &eog);
     out->add_bos = df_tokenizer_add_bos(t);
     out->add_eos = df_tokenizer_add_eos(t);
+    out->eog = eog;
 }
 
 /* ---- chat templates ---------------------------------------------------------------------- */
