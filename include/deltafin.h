@@ -241,6 +241,12 @@ const char *deltafin_model_arch(const deltafin_model *m);
 const char *deltafin_model_meta_str(const deltafin_model *m, const char *key);
 /* Bytes of all weight tensors as stored (dense + every routed expert in the file). */
 uint64_t deltafin_model_size(const deltafin_model *m);
+/* Elements of all weight tensors (llama.cpp's llama_model_n_params). */
+uint64_t deltafin_model_n_params(const deltafin_model *m);
+/* "ARCH SIZE TYPE", the model column of llama-bench (llama_model_desc): the architecture,
+ * general.size_label (else "?B") and the type of the most weight bytes, e.g. "llama ?B Q8_0"
+ * (llama.cpp names the file type instead: "Q4_K - Medium"). Returns buf. */
+const char *deltafin_model_desc(const deltafin_model *m, char *buf, size_t cap);
 
 /* ---- vocabulary ---------------------------------------------------------------------- */
 /* Tokenize text. add_special: add BOS/EOS as the model's tokenizer says. parse_special:

@@ -160,7 +160,9 @@ static void check_parser(void) {
         {"run", "-c", "-", NULL}, {"run", "-c", "", NULL}, {"run", "--x", NULL, NULL}, {"run", "-m", NULL, NULL},
         {"run", "--special=1", NULL, NULL}, {"run", "extra", NULL, NULL}, {"run", "--io", "nvme", NULL},
         {"run", "-fa", "maybe", NULL}, {"run", "--log-level", "loud", NULL}, {"run", "--mem-limit", "lots", NULL},
-        {"bench", "--temp", "1", NULL}, {"bench", "-r", "1e3", NULL},
+        {"bench", "--temp", "1", NULL}, {"bench", "-r", "1e3", NULL}, {"bench", "-p", "32,", NULL},
+        {"bench", "-p", "64-32", NULL}, {"bench", "-n", "1-8*1", NULL}, {"bench", "-t", "0-4*2", NULL},
+        {"bench", "-b", "-1", NULL}, {"bench", "-p", "1-100000", NULL}, {"bench", "-p", "3x", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int argc = 0;
@@ -217,8 +219,26 @@ static void check_parser(void) {
     /* same spelling, another command's meaning: bench -p is the prompt length */
     const char *a2[] = {"bench", "-p", "64", "-n", "8"};
     CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 5, a2), DF_CLI_GO);
-    CHECK_EQ_INT(s.n_prompt, 64);
-    CHECK_EQ_INT(s.n_gen, 8);
+    CHECK_EQ_INT(s.n_prompt.n, 1);
+    CHECK_EQ_INT(s.n_prompt.v[0], 64);
+    CHECK_EQ_INT(s.n_gen.n, 1);
+    CHECK_EQ_INT(s.n_gen.v[0], 8);
+    /* llama-bench's lists: commas, ranges (+step, *mult), a flag given again adds to the list */
+    const char *b1[] = {"bench", "-p", "32,64", "-p", "128-512*2", "-n", "1-7+3", "-t", "1,2", "-pg", "8,4", "-b", "16"};
+    CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 13, b1), DF_CLI_GO);
+    const int want_p[] = {32, 64, 128, 256, 512}, want_n[] = {1, 4, 7};
+    CHECK_EQ_INT(s.n_prompt.n, 5);
+    for (int i = 0; i < 5 && i < s.n_prompt.n; i++) CHECK_EQ_INT(s.n_prompt.v[i], want_p[i]);
+    CHECK_EQ_INT(s.n_gen.n, 3);
+    for (int i = 0; i < 3 && i < s.n_gen.n; i++) CHECK_EQ_INT(s.n_gen.v[i], want_n[i]);
+    CHECK(s.bench_threads.n == 2 && s.bench_threads.v[1] == 2);
+    CHECK(s.bench_pg.n == 2 && s.bench_pg.v[0] == 8 && s.bench_pg.v[1] == 4);
+    CHECK(s.bench_batch.n == 1 && s.bench_batch.v[0] == 16);
+    const char *b2[] = {"bench"}; /* the defaults: one value each */
+    CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 1, b2), DF_CLI_GO);
+    CHECK(s.n_prompt.n == 1 && s.n_prompt.v[0] == 512 && s.n_gen.n == 1 && s.n_gen.v[0] == 128);
+    CHECK(s.bench_batch.n == 1 && s.bench_batch.v[0] == 512 && s.bench_threads.n == 0 && s.bench_pg.n == 0);
+    CHECK_STR(s.bench_output, "md");
     /* positionals interleaved with flags (quantize IN OUT TYPE -t 2) */
     const char *a3[] = {"quantize", "in.gguf", "out.gguf", "Q4_K", "-t", "2", "--pure"};
     CHECK_EQ_INT(parse(DF_CMD_QUANTIZE, &s, 7, a3), DF_CLI_GO);
@@ -259,6 +279,11 @@ static void check_config(void) {
     CHECK_EQ_INT(parse(DF_CMD_INFO, &s, 3, a2), DF_CLI_GO);
     CHECK_STR(s.model, "/m/cfg.gguf");
     CHECK_EQ_INT(s.n_ctx, 256);
+    /* bench's lists take the file's threads and batch as one value; a flag replaces them */
+    const char *a5[] = {"bench", "--config", path, "-b", "8,16"};
+    CHECK_EQ_INT(parse(DF_CMD_BENCH, &s, 5, a5), DF_CLI_GO);
+    CHECK(s.bench_threads.n == 1 && s.bench_threads.v[0] == 3);
+    CHECK(s.bench_batch.n == 2 && s.bench_batch.v[0] == 8 && s.bench_batch.v[1] == 16);
     df_cmd info = cmd_of(DF_CMD_INFO);
     int rc;
     s.pos[s.n_pos++] = "/m/other.gguf"; /* the positional MODEL overrides the file's */

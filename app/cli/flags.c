@@ -35,6 +35,7 @@ typedef enum {
     K_BREAKER,    /* --dry-sequence-breaker: repeatable; the first clears the defaults, none: no breakers */
     K_CONFIG,     /* --config FILE: read before every other flag */
     K_HELP,
+    K_INTS,       /* df_int_list: llama-bench's lists and ranges; given again, it adds */
 } kind;
 
 typedef struct {
@@ -72,7 +73,8 @@ static const row g_rows[] = {
     {"-p|--prompt", "TEXT", K_STR, F(prompt), NULL, "prompt", B(RUN) | B(TOKENIZE), NOCFG},
     {"-f|--file", "FILE", K_STR, F(file), NULL, "read the prompt from a file (bytes as they are)",
      B(RUN) | B(TOKENIZE), NOCFG},
-    {"-f|--file", "FILE", K_STR, F(file), NULL, "text to score", B(PERPLEXITY), NOCFG},
+    {"-f|--file", "FILE", K_STR, F(file), NULL, "text to score (--hellaswag: the task file)", B(PERPLEXITY),
+     NOCFG},
     {"-f|--file", "FILE", K_STR, F(file), NULL, "prompts: one per non-empty line", B(PROFILE), NOCFG},
     {"-f|--file", "FILE", K_STR, F(file), NULL, "text to collect the activations over (calibration data)", B(IMATRIX),
      NOCFG},
@@ -107,11 +109,20 @@ static const row g_rows[] = {
     {"--json-schema-file", "FILE", K_STR, F(json_schema_file), NULL, "the JSON schema from a file",
      B(RUN) | B(CHAT) | B(SERVE), NOCFG},
     /* ---- bench ---- */
-    {"-p|--n-prompt", "N", K_INT, F(n_prompt), "512", "prompt tokens for the pp test (default 512; 0 = skip)",
-     B(BENCH), NOCFG},
-    {"-n|--n-gen", "N", K_INT, F(n_gen), "128", "generated tokens for the tg test (default 128; 0 = skip)",
-     B(BENCH), NOCFG},
+    {"-p|--n-prompt", "N,...", K_INTS, F(n_prompt), "512",
+     "prompt tokens of the pp tests: a list, e.g. 32,64 or 128-512*2 (default 512; 0 = none)", B(BENCH), NOCFG},
+    {"-n|--n-gen", "N,...", K_INTS, F(n_gen), "128",
+     "generated tokens of the tg tests, a list as -p (default 128; 0 = none)", B(BENCH), NOCFG},
+    {"-pg", "PP,TG", K_INTS, F(bench_pg), NULL,
+     "also a test of PP prompt tokens then TG generated ones, timed together (again for more pairs)", B(BENCH),
+     NOCFG},
+    {"-t|--threads", "N,...", K_INTS, F(bench_threads), NULL, "threads, a list as -p (default: all cores)", B(BENCH),
+     C(THREADS, threads)},
+    {"-b|--batch-size", "N,...", K_INTS, F(bench_batch), "512", "prompt tokens per forward step, a list (default 512)",
+     B(BENCH), C(BATCH_SIZE, batch_size)},
     {"-r|--repetitions", "N", K_INT, F(reps), "5", "repetitions per test (default 5)", B(BENCH), NOCFG},
+    {"-o|--output", "FORMAT", K_STR, F(bench_output), "md",
+     "md (llama-bench's table), csv, json or jsonl, with llama-bench's field names (default md)", B(BENCH), NOCFG},
     /* ---- context and generation ---- */
     {"-n|--n-predict|--predict", "N", K_INT, F(n_predict), "-1",
      "tokens to generate (default -1: until the end of generation or a full context)", B(RUN), NOCFG},
@@ -135,7 +146,7 @@ static const row g_rows[] = {
     {"-c|--ctx-size", "N", K_INT, F(n_ctx), "512", "tokens per chunk (default 512)", B(PERPLEXITY) | B(IMATRIX),
      C(MAX_SEQ_LEN, max_seq_len)},
     {"-b|--batch-size", "N", K_INT, F(n_batch), "512", "prompt tokens per forward step (default 512)",
-     GEN | B(BENCH), C(BATCH_SIZE, batch_size)},
+     GEN, C(BATCH_SIZE, batch_size)},
     {"-b|--batch-size", "N", K_INT, F(n_batch), "512", "batch for the scratch line (default 512)", B(INFO),
      C(BATCH_SIZE, batch_size)},
     {"-b|--batch-size", "N", K_INT, F(n_batch), NULL, "tokens per forward step (default: min(CTX, 512))",
@@ -157,8 +168,19 @@ static const row g_rows[] = {
      B(IMATRIX), NOCFG},
     {"--parse-special", NULL, K_SWITCH, F(parse_special), NULL, "parse special-token text in the data (default: off)",
      B(IMATRIX), NOCFG},
+    {"--kl-divergence-base|--save-all-logits", "FILE", K_STR, F(kld_base), NULL,
+     "write the model's log-probabilities of every scored token to FILE (llama-perplexity's format); with "
+     "--kl-divergence: read them from FILE", B(PERPLEXITY), NOCFG},
+    {"--kl-divergence", NULL, K_SWITCH, F(kld), NULL,
+     "KL divergence, top-token agreement and probability change against the --kl-divergence-base file, whose "
+     "tokens and context are used (no -f)", B(PERPLEXITY), NOCFG},
+    {"--hellaswag", NULL, K_SWITCH, F(hellaswag), NULL,
+     "HellaSwag score (acc_norm) of the task file given with -f (llama.cpp's format: 6 lines per task)",
+     B(PERPLEXITY), NOCFG},
+    {"--hellaswag-tasks", "N", K_INT, F(hellaswag_tasks), "400",
+     "tasks to score, picked at random as llama-perplexity does (default 400)", B(PERPLEXITY), NOCFG},
     {"-t|--threads", "N", K_INT, F(n_threads), NULL, "threads (default: all cores; quantize also takes it as a "
-     "fourth argument, as llama-quantize)", LOADS | B(BENCH_KERNELS) | B(QUANTIZE), C(THREADS, threads)},
+     "fourth argument, as llama-quantize)", (LOADS & ~B(BENCH)) | B(BENCH_KERNELS) | B(QUANTIZE), C(THREADS, threads)},
     /* ---- sampling (defaults: deltafin_sampler_default_params, llama.cpp's) ---- */
     {"--temp|--temperature", "T", K_FLOAT, F(sp.temp), NULL, "temperature; 0 = greedy (default 0.8)",
      SAMPLE, C(TEMP, temperature)},
@@ -447,6 +469,10 @@ const char *df_cli_row_value(int i, const df_settings *s, char *buf, size_t cap)
     case K_FLOAT: snprintf(buf, cap, "%g", *(const float *)v); break;
     case K_DOUBLE: snprintf(buf, cap, "%g", *(const double *)v); break;
     case K_SIZE: case K_SEED: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)v); break;
+    case K_INTS:
+        for (int k = 0, used = 0; k < ((const df_int_list *)v)->n && used < (int)cap; k++)
+            used += snprintf(buf + used, cap - (size_t)used, "%s%d", k ? "," : "", ((const df_int_list *)v)->v[k]);
+        break;
     default: break;
     }
     return buf;
@@ -485,6 +511,46 @@ static int find_row(const df_cmd *cmd, const char *arg, size_t len) {
 static int bad_value(const df_cmd *cmd, const char *flag, const char *what, const char *v) {
     fprintf(stderr, "%s: %s: expected %s, got '%s'\n", cmd->name, flag, what, v);
     return 2;
+}
+
+/* a non-negative int at *p (digits only), *p moved past it */
+static bool list_num(const char **p, long *x) {
+    if (**p < '0' || **p > '9') return false;
+    *x = 0;
+    while (**p >= '0' && **p <= '9') {
+        *x = *x * 10 + (**p - '0');
+        if (*x > INT_MAX) return false;
+        (*p)++;
+    }
+    return true;
+}
+
+/* v as llama-bench's list ("N" | "N-M" | "N-M+STEP" | "N-M*MULT", comma-separated), added to l:
+ * NULL, or what was expected */
+static const char *list_add(const char *v, df_int_list *l) {
+    const char *p = v, *syntax = "N,N,... with ranges first-last[+step|*mult]";
+    for (;;) {
+        long a, b, st = 1;
+        char op = '+';
+        if (!list_num(&p, &a)) return syntax;
+        b = a;
+        if (*p == '-') {
+            p++;
+            if (!list_num(&p, &b)) return syntax;
+            if (*p == '+' || *p == '*') {
+                op = *p++;
+                if (!list_num(&p, &st)) return syntax;
+            }
+        }
+        if (b < a) return "a range first-last with last >= first";
+        if (op == '+' ? st < 1 : st < 2 || a < 1) return "a range step that grows the value";
+        for (long x = a; x <= b; x = op == '+' ? x + st : x * st) {
+            if (l->n >= DF_CLI_MAX_LIST) return "at most 64 values";
+            l->v[l->n++] = (int)x;
+        }
+        if (!*p) return NULL;
+        if (*p++ != ',') return syntax;
+    }
 }
 
 /* an integer, strictly (any sign) */
@@ -574,6 +640,10 @@ static int parse_value(const df_cmd *cmd, const row *r, const char *flag, const 
     case K_STR:
         *(const char **)dst = v;
         return 0;
+    case K_INTS: {
+        const char *what = list_add(v, (df_int_list *)dst);
+        return what ? bad_value(cmd, flag, what, v) : 0;
+    }
     case K_IO:
         /* the name only: an engine this build lacks is reported when the model loads */
         if (deltafin_io_engine_check(v) == DELTAFIN_ERR_INVALID)
@@ -651,6 +721,10 @@ static void apply_cfg_row(const row *r, df_settings *s) {
     case K_FLOAT: memcpy(dst, src, sizeof(float)); break;
     case K_SIZE: case K_SEED: memcpy(dst, src, sizeof(uint64_t)); break;
     case K_STR: case K_IO: *(const char **)dst = src; break;
+    case K_INTS:
+        ((df_int_list *)dst)->n = 1;
+        memcpy(((df_int_list *)dst)->v, src, sizeof(int));
+        break;
     default: break;
     }
 }
@@ -713,6 +787,7 @@ static int parse_option(const df_cmd *cmd, int argc, char **argv, int *i, df_set
         if (*i + 1 >= argc) return df_cli_usage_error(cmd, "%s needs a value (%s)", flag, r->meta);
         v = argv[++*i];
     }
+    if (r->k == K_INTS && !s->given[ri]) ((df_int_list *)((char *)s + r->off))->n = 0; /* not the default's */
     s->given[ri] = true;
     if (r->k == K_CONFIG) return DF_CLI_GO; /* read before the flags */
     int rc = parse_value(cmd, r, flag, v, s);

@@ -35,7 +35,15 @@ typedef struct {
     int max_pos;           /* positional arguments it takes (0: none) */
 } df_cmd;
 
-enum { DF_CLI_MAX_POS = 4, DF_CLI_MAX_ROWS = 192, DF_CLI_MAX_BIAS = 256, DF_CLI_MAX_BREAKERS = 32 };
+enum { DF_CLI_MAX_POS = 4, DF_CLI_MAX_ROWS = 192, DF_CLI_MAX_BIAS = 256, DF_CLI_MAX_BREAKERS = 32,
+       DF_CLI_MAX_LIST = 64 };
+
+/* A list of integers as llama-bench takes them: "32,64", ranges "first-last", "first-last+step",
+ * "first-last*mult"; a flag given again adds to the list (bench's -p -n -t -b -pg). */
+typedef struct {
+    int n;
+    int v[DF_CLI_MAX_LIST];
+} df_int_list;
 
 typedef struct df_settings {
     /* the model and how it is loaded */
@@ -79,11 +87,16 @@ typedef struct df_settings {
     uint64_t max_body;
     bool no_cache_prompt;
     /* bench, bench kernels */
-    int n_prompt, n_gen, reps, n_in, n_tok;
+    int reps, n_in, n_tok;
+    df_int_list n_prompt, n_gen, bench_threads, bench_batch, bench_pg;
+    const char *bench_output;     /* -o md | csv | json | jsonl */
     uint64_t buf_size;
     const char *types, *isa;
     /* perplexity, profile */
     int chunks, top;
+    const char *kld_base;         /* --kl-divergence-base FILE */
+    bool kld, hellaswag;          /* --kl-divergence, --hellaswag */
+    int hellaswag_tasks;
     const char *output, *trace;
     bool whole;
     /* tokenize */

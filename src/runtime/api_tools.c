@@ -47,6 +47,29 @@ uint64_t deltafin_model_size(const deltafin_model *m) {
     return fp.dense_bytes + fp.expert_bytes;
 }
 
+uint64_t deltafin_model_n_params(const deltafin_model *m) {
+    uint64_t n = 0;
+    for (int i = 0; i < m->n_bound; i++) {
+        const df_gguf_tensor *t = m->tensors[i].info;
+        n += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+    }
+    return n;
+}
+
+const char *deltafin_model_desc(const deltafin_model *m, char *buf, size_t cap) {
+    uint64_t by_type[DF_TYPE_COUNT] = {0};
+    int main_type = -1;
+    for (int i = 0; i < m->n_bound; i++) { /* the type of the most weight bytes (2-D and 3-D tensors) */
+        const df_gguf_tensor *t = m->tensors[i].info;
+        if (t->n_dims < 2 || t->type < 0 || t->type >= DF_TYPE_COUNT) continue;
+        by_type[t->type] += t->nbytes;
+        if (main_type < 0 || by_type[t->type] > by_type[main_type]) main_type = t->type;
+    }
+    const char *size = deltafin_model_meta_str(m, "general.size_label");
+    snprintf(buf, cap, "%s %s %s", deltafin_model_arch(m), size && *size ? size : "?B", deltafin_type_name(main_type));
+    return buf;
+}
+
 /* ---- vocabulary: a deltafin_vocab is a df_tokenizer ---------------------------------------- */
 static const df_tokenizer *tok(const deltafin_vocab *v) { return (const df_tokenizer *)v; }
 

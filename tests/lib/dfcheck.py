@@ -3,10 +3,13 @@ share: PASS/FAIL reporting, running the deltafin binary (and deltafin-dev for ge
 recorded TSV tables, building the recorded models, greedy ids, perplexity, a server to ask and
 GGUF tensor spans. Imported with sys.path.insert(0, "tests/lib")
 from the repository root."""
-import json, os, re, subprocess
+import json, os, re, shutil, subprocess
 
 # the developer tools (gen-random, convert-llama2c): $DELTAFIN_DEV_BIN, else build/deltafin-dev
 DEV_BIN = os.environ.get("DELTAFIN_DEV_BIN") or os.path.abspath("build/deltafin-dev")
+# the binary under test and the fixtures folder, as scripts/run_tests.sh sets them
+BIN = os.environ.get("DELTAFIN_BIN") or os.path.abspath("build/deltafin")
+FIXTURES = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures")
 
 # llama.cpp top-1 minus top-2 logit below which its greedy choice is a near-tie: decided by
 # rounding, in either engine (the value test_e2e.sh and test_demo_model.sh use)
@@ -168,6 +171,14 @@ class Checker:
             return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
         except subprocess.TimeoutExpired:
             return 124, "", "timeout"
+
+    def private_copies(self, folder):
+        """run copies of deltafin and deltafin-dev in folder: a concurrent make may relink the
+        originals while the test runs"""
+        for attr, name in (("bin", "deltafin"), ("dev", "deltafin-dev")):
+            path = os.path.join(folder, name)
+            shutil.copy2(getattr(self, attr), path)
+            setattr(self, attr, path)
 
     def run_dev(self, args, extra_env=None, timeout=600):
         return self.run(args, extra_env, timeout, dev=True)
