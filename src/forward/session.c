@@ -679,20 +679,6 @@ static int decode_seqs(const deltafin_batch_seq *sq, int ns, deltafin_batch_info
         if (sq[s].ctx) atomic_store(&sq[s].ctx->cancel, 0);
     int rc = check_seqs(sq, ns);
     if (rc < 0) return rc;
-    if (ns > 1 && sq[0].ctx->fwd->one_seq) { /* hooks of one sequence per pass: one after another */
-        for (int s = 0; s < ns && rc >= 0; s++) {
-            deltafin_batch_info one;
-            rc = decode_seqs(&sq[s], 1, info ? &one : NULL);
-            if (info && rc >= 0) {
-                info->n_tokens += one.n_tokens;
-                info->n_passes += one.n_passes;
-                info->n_seq_passes += one.n_seq_passes;
-                info->expert_acquires += one.expert_acquires;
-                info->expert_acquires_alone += one.expert_acquires_alone;
-            }
-        }
-        return rc;
-    }
     deltafin_ctx *lead = sq[0].ctx; /* the largest scratch: every sequence's chunk fits */
     for (int s = 0; s < ns; s++)
         if (sq[s].ctx->n_batch > lead->n_batch) lead = sq[s].ctx;
