@@ -195,11 +195,29 @@ static uint64_t plan_overhead(const df_model *m, int n_pool_threads) {
     return base + tok + store_tables + (io_threads + (uint64_t)n_pool_threads) * per_thread + (4ull << 20);
 }
 
-/* A worker holds no dense weights and no KV cache: its limit goes to the expert cache of its
- * share, less the buffers for computing and for messages at the planned batch. */
+/* The tensors computing a routed expert reads besides its matrices (df_moe_expert_rows): the
+ * per-expert biases (gpt-oss). A worker holds these and no other dense tensor. */
+static bool expert_aux(const df_model *m, const df_tensor *t) {
+    for (int l = 0; l < m->hp.n_layer; l++)
+        for (int p = 0; p < DF_EXPERT_NPARTS; p++)
+            if (m->layers[l].exps_b[p] == t) return true;
+    return false;
+}
+
+static uint64_t expert_aux_bytes(const df_model *m) {
+    uint64_t n = 0;
+    for (int i = 0; i < m->n_bound; i++)
+        if (!(m->tensors[i].flags & DF_T_UNUSED) && expert_aux(m, &m->tensors[i])) n += df_pad(m->tensors[i].info->nbytes, 64);
+    return n;
+}
+
+/* A worker holds no KV cache and of the dense weights only the experts' biases: its limit goes
+ * to the expert cache of its share, less the buffers for computing and for messages at the
+ * planned batch. */
 static int make_worker_plan(df_model *m, int engine, const expert_layout *x, const df_footprint *fp, df_plan *plan) {
     (void)engine;
     df_plan_in in = {0};
+    in.dense_total = in.dense_global = expert_aux_bytes(m);
     in.has_experts = fp->n_moe_layers > 0 && x->n_pairs > 0;
     in.experts_packed = m->pack != NULL;
     in.expert_bytes = x->total;
@@ -327,8 +345,12 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
     int rc = df_weights_create(m, &w);
     if (rc) return rc;
     m->w = w;
-    if (dr->mode == DIST_WORKER) { /* only its share of the experts: no dense tensor is read */
+    if (dr->mode == DIST_WORKER) { /* its share of the experts and their biases, no other tensor */
         if (!x->n_pairs) return DF_OK;
+        df_resident_opts ro = {.skip_experts = true, .only = expert_aux, .mem_limit = m->params.mem_limit,
+                               .mlock = m->params.mlock, .n_threads = m->params.n_threads};
+        rc = df_weights_load_resident(w, &ro);
+        if (rc) return rc;
         char buf[1024];
         df_log(DF_LOG_INFO, "%s", df_plan_str(plan, buf, sizeof buf));
         return attach_store(m, w, x, plan, engine, dr);

@@ -82,6 +82,7 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
         uint64_t *o = ex ? &off_e : &off_d;
         if (ex && skip) continue;
         if (df_dense_stream_has(ro->ds, t)) continue; /* read per pass (dense_stream.c) */
+        if (ro->only && !ro->only(m, t)) continue;
         *o = df_pad(*o, 64);
         offs[i] = *o;
         if (!df_add_ok(*o, t->info->nbytes, o)) { free(offs); return df_err(DF_ERR_RANGE, "size overflow"); }
@@ -106,7 +107,7 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
     uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
     for (int i = 0; i < m->n_bound; i++)
         if (!(m->tensors[i].flags & DF_T_UNUSED) && !(skip && df_model_is_expert(m, &m->tensors[i])) &&
-            !df_dense_stream_has(ro->ds, &m->tensors[i]))
+            !df_dense_stream_has(ro->ds, &m->tensors[i]) && !(ro->only && !ro->only(m, &m->tensors[i])))
             to_read += m->tensors[i].info->nbytes;
     for (int i = 0; i < m->n_bound; i++) {
         df_tensor *t = &m->tensors[i];
@@ -114,6 +115,7 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
         bool ex = df_model_is_expert(m, t);
         if (ex && skip) continue;
         if (df_dense_stream_has(ro->ds, t)) continue;
+        if (ro->only && !ro->only(m, t)) continue;
         t->data = (char *)(ex ? w->expert_mem : w->dense_mem) + offs[i];
         /* Under --mem-limit the page cache counts too (a memory cgroup charges it): read in
          * 32 MiB pieces and drop each piece's pages once copied into anonymous memory, so a

@@ -95,6 +95,7 @@ typedef struct df_weights {
 typedef struct {
     bool skip_experts;
     const struct df_dense_stream *ds;        /* its tensors are not read */
+    bool (*only)(const df_model *m, const df_tensor *t); /* or NULL; else read only where true */
     uint64_t mem_limit;                      /* > 0: refuse when resident bytes exceed it and
                                               * drop the file's page-cache pages after reading */
     bool mlock;
