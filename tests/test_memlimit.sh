@@ -5,7 +5,9 @@
 # run is at most CACHE_MAX: expert reads bypass (O_DIRECT) or drop (posix_fadvise DONTNEED,
 # buffered and mmap engines) the page cache. Cases: each --io engine (pread, direct, uring, mmap);
 # the context actually filled at -c 256, 4096 and 32768 (KV for the whole context is planned;
-# `info -c N` and `run -c N` report the same KV); serve -np 4 with four concurrent long requests.
+# `info -c N` and `run -c N` report the same KV); serve -np 4 with four concurrent long requests;
+# the plan of a K2-geometry model (sparse file) at 1 GiB: cache >= 90% of what is left after dense,
+# KV and one token's scratch, peak RSS >= 90% of the plan.
 #
 # The model: 96 experts of 1.2 MiB (120 MiB, 1.4x the 84 MiB limit), so an engine that left
 # its reads in the page cache would be charged well past limit + SLACK. SLACK (8 MiB) covers
@@ -153,6 +155,39 @@ if [ $ASAN = 0 ] || [ "${MEMLIMIT_LONG:-0}" = 1 ]; then
     rm -f "$T/long.gguf"
 else
     skip "-c 32768 filled: release builds only (MEMLIMIT_LONG=1 runs it here)"
+fi
+
+# ---- K2 geometry under 1 GiB (issue 15): the expert cache gets >= 90% of what the limit leaves
+# after the resident dense weights, KV for -c 256 and one token's scratch, and a run's peak RSS
+# reaches >= 90% of the plan. A sparse file (header, then a hole: zero weights, no disk use) with
+# bench_stream.sh's geometry: hidden 7168, 5 layers x 32 experts of width 2048 (top-8), Q4_K
+# experts (23.6 MiB each, 3.7 GiB), Q8_0 dense; the zero router picks the same 8 experts per
+# layer for every token, 40 > the cache's slots, so the cache fills.
+tob() { awk '{ v = $1; u = $2; m = u == "GiB" ? 1073741824 : u == "MiB" ? 1048576 : u == "KiB" ? 1024 : 1; printf "%.0f", v * m }'; }
+if "$DEVBIN" gen-random --arch qwen3moe --type q8_0 --expert-type q4_k --sparse --n-embd 7168 --n-layer 5 --n-head 8 \
+        --n-head-kv 2 --head-dim 128 --n-expert 32 --n-expert-used 8 --n-ff-exp 2048 --vocab bytes --seed 9 "$T/k2.gguf" \
+        >/dev/null 2>&1; then
+    I1=$("$BIN" info -m "$T/k2.gguf" -c 256 -b 1 --mem-limit 1G 2>&1)
+    DN=$(echo "$I1" | sed -n 's/^ *dense weights (resident) *\([0-9.]* [KMG]*i*B\).*/\1/p' | tob)
+    KV=$(echo "$I1" | sed -n 's/^ *KV cache at n_ctx 256 *\([0-9.]* [KMG]*i*B\).*/\1/p' | tob)
+    S1=$(echo "$I1" | sed -n 's/^ *scratch (n_batch 1) *\([0-9.]* [KMG]*i*B\).*/\1/p' | tob)
+    CA=$("$BIN" info -m "$T/k2.gguf" -c 256 --mem-limit 1G 2>&1 | sed -n 's/^ *expert cache *\([0-9.]* [KMG]*i*B\).*/\1/p' | tob)
+    LEFT=$(( 1073741824 - ${DN:-0} - ${KV:-0} - ${S1:-0} ))
+    awk -v c="${CA:-0}" -v l="$LEFT" 'BEGIN { exit !(l > 0 && c >= 0.9 * l) }' &&
+        ok "K2 geometry at 1 GiB: expert cache $(mib "${CA:-0}") MiB >= 90% of the $(mib "$LEFT") MiB left after dense $(mib "${DN:-0}"), KV $(mib "${KV:-0}"), one token's scratch $(mib "${S1:-0}")" ||
+        bad "K2 geometry at 1 GiB: expert cache $(mib "${CA:-0}") MiB < 90% of $(mib "$LEFT") MiB (dense ${DN:-?}, KV ${KV:-?}, scratch ${S1:-?})"
+    DELTAFIN_PLAN_CTX= "$BIN" run -m "$T/k2.gguf" -p "Hello, my name is" -n 2 -t 2 -c 256 --mem-limit 1G --io direct -v \
+        >/dev/null 2>"$T/err"
+    BU=$(grep -a '^budget use:' "$T/err")
+    PK=$(echo "$BU" | sed -n 's/.*peak RSS \([0-9.]* [KMG]*i*B\) of.*/\1/p' | tob)
+    PL=$(echo "$BU" | sed -n "s/.*of the plan's \([0-9.]* [KMG]*i*B\).*/\1/p" | tob)
+    CR=$(echo "$BU" | sed -n 's/.* cache \([0-9.]* [KMG]*i*B\),.*/\1/p' | tob)
+    [ -n "$PK" ] && [ -n "$PL" ] && [ "$CR" = "$CA" ] && awk -v p="$PK" -v l="$PL" 'BEGIN { exit !(p >= 0.9 * l) }' &&
+        ok "K2 geometry at 1 GiB: peak RSS $(mib "$PK") MiB >= 90% of the plan's $(mib "$PL") MiB (run's cache = info's)" ||
+        bad "K2 geometry at 1 GiB: peak RSS '$PK' vs plan '$PL', cache run '$CR' info '$CA': $(tail -2 "$T/err")"
+    rm -f "$T/k2.gguf"
+else
+    bad "gen-random --sparse (K2 geometry) failed"
 fi
 
 # ---- serve -np 4 with four concurrent long requests: the plan counts every slot's KV

@@ -502,7 +502,7 @@ int main(void) {
         CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
         CHECK(pl.limit_from_ram && pl.limit == (2ull << 30));
         /* prompt chunks under pressure: scratch of 512/256/128/64-token chunks 256/128/64/32
-         * MiB; with 4 GiB - 1200 MiB of room the chunk shrinks until its scratch <= room/16 */
+         * MiB; with 4 GiB - 1200 MiB of room the chunk shrinks until its scratch <= room/32 */
         {
             const int bt[4] = {512, 256, 128, 64};
             const uint64_t bs[4] = {256ull << 20, 128ull << 20, 64ull << 20, 32ull << 20};
@@ -510,9 +510,9 @@ int main(void) {
             c.mem_limit = 4ull << 30; c.mem_available = 0; c.scratch_bytes = 0;
             c.n_batch_opts = 4; c.batch = bt; c.batch_scratch = bs;
             CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
-            /* room = 4096 - 1000 - 100 - 64 = 2932 MiB: 256 > 183, 128 <= 183 */
-            CHECK_EQ_INT(pl.n_batch, 256);
-            CHECK_EQ_INT((long long)pl.scratch_bytes, (long long)(128ull << 20));
+            /* room = 4096 - 1000 - 100 - 64 = 2932 MiB: 128 > 91.6, 64 <= 91.6 */
+            CHECK_EQ_INT(pl.n_batch, 128);
+            CHECK_EQ_INT((long long)pl.scratch_bytes, (long long)(64ull << 20));
             c.batch_fixed = true; /* a chunk the caller chose is kept */
             CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
             CHECK_EQ_INT(pl.n_batch, 512);

@@ -139,16 +139,18 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
     }
     /* 2. prompt chunks under memory pressure: scratch for a long chunk is idle during
      * generation while the expert cache works on every token, so when experts stream the chunk
-     * shrinks (halving, down to the smallest choice) until its scratch is at most 1/16 of what
-     * the limit leaves after KV, overhead and all dense weights. An exact cache size or a chunk
-     * the caller chose (batch_fixed) keeps the chunk. */
+     * shrinks (halving, down to the smallest choice) until its scratch is at most 1/32 of what
+     * the limit leaves after KV, overhead and all dense weights (so the cache keeps >= 90% of
+     * what decode needs besides one token's scratch wherever a slot is <= 5% of it: K2 geometry
+     * at 1 GiB, docs/streaming.md; the price: more passes, each reading its experts, for long
+     * prompts). An exact cache size or a chunk the caller chose (batch_fixed) keeps the chunk. */
     if (out->experts_stream && in->n_batch_opts > 1 && !in->cache_bytes && !in->batch_fixed) {
         const uint64_t fixed = in->dense_total + in->kv_bytes + ovh;
         const uint64_t room = out->limit > fixed ? out->limit - fixed : 0;
         const bool all_fit = in->slot_bytes && room >= out->scratch_bytes &&
                              (room - out->scratch_bytes) / in->slot_bytes >= (uint64_t)in->n_expert_pairs;
         int i = 0;
-        while (!all_fit && i + 1 < in->n_batch_opts && in->batch_scratch[i] > room / 16) i++;
+        while (!all_fit && i + 1 < in->n_batch_opts && in->batch_scratch[i] > room / 32) i++;
         out->scratch_bytes = in->batch_scratch[i];
         out->n_batch = in->batch[i];
         other = in->kv_bytes + out->scratch_bytes + ovh;
