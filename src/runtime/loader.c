@@ -240,11 +240,12 @@ static int make_worker_plan(df_model *m, int engine, const expert_layout *x, con
     return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
 }
 
-static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
-                     const dist_role *dr, df_plan *plan) {
+/* The plan at context ctx for n_seq sequences (make_plan: the run's own). */
+static int plan_at(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
+                   const dist_role *dr, int ctx, int n_seq_i, df_plan *plan) {
     const df_env_t *env = df_env();
     df_footprint fp;
-    df_model_footprint(m, plan_ctx(m), &fp);
+    df_model_footprint(m, ctx, &fp);
     df_plan_in in = {0};
     in.has_experts = fp.n_moe_layers > 0 && !(flags & DF_LOAD_SKIP_EXPERTS);
     if (dr->mode == DIST_WORKER) return make_worker_plan(m, engine, x, &fp, plan);
@@ -259,14 +260,15 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     in.slot_bytes = x->slot_bytes;
     in.n_expert_pairs = x->n_pairs;
     in.n_expert_used = m->hp.n_expert_used;
-    const uint64_t n_seq = (uint64_t)plan_seq(m);
+    const uint64_t n_seq = (uint64_t)n_seq_i;
     in.kv_bytes = fp.kv_bytes * n_seq;
     /* prompt chunks the plan may choose: the one asked for, then halves down to 64 tokens
      * (batches of 64 and more take the same attention path: same tokens) */
     int batch[8];
     uint64_t scratch[8];
     int nb = 0;
-    for (int b = plan_batch(m); nb < 8 && (nb == 0 || b >= 64); b /= 2) {
+    const int b0 = plan_batch(m) < ctx ? plan_batch(m) : ctx;
+    for (int b = b0; nb < 8 && (nb == 0 || b >= 64); b /= 2) {
         batch[nb] = b;
         scratch[nb] = df_session_scratch_bytes(m, b, plan_threads(m)) * n_seq;
         nb++;
@@ -288,13 +290,40 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     if (dr->mode == DIST_COORD) { /* its share goes through the store, which reads just those */
         in.has_experts = x->n_pairs > 0;
         in.stream_experts = 1;
-        in.scratch_bytes += df_dist_buffer_bytes(m, plan_batch(m), df_dist_size(), true);
+        in.scratch_bytes += df_dist_buffer_bytes(m, b0, df_dist_size(), true);
     }
     in.dense_stream = !env->dense_stream_off;
     in.force_resident = env->dense_resident;
     in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq);
-    int rc = df_plan_make(&in, plan);
-    return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
+    return df_plan_make(&in, plan);
+}
+
+/* The run's plan; a refusal also names what would fit at this limit: the largest context
+ * (-c) for these sequences, and the most sequences (--parallel) at this context. */
+static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
+                     const dist_role *dr, df_plan *plan) {
+    if (dr->mode == DIST_WORKER) return plan_at(m, flags, engine, x, dfp, dr, plan_ctx(m), 1, plan);
+    const int ctx = plan_ctx(m), n_seq = plan_seq(m);
+    int rc = plan_at(m, flags, engine, x, dfp, dr, ctx, n_seq, plan);
+    if (rc != DF_ERR_RANGE) return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
+    char msg[1024], hint[160] = "";
+    snprintf(msg, sizeof msg, "%s", df_errmsg());
+    df_plan tmp;
+    int lo = 0, hi = ctx - 1; /* the largest context that fits, by bisection (KV grows with it) */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (plan_at(m, flags, engine, x, dfp, dr, mid, n_seq, &tmp) == DF_OK) lo = mid; else hi = mid - 1;
+    }
+    if (lo >= 64) { /* a smaller context than one prompt chunk helps nobody */
+        const int c = lo >= 512 ? lo / 256 * 256 : lo;
+        snprintf(hint, sizeof hint, "; it fits with -c %d%s", c, n_seq > 1 ? " at these slots" : "");
+    }
+    int ns = 0;
+    for (int k = n_seq - 1; k >= 1 && !ns; k--)
+        if (plan_at(m, flags, engine, x, dfp, dr, ctx, k, &tmp) == DF_OK) ns = k;
+    if (ns) snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s%d sequences (--parallel %d) at -c %d",
+                     *hint ? ", or with " : "; it fits with ", ns, ns, ctx);
+    return df_err(rc, "%s: %s%s", m->path, msg, hint);
 }
 
 /* The public copy of the plan. */
