@@ -11,6 +11,7 @@
 #                      the same measure as llama.cpp's "eval time" line)
 #   bytes/token      = expert + dense bytes deltafin read during generation / decodes
 #   I/O floor frac   = (bytes/token / disk GB/s) / (1 / tok/s): 1.0 = the disk's speed
+#   cache share      = deltafin's expert cache / the memory limit (stats.memory)
 # Prints a table; --record appends rows to docs/experiments.tsv.
 #
 # usage: scripts/bench_stream.sh [--record] [--quick]
@@ -160,9 +161,10 @@ tps = e["gen_tok_s_avg"]
 frac = (bpt / (float(disk) * 1e9)) * tps if float(disk) > 0 else 0
 print(rep, "deltafin-%s-%s" % (io, pf), "%.4f" % tps, "%.0f" % bpt, disk, "%.4f" % frac,
       "%.4f" % la.get("accuracy", 0), la.get("reads", 0), la.get("depth", 0), "%.4f" % st.get("hit_rate", 0),
-      s["peak_rss"], st.get("io", "-"), "%.3f" % (la.get("boundary_gap_s", 0) * 1e3), "%.3f" % st.get("read_gbps", 0))
+      s["peak_rss"], st.get("io", "-"), "%.3f" % (la.get("boundary_gap_s", 0) * 1e3), "%.3f" % st.get("read_gbps", 0),
+      "%.4f" % (s.get("memory", {}).get("cache", 0) / max(1, s.get("memory", {}).get("limit", 1))))
 ' "$1" "$2" "$3" "$4" "$ST" >> "$RES"
-    tail -1 "$RES" | awk '{printf "  rep %s %-22s %7s tok/s  %6.1f MiB/token  floor %.2f  look-ahead acc %.2f reads %s depth %s  hit %.2f  gap %s ms  io %s  reads at %s GB/s while in flight (decode %.3f GB/s)\n", $1, $2, $3, $4/1048576, $6, $7, $8, $9, $10, $13, $12, $14, $3 * $4 / 1e9}'
+    tail -1 "$RES" | awk '{printf "  rep %s %-22s %7s tok/s  %6.1f MiB/token  floor %.2f  look-ahead acc %.2f reads %s depth %s  hit %.2f  gap %s ms  io %s  reads at %s GB/s while in flight (decode %.3f GB/s)  cache %.1f%% of the limit\n", $1, $2, $3, $4/1048576, $6, $7, $8, $9, $10, $13, $12, $14, $3 * $4 / 1e9, 100 * $15}'
 }
 
 run_llama() { # $1 = rep, $2 = disk
@@ -171,7 +173,7 @@ run_llama() { # $1 = rep, $2 = disk
            --no-repack -no-cnv --no-warmup 2>&1 </dev/null)
     LGEN=$(echo "$LOUT" | grep "eval time" | grep -v prompt | sed -n 's/.*, *\([0-9.]*\) tokens per second.*/\1/p' | tail -1)
     if [ -z "$LGEN" ]; then echo "llama.cpp: no timing line ($(echo "$LOUT" | tail -2))"; return; fi
-    echo "$1 llama.cpp $LGEN 0 $2 0 0 0 0 0 0 mmap 0 0" >> "$RES"
+    echo "$1 llama.cpp $LGEN 0 $2 0 0 0 0 0 0 mmap 0 0 0" >> "$RES"
     echo "  rep $1 llama.cpp              $LGEN tok/s"
 }
 
@@ -233,8 +235,9 @@ for k, (t, b, f, a, lr, h, ts, rs) in summary.items():
     if k == "llama.cpp": continue
     samples = ",".join("%.3f" % x for x in ts)
     rr = med([float(r[13]) for r in rs if len(r) > 13])
-    note = "median of %d runs (%s tok/s); %.1f MiB read per token; reads at %.2f GB/s while in flight, %.2f GB/s over decode; look-ahead accuracy %.1f%%, %d reads/run; hit %.1f%%; disk %s GB/s (floor: the throttle, or the device through it when lower: best of dd 16/64 streams of 16 MiB and fio io_uring 8 MiB QD 16/64, same repetitions); load avg %s" % (
-        len(ts), samples, b / 1048576, rr, t * b / 1e9, 100 * a, lr, 100 * h, ",".join("%.2f" % float(r[4]) for r in rs), load)
+    cs = med([float(r[14]) for r in rs if len(r) > 14])
+    note = "median of %d runs (%s tok/s); %.1f MiB read per token; reads at %.2f GB/s while in flight, %.2f GB/s over decode; expert cache %.1f%% of the limit; look-ahead accuracy %.1f%%, %d reads/run; hit %.1f%%; disk %s GB/s (floor: the throttle, or the device through it when lower: best of dd 16/64 streams of 16 MiB and fio io_uring 8 MiB QD 16/64, same repetitions); load avg %s" % (
+        len(ts), samples, b / 1048576, rr, t * b / 1e9, 100 * cs, 100 * a, lr, 100 * h, ",".join("%.2f" % float(r[4]) for r in rs), load)
     out.append("\t".join([date, commit, "streaming", "%s run %s: I/O floor fraction (bytes/token / disk GB/s x tok/s), %s" % (label, k, geo),
                           "fraction of I/O floor", "%.2f" % f, "0.85", "%.2f" % (f / 0.85), "yes", note]))
     if ll:
