@@ -7,7 +7,8 @@
 # the context actually filled at -c 256, 4096 and 32768 (KV for the whole context is planned;
 # `info -c N` and `run -c N` report the same KV); serve -np 4 with four concurrent long requests;
 # the plan of a K2-geometry model (sparse file) at 1 GiB: cache >= 90% of what is left after dense,
-# KV and one token's scratch, peak RSS >= 90% of the plan.
+# KV and one token's scratch, peak RSS >= 90% of the plan; token embeddings left on disk (rows read
+# per token) when that buys slots; a refusal names the largest -c / --parallel that fits.
 #
 # The model: 96 experts of 1.2 MiB (120 MiB, 1.4x the 84 MiB limit), so an engine that left
 # its reads in the page cache would be charged well past limit + SLACK. SLACK (8 MiB) covers
@@ -155,6 +156,36 @@ if [ $ASAN = 0 ] || [ "${MEMLIMIT_LONG:-0}" = 1 ]; then
     rm -f "$T/long.gguf"
 else
     skip "-c 32768 filled: release builds only (MEMLIMIT_LONG=1 runs it here)"
+fi
+
+# ---- token embeddings read by row (issue 15: nothing reserved that is not used): a 32000-token
+# vocabulary (4.2 MiB of embeddings) against 120 KiB expert slots; the table stays on disk, the
+# cache gets its bytes, same tokens as with it resident (DELTAFIN_EMBD_ROWS=0), and the rows'
+# page cache is dropped (no readahead, DONTNEED)
+VOC="${DELTAFIN_FIXTURES:-../shared/fixtures}/models/llama-2-tiny-random.gguf"
+if [ -f "$VOC" ] && "$DEVBIN" gen-random --arch qwen3moe --type q8_0 --n-embd 128 --n-layer 3 --n-expert 64 \
+        --n-expert-used 4 --n-ff-exp 256 --vocab "$VOC" --seed 3 "$T/e.gguf" >/dev/null 2>&1; then
+    embd_run() { # $1 = DELTAFIN_EMBD_ROWS (empty: auto), $2 io
+        dd if="$T/e.gguf" iflag=nocache count=0 status=none 2>/dev/null
+        DELTAFIN_EMBD_ROWS=$1 DELTAFIN_PLAN_CTX= "$BIN" run -m "$T/e.gguf" -p "Once upon a time there was" -n 24 --temp 0 \
+            -t 2 --io $2 --mem-limit 36M -v --json 2>"$T/err" | grep -o '"tokens":\[[0-9,]*\]'
+    }
+    slots() { sed -n 's/^  expert cache .* = \([0-9]*\) slots.*/\1/p' "$T/err"; }
+    R0=$(embd_run 0 direct); S0=$(slots)
+    for io in direct pread; do
+        R1=$(embd_run "" $io); S1=$(slots)
+        [ -n "$R0" ] && [ "$R1" = "$R0" ] && grep -q "^  embeddings .* read by row from the file" "$T/err" && [ "${S1:-0}" -gt "${S0:-0}" ] &&
+            ok "embeddings read by row ($io): same tokens, $S1 expert slots instead of $S0" ||
+            bad "embeddings by row ($io): tokens $R1 vs $R0, slots ${S1:-?} vs ${S0:-?}: $(tail -2 "$T/err")"
+    done
+    if command -v fincore >/dev/null && [ $ONTMPFS = 0 ]; then
+        RES=$(fincore -b -n -o RES "$T/e.gguf" | tr -d ' ')
+        [ "${RES:-0}" -le $((MiB / 2)) ] && ok "embedding rows leave $(mib "${RES:-0}") MiB of the model in the page cache" ||
+            bad "embedding rows: $(mib "${RES:-0}") MiB of the model left in the page cache"
+    fi
+    rm -f "$T/e.gguf"
+else
+    skip "no $VOC (32000-token vocabulary): embeddings by row"
 fi
 
 # ---- a refusal names what fits: the largest -c (which then loads) and the most --parallel slots

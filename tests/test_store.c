@@ -497,6 +497,29 @@ int main(void) {
         in.mem_limit = (1248ull << 20) - 1;
         CHECK_EQ_INT(df_plan_make(&in, &pl), DF_ERR_RANGE);
         CHECK_MSG(strstr(df_errmsg(), "need at least 1.22 GiB") != NULL, "msg: %s", df_errmsg());
+        /* token embeddings by row: 100 MiB of the dense bytes (always resident) leave the plan
+         * when experts stream and they buy a slot (24 MiB), not when tied (0), smaller than a
+         * slot, asked off, or the experts are resident */
+        {
+            df_plan_in e = in;
+            e.mem_limit = 4ull << 30; e.dense_global = 200ull << 20; e.embd_bytes = 100ull << 20; e.embd_rows = -1;
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(pl.embd_rows && pl.embd_bytes == (100ull << 20) && pl.dense_bytes == (900ull << 20));
+            CHECK_EQ_INT(pl.n_slots, (int)(((4ull << 30) - (1100ull << 20)) / (24ull << 20)));
+            CHECK(strstr(df_plan_str(&pl, buf, sizeof buf), "read by row from the file") != NULL);
+            e.embd_bytes = 20ull << 20; /* under a slot */
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(!pl.embd_rows && pl.dense_bytes == (1000ull << 20));
+            e.embd_bytes = 100ull << 20; e.embd_rows = 0;
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(!pl.embd_rows);
+            e.embd_rows = -1; e.stream_experts = 0; e.mem_limit = 64ull << 30;
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(!pl.embd_rows && !pl.experts_stream);
+            e.embd_rows = 1; /* forced (tests): whenever the table can be read by row */
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(pl.embd_rows);
+        }
         /* limit from available memory minus reserve */
         in.mem_limit = 0; in.mem_available = 3ull << 30; in.mem_reserve = 1ull << 30;
         CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);

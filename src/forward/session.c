@@ -575,7 +575,12 @@ static int forward_pass(deltafin_ctx *c) {
         const df_seg *sg = &c->seg[s];
         for (int i = 0; i < sg->n; i++) {
             const int t = nt + i;
-            int rc = df_dequantize_row(te->type, (const char *)te->data + (uint64_t)sg->ids[i] * rb, c->h + (int64_t)t * D, D);
+            const char *row = te->data ? (const char *)te->data + (uint64_t)sg->ids[i] * rb : (const char *)(c->y + (int64_t)t * D);
+            if (!te->data) { /* the table stays on disk (the memory plan): this row, into y (rb <= 4 D) */
+                int rc = df_weights_embd_row(m, sg->ids[i], c->y + (int64_t)t * D);
+                if (rc < 0) return rc;
+            }
+            int rc = df_dequantize_row(te->type, row, c->h + (int64_t)t * D, D);
             if (rc < 0) return rc;
             if (hp->n_rot > 0) df_rope_cache(&m->rope, (float)(sg->pos0 + i), c->rc + (int64_t)t * hp->n_rot);
         }

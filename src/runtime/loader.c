@@ -252,6 +252,9 @@ static int plan_at(df_model *m, int flags, int engine, const expert_layout *x, c
     in.experts_packed = m->pack != NULL;
     in.dense_total = dfp->dense_total;
     in.dense_global = dfp->global_bytes;
+    /* the token embeddings can be read by row unless the output head is the same matrix */
+    in.embd_bytes = m->tok_embd && m->tok_embd != m->output ? m->tok_embd->info->nbytes : 0;
+    in.embd_rows = env->embd_rows;
     in.n_layer = dfp->n_layer;
     in.layer_stream_bytes = dfp->stream_bytes;
     in.layer_buf_bytes = dfp->buf_bytes;
@@ -400,13 +403,20 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
         df_log(DF_LOG_WARN, "--verify-on-load: %s is not a packed model and carries no checksums; check the whole "
                "file with `deltafin verify --sha256 HEX` (or its .sha256 manifest)", m->path);
     df_resident_opts ro = {
-        .skip_experts = skip, .ds = w->ds, .mem_limit = m->params.mem_limit, .mlock = m->params.mlock,
+        .skip_experts = skip, .ds = w->ds, .skip_embd = plan->embd_rows, .mem_limit = m->params.mem_limit,
+        .mlock = m->params.mlock,
         .verify = m->params.verify_on_load,
         .progress = m->params.progress_cb, .progress_ud = m->params.progress_ud,
         .progress_log = m->params.progress, .n_threads = m->params.n_threads,
     };
     rc = df_weights_load_resident(w, &ro);
     if (rc) return rc;
+    if (plan->embd_rows) {
+        const df_tensor *te = m->tok_embd;
+        char b[32];
+        df_log(DF_LOG_INFO, "token embeddings (%s) stay on disk: each token's row is read from %s",
+               df_fmt_bytes(te->info->nbytes, b, sizeof b), m->path);
+    }
     if (m->rope_freqs) m->rope.freq_factors = m->rope_freqs->data;
     bool any_moe = false;
     for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;
