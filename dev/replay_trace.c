@@ -51,14 +51,19 @@ static int push_acc(trace *t, int32_t k) {
     return 0;
 }
 
+/* room for `need` entries in an int64_t array that doubles (from 4096) */
+static int grow_i64(int64_t **a, int64_t *cap, int64_t need) {
+    if (need <= *cap) return 0;
+    int64_t nc = *cap ? 2 * *cap : 4096;
+    int64_t *na = realloc(*a, sizeof(int64_t) * (size_t)nc);
+    if (!na) return -1;
+    *a = na;
+    *cap = nc;
+    return 0;
+}
+
 static int push_step(trace *t) {
-    if (t->n_steps + 2 > t->cap_steps) {
-        int64_t nc = t->cap_steps ? 2 * t->cap_steps : 4096;
-        int64_t *ns = realloc(t->step_at, sizeof(int64_t) * (size_t)nc);
-        if (!ns) return -1;
-        t->step_at = ns;
-        t->cap_steps = nc;
-    }
+    if (grow_i64(&t->step_at, &t->cap_steps, t->n_steps + 2)) return -1;
     if (t->n_steps == 0) t->step_at[0] = 0;
     t->step_at[++t->n_steps] = t->n_acc;
     return 0;
@@ -66,13 +71,7 @@ static int push_step(trace *t) {
 
 /* --unit token: a token (a row of a pass, all its layers) is steps [s0, s1) */
 static int push_tok(trace *t, int64_t s0, int64_t s1) {
-    if (t->n_tok + 2 > t->cap_tok) {
-        int64_t nc = t->cap_tok ? 2 * t->cap_tok : 4096;
-        int64_t *nt = realloc(t->tok_at, sizeof(int64_t) * (size_t)nc);
-        if (!nt) return -1;
-        t->tok_at = nt;
-        t->cap_tok = nc;
-    }
+    if (grow_i64(&t->tok_at, &t->cap_tok, t->n_tok + 2)) return -1;
     t->tok_at[t->n_tok++] = s0;
     t->tok_at[t->n_tok] = s1;
     return 0;
