@@ -31,7 +31,8 @@ static const char *const g_arch_opt[] = {"llama", "llama-moe", "qwen2moe", "qwen
 static const char *const g_arch_gguf[] = {"llama", "llama", "qwen2moe", "qwen3moe", "olmoe"};
 
 typedef struct {
-    int arch, type;
+    int arch, type, exp_type;        /* exp_type: routed experts (-1: type) */
+    bool sparse;                     /* header only, the data a hole */
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used;
     int64_t n_ff_exp, n_ff_shexp, n_ctx;
     float out_scale, router_scale, router_skew, eps;
@@ -73,6 +74,9 @@ static void usage(FILE *f) {
         "                      olmoe-1b-7b (4), qwen1.5-moe-a2.7b (4)\n"
         "  --type T            f32 | f16 | q8_0 for the matrices (default f32); norms, biases and\n"
         "                      routers stay F32\n"
+        "  --expert-type T     f32 | f16 | q8_0 | q4_k for the routed experts (default: --type)\n"
+        "  --sparse            header only, the data section a hole (all-zero weights, no disk\n"
+        "                      use): memory plans and runs at real widths\n"
         "  --n-embd N          (default 64)\n"
         "  --n-layer N         (default 2)\n"
         "  --n-head N          (default 4)\n"
@@ -220,9 +224,10 @@ static int gen_write(gr_opts o) {
     if ((rc = gr_write_vocab(w, A, o.vocab, &n_vocab))) goto done;
 #undef KU32
 #undef KF32
-    gr_model g = {.arch = A, .type = o.type, .exp_type = o.type, .out_scale = o.out_scale,
-                  .router_scale = o.router_scale, .router_skew = o.router_skew, .mat_scale = 1.0f,
-                  .res_scale = 1.0f, .seed = o.seed, .pad_end = true, .want = gen_want, .ud = &o, .out = o.out};
+    gr_model g = {.arch = A, .type = o.type, .exp_type = o.exp_type >= 0 ? o.exp_type : o.type,
+                  .out_scale = o.out_scale, .router_scale = o.router_scale, .router_skew = o.router_skew,
+                  .mat_scale = 1.0f, .res_scale = 1.0f, .seed = o.seed, .sparse = o.sparse, .pad_end = !o.sparse,
+                  .want = gen_want, .ud = &o, .out = o.out};
     df_hparams *hp = &g.hp;
     hp->n_vocab = (int)n_vocab;
     hp->n_embd = (int)o.n_embd;
@@ -246,7 +251,7 @@ done:
 }
 
 int cmd_gen_random(int argc, char **argv) {
-    gr_opts o = {.arch = -1, .type = DF_TYPE_F32, .n_embd = -1, .n_layer = -1, .n_head = -1,
+    gr_opts o = {.arch = -1, .type = DF_TYPE_F32, .exp_type = -1, .n_embd = -1, .n_layer = -1, .n_head = -1,
                  .n_head_kv = -1, .head_dim = -1, .n_ff = -1, .n_expert = -1, .n_expert_used = -1,
                  .n_ff_exp = -1, .n_ff_shexp = -1, .n_ctx = -1, .out_scale = 4.0f,
                  .router_scale = 3.0f, .seed = 1};
@@ -276,6 +281,7 @@ int cmd_gen_random(int argc, char **argv) {
             o.out = a;
             continue;
         }
+        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
         struct { const char *opt; int64_t *dst; } ints[] = {
@@ -306,6 +312,12 @@ int cmd_gen_random(int argc, char **argv) {
             else if (!strcasecmp(v, "f16")) o.type = DF_TYPE_F16;
             else if (!strcasecmp(v, "q8_0")) o.type = DF_TYPE_Q8_0;
             else { fprintf(stderr, "gen-random: --type must be f32, f16 or q8_0\n"); return 2; }
+        } else if (!strcmp(a, "--expert-type")) {
+            if (!strcasecmp(v, "f32")) o.exp_type = DF_TYPE_F32;
+            else if (!strcasecmp(v, "f16")) o.exp_type = DF_TYPE_F16;
+            else if (!strcasecmp(v, "q8_0")) o.exp_type = DF_TYPE_Q8_0;
+            else if (!strcasecmp(v, "q4_k")) o.exp_type = DF_TYPE_Q4_K;
+            else { fprintf(stderr, "gen-random: --expert-type must be f32, f16, q8_0 or q4_k\n"); return 2; }
         } else if (!strcmp(a, "--vocab")) {
             o.vocab = v;
         } else if (!strcmp(a, "--name")) {

@@ -30,6 +30,8 @@ typedef struct {
     int32_t *key;      /* accesses: layer * E + expert, step by step */
     int64_t *step_at;  /* step s is key[step_at[s] .. step_at[s + 1]) */
     int64_t n_acc, n_steps, cap_acc, cap_steps;
+    int64_t *tok_at;   /* --unit token: token i is steps [tok_at[i], tok_at[i + 1]) */
+    int64_t n_tok, cap_tok;
     int n_layer, n_expert, n_moe_layers;
     int max_step;      /* most experts in one step */
 } trace;
@@ -49,16 +51,29 @@ static int push_acc(trace *t, int32_t k) {
     return 0;
 }
 
+/* room for `need` entries in an int64_t array that doubles (from 4096) */
+static int grow_i64(int64_t **a, int64_t *cap, int64_t need) {
+    if (need <= *cap) return 0;
+    int64_t nc = *cap ? 2 * *cap : 4096;
+    int64_t *na = realloc(*a, sizeof(int64_t) * (size_t)nc);
+    if (!na) return -1;
+    *a = na;
+    *cap = nc;
+    return 0;
+}
+
 static int push_step(trace *t) {
-    if (t->n_steps + 2 > t->cap_steps) {
-        int64_t nc = t->cap_steps ? 2 * t->cap_steps : 4096;
-        int64_t *ns = realloc(t->step_at, sizeof(int64_t) * (size_t)nc);
-        if (!ns) return -1;
-        t->step_at = ns;
-        t->cap_steps = nc;
-    }
+    if (grow_i64(&t->step_at, &t->cap_steps, t->n_steps + 2)) return -1;
     if (t->n_steps == 0) t->step_at[0] = 0;
     t->step_at[++t->n_steps] = t->n_acc;
+    return 0;
+}
+
+/* --unit token: a token (a row of a pass, all its layers) is steps [s0, s1) */
+static int push_tok(trace *t, int64_t s0, int64_t s1) {
+    if (grow_i64(&t->tok_at, &t->cap_tok, t->n_tok + 2)) return -1;
+    t->tok_at[t->n_tok++] = s0;
+    t->tok_at[t->n_tok] = s1;
     return 0;
 }
 
@@ -110,11 +125,14 @@ static int build_steps(trace *t, const lines *L, bool per_pass) {
                 rows[l]++;
                 if (rows[l] > R) R = rows[l];
             }
-            for (int r = 0; r < R && !rc; r++)
+            for (int r = 0; r < R && !rc; r++) {
+                const int64_t s0 = t->n_steps;
                 for (int j = 0; j < nl && !rc; j++) {
                     const int l = order[j], idx = r - (R - rows[l]);
                     if (idx >= 0) rc = add_step(t, L, first[l] + idx, first[l] + idx + 1);
                 }
+                if (!rc && t->n_steps > s0) rc = push_tok(t, s0, t->n_steps);
+            }
             for (int j = 0; j < nl; j++) rows[order[j]] = 0;
         }
         i = e;
@@ -317,6 +335,124 @@ done:
     return hits;
 }
 
+/* --iid SEED: a trace of as many tokens, each drawn with replacement from t's tokens (xorshift
+ * stream from SEED), so consecutive tokens are independent and online_bound() holds for it. */
+static int resample(const trace *t, uint64_t seed, trace *o) {
+    memset(o, 0, sizeof *o);
+    o->n_layer = t->n_layer;
+    o->n_expert = t->n_expert;
+    o->n_moe_layers = t->n_moe_layers;
+    o->max_step = t->max_step;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < t->n_tok; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        const int64_t j = (int64_t)(x % (uint64_t)t->n_tok), s0 = o->n_steps;
+        for (int64_t s = t->tok_at[j]; s < t->tok_at[j + 1]; s++) {
+            for (int64_t a = t->step_at[s]; a < t->step_at[s + 1]; a++)
+                if (push_acc(o, t->key[a])) return -1;
+            if (push_step(o)) return -1;
+        }
+        if (push_tok(o, s0, o->n_steps)) return -1;
+    }
+    return 0;
+}
+
+typedef struct { int64_t uses; int32_t key; } key_uses;
+static int by_uses_desc(const void *a, const void *b) {
+    const key_uses *x = a, *y = b;
+    return x->uses != y->uses ? (x->uses < y->uses ? 1 : -1) : (x->key > y->key) - (x->key < y->key);
+}
+
+/* The most any online policy can hit per access when tokens are independent draws from t's
+ * tokens (--iid), even one that knows the whole current token: the cache at a token's start was
+ * filled before that token was drawn, so its expected hits are the sum over the experts it holds
+ * of P(a token uses the expert) = uses / n_tok. It holds the previous token's last step (just
+ * used; a miss is what evicts) and at best the slots - |that step| most used other experts.
+ * Averaged over the previous token, divided by the accesses per token. by[]: keys, most used
+ * first. */
+static double online_bound(const trace *t, const key_uses *by, int K, int slots) {
+    double sum = 0;
+    for (int64_t i = 0; i < t->n_tok; i++) {
+        const int64_t last = t->tok_at[i + 1] - 1, a0 = t->step_at[last], a1 = t->step_at[last + 1];
+        double h = 0;
+        int got = 0;
+        for (int j = 0; j < K && by[j].uses > 0; j++) {
+            bool in_last = false;
+            for (int64_t a = a0; a < a1 && !in_last; a++) in_last = t->key[a] == by[j].key;
+            if (in_last) h += (double)by[j].uses;
+            else if (got < slots - (int)(a1 - a0)) { h += (double)by[j].uses; got++; }
+        }
+        sum += h;
+    }
+    return t->n_tok && t->n_acc ? sum / (double)t->n_tok / (double)t->n_acc : 0.0;
+}
+
+static void trace_free(trace *t) {
+    free(t->key);
+    free(t->step_at);
+    free(t->tok_at);
+}
+
+/* One replay setting: the trace, its Belady next uses and use counts, and scratch. */
+typedef struct {
+    const trace *t;           /* replayed */
+    const trace *dist;        /* its tokens are drawn from this one (= t without --iid) */
+    int K;
+    const char *budget;
+    double half_life;
+    bool token;               /* --unit token: the iid bound applies */
+    int64_t *next_use, *uses;
+    bool *pinned;
+    int32_t *order;
+    key_uses *by;             /* dist's keys, most used first */
+} replay;
+
+/* The rows of one cache size (global and / or per-layer budget); -1: out of memory. */
+static int replay_size(const replay *rp, double pct) {
+    const trace *t = rp->t;
+    const int K = rp->K, slots = (int)lround(pct / 100.0 * t->n_moe_layers * t->n_expert);
+    if (slots < t->max_step) {
+        printf("%g\t%d\t-\t(smaller than a step's %d experts: not replayed)\n", pct, slots, t->max_step);
+        return 0;
+    }
+    /* pin+clock: the trace's most used experts in half of the slots */
+    for (int k = 0; k < K; k++) { rp->order[k] = k; rp->pinned[k] = false; }
+    for (int i = 0; i < slots / 2 && i < K; i++) { /* partial selection sort: slots/2 small */
+        int b = i;
+        for (int j = i + 1; j < K; j++) if (rp->uses[rp->order[j]] > rp->uses[rp->order[b]]) b = j;
+        int32_t x = rp->order[i]; rp->order[i] = rp->order[b]; rp->order[b] = x;
+        if (rp->uses[rp->order[i]] > 0) rp->pinned[rp->order[i]] = true;
+    }
+    for (int bl = 0; bl < 2; bl++) {
+        if ((bl == 0 && !strcmp(rp->budget, "layer")) || (bl == 1 && !strcmp(rp->budget, "global"))) continue;
+        if (bl == 1 && slots / t->n_moe_layers < t->max_step) {
+            printf("%g\t%d\tlayer\t(a layer's share is smaller than a step: not replayed)\n", pct, slots);
+            continue;
+        }
+        printf("%g\t%d\t%s", pct, slots, bl ? "layer" : "global");
+        double hr[P_N];
+        for (int p = 0; p < P_N; p++) {
+            sim_opts o = {.pol = p, .slots = slots, .per_layer = bl == 1, .half_life = rp->half_life, .pinned = rp->pinned};
+            if (p == P_PIN && bl == 1) { hr[p] = NAN; printf("\t-"); continue; }
+            int64_t h = simulate(t, &o, rp->next_use);
+            if (h < 0) return -1;
+            hr[p] = (double)h / (double)t->n_acc;
+            printf("\t%.4f", hr[p]);
+        }
+        printf("\t%.3f", hr[P_BELADY] > 0 ? hr[P_PLRFU] / hr[P_BELADY] : 0.0);
+        if (rp->token && bl == 0) {
+            const double ub = online_bound(rp->dist, rp->by, K, slots);
+            printf("\t%.4f\t%.3f", ub, hr[P_BELADY] > 0 ? ub / hr[P_BELADY] : 0.0);
+        } else if (rp->token) {
+            printf("\t-\t-"); /* the bound is for one budget over all layers */
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: deltafin-dev replay-trace TRACE [options]\n\n"
                "Replay a routing trace (deltafin profile --trace) through expert-cache policies and\n"
@@ -325,12 +461,16 @@ static void usage(FILE *f) {
                "  --unit U          token (one row of a layer per step, as decode) | pass (a\n"
                "                    forward pass's union, as prompt chunks ran); default token\n"
                "  --budget B        global (one budget, as the store) | layer | both (default both)\n"
-               "  --half-life N     lrfu, plrfu: steps for a use to count half (default 1024)\n");
+               "  --half-life N     lrfu, plrfu: steps for a use to count half (default 1024)\n"
+               "  --iid SEED        --unit token: replay as many tokens drawn with replacement from\n"
+               "                    the trace's (independent tokens, same popularity); the column\n"
+               "                    iid-bound is then the most any online policy can hit\n");
 }
 
 int cmd_replay_trace(int argc, char **argv) {
     const char *path = NULL, *sizes = "5,10,20", *unit = "token", *budget = "both";
     double half_life = 1024;
+    long long iid = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -341,6 +481,7 @@ int cmd_replay_trace(int argc, char **argv) {
         else if (!strcmp(a, "--unit")) unit = v;
         else if (!strcmp(a, "--budget")) budget = v;
         else if (!strcmp(a, "--half-life")) half_life = atof(v);
+        else if (!strcmp(a, "--iid")) iid = atoll(v);
         else { fprintf(stderr, "replay-trace: unknown option %s\n", a); usage(stderr); return 2; }
     }
     if (!path) { usage(stderr); return 2; }
@@ -350,72 +491,54 @@ int cmd_replay_trace(int argc, char **argv) {
         return 2;
     }
     if (!(half_life > 0)) { fprintf(stderr, "replay-trace: --half-life must be > 0\n"); return 2; }
-    trace t;
-    if (read_trace(path, !strcmp(unit, "pass"), &t)) return 1;
-    const int K = t.n_layer * t.n_expert, n_routed = t.n_moe_layers * t.n_expert;
-    int64_t *next_use = malloc(sizeof(int64_t) * (size_t)(t.n_acc ? t.n_acc : 1));
+    if (iid >= 0 && strcmp(unit, "token")) { fprintf(stderr, "replay-trace: --iid needs --unit token\n"); return 2; }
+    trace t0, t;
+    if (read_trace(path, !strcmp(unit, "pass"), &t0)) return 1;
+    if (iid >= 0) {
+        if (resample(&t0, (uint64_t)iid, &t)) { fprintf(stderr, "replay-trace: out of memory\n"); trace_free(&t0); trace_free(&t); return 1; }
+    } else {
+        t = t0;
+    }
+    const int K = t.n_layer * t.n_expert;
+    replay rp = {.t = &t, .dist = &t0, .K = K, .budget = budget, .half_life = half_life, .token = !strcmp(unit, "token")};
+    rp.next_use = malloc(sizeof(int64_t) * (size_t)(t.n_acc ? t.n_acc : 1));
     int64_t *seen = malloc(sizeof(int64_t) * (size_t)K);
-    int64_t *uses = calloc((size_t)K, sizeof(int64_t));
-    bool *pinned = calloc((size_t)K, sizeof(bool));
-    int32_t *order = malloc(sizeof(int32_t) * (size_t)K);
+    rp.uses = calloc((size_t)K, sizeof(int64_t));
+    rp.pinned = calloc((size_t)K, sizeof(bool));
+    rp.order = malloc(sizeof(int32_t) * (size_t)K);
+    rp.by = calloc((size_t)K, sizeof(key_uses));
     int ret = 1;
-    if (!next_use || !seen || !uses || !pinned || !order) { fprintf(stderr, "replay-trace: out of memory\n"); goto done; }
+    if (!rp.next_use || !seen || !rp.uses || !rp.pinned || !rp.order || !rp.by) { fprintf(stderr, "replay-trace: out of memory\n"); goto done; }
     for (int k = 0; k < K; k++) seen[k] = INT64_MAX;
-    for (int64_t i = t.n_acc - 1; i >= 0; i--) { next_use[i] = seen[t.key[i]]; seen[t.key[i]] = i; }
-    for (int64_t i = 0; i < t.n_acc; i++) uses[t.key[i]]++;
+    for (int64_t i = t.n_acc - 1; i >= 0; i--) { rp.next_use[i] = seen[t.key[i]]; seen[t.key[i]] = i; }
+    for (int64_t i = 0; i < t.n_acc; i++) rp.uses[t.key[i]]++;
+    for (int k = 0; k < K; k++) rp.by[k].key = k;
+    for (int64_t i = 0; i < t0.n_acc; i++) rp.by[t0.key[i]].uses++; /* the distribution tokens are drawn from */
+    qsort(rp.by, (size_t)K, sizeof *rp.by, by_uses_desc);
     int n_used = 0;
-    for (int k = 0; k < K; k++) n_used += uses[k] > 0;
-    printf("# trace %s: %lld steps (%s), %lld expert accesses, %d MoE layers x %d experts, %d used, "
-           "at most %d per step\n", path, (long long)t.n_steps, unit, (long long)t.n_acc, t.n_moe_layers, t.n_expert,
-           n_used, t.max_step);
+    for (int k = 0; k < K; k++) n_used += rp.uses[k] > 0;
+    printf("# trace %s%s: %lld steps (%s), %lld expert accesses, %d MoE layers x %d experts, %d used, "
+           "at most %d per step\n", path, iid >= 0 ? " resampled (--iid)" : "", (long long)t.n_steps, unit,
+           (long long)t.n_acc, t.n_moe_layers, t.n_expert, n_used, t.max_step);
     printf("size%%\tslots\tbudget");
     for (int p = 0; p < P_N; p++) printf("\t%s", k_pol[p]);
-    printf("\tplrfu/belady\n");
+    printf("\tplrfu/belady%s\n", rp.token ? "\tiid-bound\tbound/belady" : "");
     for (const char *sp = sizes; *sp;) {
         char *e;
         double pct = strtod(sp, &e);
         if (e == sp || !(pct > 0 && pct <= 100)) { fprintf(stderr, "replay-trace: bad --sizes '%s'\n", sizes); goto done; }
         sp = *e == ',' ? e + 1 : e;
-        int slots = (int)lround(pct / 100.0 * n_routed);
-        if (slots < t.max_step) {
-            printf("%g\t%d\t-\t(smaller than a step's %d experts: not replayed)\n", pct, slots, t.max_step);
-            continue;
-        }
-        /* pin+clock: the trace's most used experts in half of the slots */
-        for (int k = 0; k < K; k++) { order[k] = k; pinned[k] = false; }
-        for (int i = 0; i < slots / 2 && i < K; i++) { /* partial selection sort: slots/2 small */
-            int b = i;
-            for (int j = i + 1; j < K; j++) if (uses[order[j]] > uses[order[b]]) b = j;
-            int32_t x = order[i]; order[i] = order[b]; order[b] = x;
-            if (uses[order[i]] > 0) pinned[order[i]] = true;
-        }
-        for (int bl = 0; bl < 2; bl++) {
-            if ((bl == 0 && !strcmp(budget, "layer")) || (bl == 1 && !strcmp(budget, "global"))) continue;
-            if (bl == 1 && slots / t.n_moe_layers < t.max_step) {
-                printf("%g\t%d\tlayer\t(a layer's share is smaller than a step: not replayed)\n", pct, slots);
-                continue;
-            }
-            printf("%g\t%d\t%s", pct, slots, bl ? "layer" : "global");
-            double hr[P_N];
-            for (int p = 0; p < P_N; p++) {
-                sim_opts o = {.pol = p, .slots = slots, .per_layer = bl == 1, .half_life = half_life, .pinned = pinned};
-                if (p == P_PIN && bl == 1) { hr[p] = NAN; printf("\t-"); continue; }
-                int64_t h = simulate(&t, &o, next_use);
-                if (h < 0) { fprintf(stderr, "replay-trace: out of memory\n"); goto done; }
-                hr[p] = (double)h / (double)t.n_acc;
-                printf("\t%.4f", hr[p]);
-            }
-            printf("\t%.3f\n", hr[P_BELADY] > 0 ? hr[P_PLRFU] / hr[P_BELADY] : 0.0);
-        }
+        if (replay_size(&rp, pct)) { fprintf(stderr, "replay-trace: out of memory\n"); goto done; }
     }
     ret = 0;
 done:
-    free(next_use);
+    free(rp.next_use);
     free(seen);
-    free(uses);
-    free(pinned);
-    free(order);
-    free(t.key);
-    free(t.step_at);
+    free(rp.uses);
+    free(rp.pinned);
+    free(rp.order);
+    free(rp.by);
+    if (iid >= 0) trace_free(&t);
+    trace_free(&t0);
     return ret;
 }

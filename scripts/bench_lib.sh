@@ -22,3 +22,14 @@ df_disk_bw() {
     wait
     echo "$_t0 $(date +%s.%N)" | awk -v b=$(($2 * $3 * 16777216)) '{printf "%.3f", b / ($2 - $1) / 1e9}'
 }
+
+# df_fio_bw FILE QD: the page cache dropped, then fio (when installed) reading FILE with io_uring,
+# O_DIRECT, 8 MiB random reads at queue depth QD for 6 s (deltafin's own engine and request size:
+# Q4_K expert parts of K2 geometry are 8.3 MB); prints GB/s (3 decimals), or 0 without fio.
+df_fio_bw() {
+    command -v fio >/dev/null 2>&1 || { echo 0; return; }
+    df_drop_cache "$1"
+    fio --name=df --filename="$1" --readonly --rw=randread --bs=8m --direct=1 --ioengine=io_uring \
+        --iodepth="$2" --runtime=6 --time_based --size="$(stat -c %s "$1")" --output-format=terse \
+        --terse-version=3 2>/dev/null | awk -F';' '{ printf "%.3f", $7 * 1024 / 1e9; found = 1 } END { if (!found) printf "0" }'
+}

@@ -11,6 +11,7 @@
 #                      the same measure as llama.cpp's "eval time" line)
 #   bytes/token      = expert + dense bytes deltafin read during generation / decodes
 #   I/O floor frac   = (bytes/token / disk GB/s) / (1 / tok/s): 1.0 = the disk's speed
+#   cache share      = deltafin's expert cache / the memory limit (stats.memory)
 # Prints a table; --record appends rows to docs/experiments.tsv.
 #
 # usage: scripts/bench_stream.sh [--record] [--quick]
@@ -24,8 +25,12 @@
 #        DISK_MBPS: throttle every engine's reads of the model's disk to this many MB/s
 #        (cgroup v1 blkio.throttle.read_bps_device, the same cgroup for all engines): the disk's
 #        speed is then a known constant and the floor uses it, unless parallel O_DIRECT dd
-#        streams through the throttle (16 and 64, measured each repetition) get less: then the
-#        device under the throttle is the limit and the floor uses that; unset: the measured disk
+#        streams through the throttle (16 and 64, measured each repetition) and fio (io_uring,
+#        O_DIRECT 8 MiB reads at queue depth 16 and 64: deltafin's engine and request size; when
+#        installed), the best of them, get less: then the device under the throttle is the limit
+#        and the floor uses that; unset: the measured disk. Each deltafin run also prints the
+#        store's read rate while reads are in flight: near the device's, the gap to the floor is
+#        time the disk idles (layer / token boundaries, CPU), not slow reads
 #   --quick: tiny geometry (n_embd 1024, width 512, 4 layers), 160M limit, 1 repetition:
 #        tests the script itself.
 set -u
@@ -118,6 +123,8 @@ if [ -n "$DISK_MBPS" ]; then
             IN_CG() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$BCG" "$@"; }
         fi
         CGNOTE="$CGNOTE, reads of $DEVNUM throttled to $DISK_MBPS MB/s (blkio v1)"
+        # the device measurements: the throttle only (64 readers' buffers would not fit LIMIT)
+        IN_BLK() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$BCG" "$@"; }
     else
         rmdir "$BCG" 2>/dev/null
         echo "bench_stream: cannot create a blkio cgroup throttle for $DEVNUM (need cgroup v1 blkio and root)"; exit 1
@@ -154,9 +161,10 @@ tps = e["gen_tok_s_avg"]
 frac = (bpt / (float(disk) * 1e9)) * tps if float(disk) > 0 else 0
 print(rep, "deltafin-%s-%s" % (io, pf), "%.4f" % tps, "%.0f" % bpt, disk, "%.4f" % frac,
       "%.4f" % la.get("accuracy", 0), la.get("reads", 0), la.get("depth", 0), "%.4f" % st.get("hit_rate", 0),
-      s["peak_rss"], st.get("io", "-"), "%.3f" % (la.get("boundary_gap_s", 0) * 1e3))
+      s["peak_rss"], st.get("io", "-"), "%.3f" % (la.get("boundary_gap_s", 0) * 1e3), "%.3f" % st.get("read_gbps", 0),
+      "%.4f" % (s.get("memory", {}).get("cache", 0) / max(1, s.get("memory", {}).get("limit", 1))))
 ' "$1" "$2" "$3" "$4" "$ST" >> "$RES"
-    tail -1 "$RES" | awk '{printf "  rep %s %-22s %7s tok/s  %6.1f MiB/token  floor %.2f  look-ahead acc %.2f reads %s depth %s  hit %.2f  gap %s ms  io %s\n", $1, $2, $3, $4/1048576, $6, $7, $8, $9, $10, $13, $12}'
+    tail -1 "$RES" | awk '{printf "  rep %s %-22s %7s tok/s  %6.1f MiB/token  floor %.2f  look-ahead acc %.2f reads %s depth %s  hit %.2f  gap %s ms  io %s  reads at %s GB/s while in flight (decode %.3f GB/s)  cache %.1f%% of the limit\n", $1, $2, $3, $4/1048576, $6, $7, $8, $9, $10, $13, $12, $14, $3 * $4 / 1e9, 100 * $15}'
 }
 
 run_llama() { # $1 = rep, $2 = disk
@@ -165,7 +173,7 @@ run_llama() { # $1 = rep, $2 = disk
            --no-repack -no-cnv --no-warmup 2>&1 </dev/null)
     LGEN=$(echo "$LOUT" | grep "eval time" | grep -v prompt | sed -n 's/.*, *\([0-9.]*\) tokens per second.*/\1/p' | tail -1)
     if [ -z "$LGEN" ]; then echo "llama.cpp: no timing line ($(echo "$LOUT" | tail -2))"; return; fi
-    echo "$1 llama.cpp $LGEN 0 $2 0 0 0 0 0 0 mmap 0" >> "$RES"
+    echo "$1 llama.cpp $LGEN 0 $2 0 0 0 0 0 0 mmap 0 0 0" >> "$RES"
     echo "  rep $1 llama.cpp              $LGEN tok/s"
 }
 
@@ -180,11 +188,14 @@ while [ $r -le $REPEAT ]; do
         # the throttle is the disk's speed only where the device under it is faster: this VM's
         # disk gives 0.9-2 GB/s depending on the host cache, so measure the throttled device with
         # the same parallel O_DIRECT streams (16 and 64, the better) and take the lower of the two
-        T16=$(IN_CG sh -c ". '$(dirname "$0")/bench_lib.sh'; df_disk_bw '$MODEL' 16 $((96 / 16))")
-        T64=$(IN_CG sh -c ". '$(dirname "$0")/bench_lib.sh'; df_disk_bw '$MODEL' 64 $((192 / 64))")
-        CHK=$(echo "$T16 $T64" | awk '{print ($1 > $2) ? $1 : $2}')
+        T16=$(IN_BLK sh -c ". '$(dirname "$0")/bench_lib.sh'; df_disk_bw '$MODEL' 16 $((96 / 16))")
+        T64=$(IN_BLK sh -c ". '$(dirname "$0")/bench_lib.sh'; df_disk_bw '$MODEL' 64 $((192 / 64))")
+        # fio with deltafin's engine and request size at queue depth 16 and 64 (when installed)
+        F16=$(IN_BLK sh -c ". '$(dirname "$0")/bench_lib.sh'; df_fio_bw '$MODEL' 16")
+        F64=$(IN_BLK sh -c ". '$(dirname "$0")/bench_lib.sh'; df_fio_bw '$MODEL' 64")
+        CHK=$(echo "$T16 $T64 $F16 $F64" | awk '{m = $1; for (i = 2; i <= NF; i++) if ($i > m) m = $i; print m}')
         DISK=$(awk -v m="$DISK_MBPS" -v c="$CHK" 'BEGIN{d = m / 1000; if (c > 0 && c < d) d = c; printf "%.3f", d}')
-        echo "rep $r: disk throttled to $(awk -v m="$DISK_MBPS" 'BEGIN{printf "%.3f", m / 1000}') GB/s, measured through the throttle $CHK GB/s (16 streams $T16, 64 streams $T64): floor at $DISK GB/s"
+        echo "rep $r: disk throttled to $(awk -v m="$DISK_MBPS" 'BEGIN{printf "%.3f", m / 1000}') GB/s, measured through the throttle $CHK GB/s (dd 16 / 64 streams $T16 / $T64, fio io_uring 8 MiB QD 16 / 64 $F16 / $F64): floor at $DISK GB/s"
     else
     D16=$(disk_bw 16); D64=$(disk_bw 64)
     DISK=$(echo "$D16 $D64" | awk '{print ($1 > $2) ? $1 : $2}')
@@ -223,8 +234,10 @@ geo = "K2 geometry %sL %se top-8 %s experts %s MiB, %s, %s tokens, %s threads, c
 for k, (t, b, f, a, lr, h, ts, rs) in summary.items():
     if k == "llama.cpp": continue
     samples = ",".join("%.3f" % x for x in ts)
-    note = "median of %d runs (%s tok/s); %.1f MiB read per token; look-ahead accuracy %.1f%%, %d reads/run; hit %.1f%%; disk %s GB/s (16 MiB O_DIRECT reads, best of 16/64 streams, same repetitions); load avg %s" % (
-        len(ts), samples, b / 1048576, 100 * a, lr, 100 * h, ",".join("%.2f" % float(r[4]) for r in rs), load)
+    rr = med([float(r[13]) for r in rs if len(r) > 13])
+    cs = med([float(r[14]) for r in rs if len(r) > 14])
+    note = "median of %d runs (%s tok/s); %.1f MiB read per token; reads at %.2f GB/s while in flight, %.2f GB/s over decode; expert cache %.1f%% of the limit; look-ahead accuracy %.1f%%, %d reads/run; hit %.1f%%; disk %s GB/s (floor: the throttle, or the device through it when lower: best of dd 16/64 streams of 16 MiB and fio io_uring 8 MiB QD 16/64, same repetitions); load avg %s" % (
+        len(ts), samples, b / 1048576, rr, t * b / 1e9, 100 * cs, 100 * a, lr, 100 * h, ",".join("%.2f" % float(r[4]) for r in rs), load)
     out.append("\t".join([date, commit, "streaming", "%s run %s: I/O floor fraction (bytes/token / disk GB/s x tok/s), %s" % (label, k, geo),
                           "fraction of I/O floor", "%.2f" % f, "0.85", "%.2f" % (f / 0.85), "yes", note]))
     if ll:

@@ -7,9 +7,11 @@
  * pass per step, expert acquires of the union <= the sum per sequence) and its refusals.
  * Models: gen-random's (DELTAFIN_DEV_BIN, else build/deltafin-dev, else build/deltafin
  * gen-random) for llama, llama-moe, qwen2moe, qwen3moe (also Q4_K: repacked rows, ggml's gemm
- * order), olmoe, deepseek2 (absorbed MLA, legacy, lite), kimi-k3 (KDA state, MLA, AttnRes) and
- * deepseek4 (compressed KV and its state, the indexer, hyper-connections),
- * each in its own process (`test_batch --model PATH`); then packed (`deltafin_pack`) and plain
+ * order), olmoe, deepseek2 (absorbed MLA, legacy, lite), kimi-k3 (KDA state, MLA, AttnRes),
+ * gpt-oss (sinks, sliding window, MXFP4 experts), qwen3next and qwen35moe (Gated DeltaNet state,
+ * gated attention), glm4moe, minimax-m2, deepseek32 (DSA key selection) and deepseek4 (compressed
+ * KV and its state, the indexer, hyper-connections), each in its own
+ * process (`test_batch --model PATH`); then packed (`deltafin_pack`) and plain
  * files with the routed experts streamed through a 3-slot cache and the dense layers streamed
  * (DELTAFIN_EXPERT_CACHE, DELTAFIN_DENSE_RESIDENT=0, --io pread). */
 #include "testlib.h"
@@ -304,9 +306,15 @@ int main(int argc, char **argv) {
         {"k3-f32", "--arch kimi-k3 --type f32 --seed 2"},
         {"k3-q8_0", "--arch kimi-k3 --type q8_0 --n-layer 5 --n-expert 16 --n-expert-used 4 --seed 6"},
         {"ds4-q8_0", "--arch deepseek4 --type q8_0 --n-layer 5 --ratios 0,4,128,4,128 --seed 3"},
+        {"gpt-oss-q8_0", "--arch gpt-oss --type q8_0 --expert-type mxfp4 --seed 3"},
+        {"qwen3next-f32", "--arch qwen3next --type f32 --seed 2"},
+        {"qwen35moe-q8_0", "--arch qwen35moe --type q8_0 --seed 3"},
+        {"glm4moe-f32", "--arch glm4moe --type f32 --seed 2"},
+        {"minimax-m2-q8_0", "--arch minimax-m2 --type q8_0 --seed 2"},
+        {"ds32-f32", "--arch deepseek32 --type f32 --seed 2"},
     };
     const int n_models = (int)(sizeof models / sizeof models[0]);
-    char paths[16][512];
+    char paths[24][512];
     for (int i = 0; i < n_models; i++)
         if (!gen(models[i].name, models[i].args, paths[i], sizeof paths[i])) TEST_MAIN_END("test_batch");
     /* Q4_K (repacked rows in memory: ggml's gemm order for groups of 4 tokens) */

@@ -1,7 +1,10 @@
 #!/bin/sh
 # test_mpi.sh — routed experts spread over MPI ranks (docs/distributed.md), on one machine with
 # `mpirun --oversubscribe`: greedy tokens identical to the single-process run for 1-4 ranks, for
-# qwen3moe, deepseek2 and kimi-k3, plain and packed files, a plain rank 0 with packed workers,
+# every architecture with routed experts (qwen3moe, deepseek2 and kimi-k3 in the full matrix;
+# gpt-oss, qwen3next, qwen35moe, glm4moe, minimax-m2, deepseek32, olmoe, qwen2moe and llama-moe
+# at 1-4 ranks plain, packed, a 2-slot cache and a memory limit; a dense llama runs on rank 0
+# alone), plain and packed files, a plain rank 0 with packed workers,
 # several expert-cache sizes and memory limits (each rank its own), a balanced placement from
 # `deltafin profile`, a layer's reads balanced over the ranks or kept at home; -v and --json report the communication per layer and each rank's cache;
 # a worker with another model, one whose limit is too small, one killed and one hung end the run
@@ -79,6 +82,44 @@ for m in q d k; do
     [ "$OUT" = "$REF" ] || { mf=1; bad "$m, 4 ranks, --mem-limit 100M: $OUT ($(tail -2 "$T/err" | tr '\n' ' '))"; }
     [ $mf = 0 ] && ok "$m: same tokens for 1-4 ranks, plain and packed, 2-slot / 300K / 100M limits"
 done
+
+# ---- every other architecture with routed experts: 1-4 ranks plain, packed, 2-slot caches, a limit
+slot2() { # two expert slots of model $1 (its slot size when streamed), for DELTAFIN_EXPERT_CACHE
+    "$BIN" run -m "$1" -p x -n 1 --io pread -v 2>&1 | sed -n 's/^experts: [0-9]* slots x \([0-9.]*\) KiB.*/\1/p' |
+        awk '{ printf "%dK", 2 * $1 + 0.999 }'
+}
+gen o --arch gpt-oss --type q8_0 --expert-type mxfp4 --seed 3
+gen n --arch qwen3next --type q8_0 --seed 2
+gen n5 --arch qwen35moe --type q8_0 --seed 3
+gen g --arch glm4moe --type q8_0 --seed 2
+gen x --arch minimax-m2 --type q8_0 --seed 2
+gen s --arch deepseek32 --type q8_0 --seed 2
+gen e --arch olmoe --type q8_0 --seed 3
+gen w --arch qwen2moe --type q8_0 --seed 11
+gen lm --arch llama-moe --type q8_0 --seed 4
+for m in o n n5 g x s e w lm; do
+    REF=$(single "$T/$m.gguf")
+    [ -n "$REF" ] || { bad "$m: single-process run failed: $(tail -1 "$T/err")"; continue; }
+    mf=0
+    for n in 1 2 3 4; do
+        OUT=$(ranks $n "$T/$m.gguf")
+        [ "$OUT" = "$REF" ] || { mf=1; bad "$m plain, $n ranks: $OUT vs $REF ($(tail -2 "$T/err" | tr '\n' ' '))"; }
+    done
+    OUT=$(ranks 3 "$T/$m.packed.gguf")
+    [ "$OUT" = "$REF" ] || { mf=1; bad "$m packed, 3 ranks: $OUT vs $REF ($(tail -2 "$T/err" | tr '\n' ' '))"; }
+    C2=$(slot2 "$T/$m.gguf")
+    OUT=$(DELTAFIN_EXPERT_CACHE=$C2 ranks 2 "$T/$m.gguf" --io pread)
+    [ -n "$C2" ] && [ "$OUT" = "$REF" ] || { mf=1; bad "$m, 2 ranks, 2-slot caches ($C2): $OUT ($(tail -2 "$T/err" | tr '\n' ' '))"; }
+    OUT=$(ranks 4 "$T/$m.gguf" --mem-limit 100M)
+    [ "$OUT" = "$REF" ] || { mf=1; bad "$m, 4 ranks, --mem-limit 100M: $OUT ($(tail -2 "$T/err" | tr '\n' ' '))"; }
+    [ $mf = 0 ] && ok "$m: same tokens for 1-4 ranks, packed, 2-slot ($C2) / 100M limits"
+done
+# a dense model: nothing to spread; rank 0 runs it alone, the workers wait and exit
+"$DEV" gen-random --arch llama --type q8_0 --vocab bytes --seed 4 "$T/l.gguf" >/dev/null 2>&1
+REF=$(single "$T/l.gguf")
+OUT=$(ranks 3 "$T/l.gguf")
+[ -n "$REF" ] && [ "$OUT" = "$REF" ] && ok "dense llama under 3 ranks: the single-process tokens" ||
+    bad "dense llama, 3 ranks: $OUT vs $REF ($(tail -2 "$T/err" | tr '\n' ' '))"
 
 # a layer's reads balanced over the ranks (experts computed away from their home rank) or not
 REF=$(single "$T/d.gguf")
@@ -161,7 +202,7 @@ midrun() { # signal, pattern, max seconds
     kill -$SIG "$victim"
     i=0
     while kill -0 $MP 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-    if kill -0 $MP 2>/dev/null; then bad "signal $SIG: mpirun still running after 60 s"; kill $MP; kill -9 "$victim"; wait $MP; return; fi
+    if kill -0 $MP 2>/dev/null; then bad "signal $SIG: mpirun still running after 60 s: $(tail -4 "$T/err" | tr '\n' ' ')"; kill $MP; kill -9 "$victim"; wait $MP; return; fi
     wait $MP; rc=$?
     dt=$(( $(date +%s) - t0 ))
     if [ $rc -ne 0 ] && [ $dt -le "$MAX" ] && grep -q "$PAT" "$T/err"; then

@@ -13,7 +13,8 @@
 #   5. profile --trace: one line per row of a pass and MoE layer (the last layer: only the rows
 #      whose logits are computed); replay-trace on a --router-skew model: Belady >= every
 #      policy at every size, the store's policy (plrfu) at >= 0.75 / 0.9 of Belady at 10% / 20%
-#      and no worse than CLOCK (the policy before)
+#      and no worse than CLOCK (the policy before); on a resampled trace of independent tokens
+#      (--iid) no online policy beats the bound replay-trace computes
 cd "$(dirname "$0")/.." || exit 1
 BIN=${DELTAFIN_BIN:-build/deltafin}
 DEVBIN=${DELTAFIN_DEV_BIN:-build/deltafin-dev}
@@ -87,6 +88,13 @@ awk -F'\t' '$3 == "global" && $11 + 0 < ($1 == 10 ? 0.75 : 0.9) { bad = 1 } $3 =
     { fail "plrfu vs Belady"; cat "$TMP/rp"; }
 awk -F'\t' '$3 == "global" && $8 + 0 < $4 + 0 { bad = 1 } END { exit bad }' "$TMP/rp" &&
     pass "plrfu (the store's policy) >= clock" || { fail "clock beat plrfu"; cat "$TMP/rp"; }
+# independent tokens drawn from the trace's (--iid): no online policy beats the bound there (it is
+# on the expectation: 0.02 for the sampling; Belady, offline, may)
+"$DEVBIN" replay-trace "$TMP/trace" --sizes 5,10,20 --budget global --iid 1 >"$TMP/rpi" 2>&1 || fail "replay-trace --iid: $(cat "$TMP/rpi")"
+awk -F'\t' '$3 == "global" { n++; for (i = 4; i <= 9; i++) if ($i + 0 > $12 + 0.02) bad = 1 }
+             END { exit bad || n != 3 }' "$TMP/rpi" &&
+    pass "--iid: every online policy <= the bound: $(awk -F'\t' '$3 == "global" {printf "%s%%: plrfu %s bound %s belady %s; ", $1, $8, $12, $10}' "$TMP/rpi")" ||
+    { fail "--iid: a policy beat the online bound"; cat "$TMP/rpi"; }
 printf '# n_layer 2 n_expert 4\n1 0 1 9\n' >"$TMP/bad"
 "$DEVBIN" replay-trace "$TMP/bad" >/dev/null 2>"$TMP/e"; rc=$?
 [ $rc -ne 0 ] && grep -q 'expert 9 out of range' "$TMP/e" && pass "bad trace named" || fail "bad trace: rc $rc $(cat "$TMP/e")"

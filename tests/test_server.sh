@@ -3,7 +3,8 @@
 # /health, runs the official openai npm client (tests/server, installed on demand; SKIP with a
 # message when npm cannot install it) and curl checks of every bad input (each must get an
 # OpenAI-format error body with the right status while the server keeps serving), queue
-# overflow, a slow client, prompt-cache reuse, /health while loading, SIGTERM drain.
+# overflow, a slow client, prompt-cache reuse, /health while loading, SIGTERM drain, and a
+# --chat-template-file server (the prompt is the file template's rendering; /props shows it).
 # The server is always stopped (trap).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 BIN=${DELTAFIN_BIN:-build/deltafin}
@@ -271,6 +272,21 @@ wait "$SPID"; rc=$?; SPID=""
 tail -c 20 "$T/drain" | grep -q 'data: \[DONE\]' && grep -q '"finish_reason":"\(length\|stop\)"' "$T/drain" && ok ||
     bad "request running at SIGTERM did not complete: $(tail -c 300 "$T/drain")"
 grep -q 'stopped' "$T/err" && ok || bad "no clean stop message"
+
+# ---- --chat-template-file: the file's template renders chats, /props shows it ----
+printf '%s' '{%- for m in messages %}<<{{ m.role }}|{{ m.content }}>>{%- endfor %}{%- if add_generation_prompt %}<<assistant|{%- endif %}' \
+    >"$T/tmpl.jinja"
+start_server --chat-template-file "$T/tmpl.jinja"
+wait_health
+req "chat with --chat-template-file" POST /v1/chat/completions 200 \
+    -d '{"messages":[{"role":"user","content":"hi there"}],"max_tokens":1}'
+PT=$(sed -n 's/.*"prompt_tokens":\([0-9]*\).*/\1/p' "$T/body")
+req "tokenize the rendered chat" POST /tokenize 200 -d '{"content":"<<user|hi there>><<assistant|","add_special":true}'
+NT=$(sed -n 's/.*"tokens":\[\([0-9,]*\)\].*/\1/p' "$T/body" | tr ',' '\n' | grep -c .)
+[ -n "$PT" ] && [ "$PT" = "$NT" ] && ok || bad "--chat-template-file: prompt_tokens '$PT' vs $NT tokens of the rendered text"
+req "/props with --chat-template-file" GET /props 200 && grep -q '<<{{ m.role }}|' "$T/body" && ok ||
+    bad "/props chat_template is not the file's: $(head -c 300 "$T/body")"
+kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=""
 
 if [ "$nfail" -eq 0 ]; then echo "test_server: OK ($nok checks)"; exit 0; fi
 echo "test_server: $nfail FAILED ($nok ok)"; exit 1

@@ -497,12 +497,35 @@ int main(void) {
         in.mem_limit = (1248ull << 20) - 1;
         CHECK_EQ_INT(df_plan_make(&in, &pl), DF_ERR_RANGE);
         CHECK_MSG(strstr(df_errmsg(), "need at least 1.22 GiB") != NULL, "msg: %s", df_errmsg());
+        /* token embeddings by row: 100 MiB of the dense bytes (always resident) leave the plan
+         * when experts stream and they buy a slot (24 MiB), not when tied (0), smaller than a
+         * slot, asked off, or the experts are resident */
+        {
+            df_plan_in e = in;
+            e.mem_limit = 4ull << 30; e.dense_global = 200ull << 20; e.embd_bytes = 100ull << 20; e.embd_rows = -1;
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(pl.embd_rows && pl.embd_bytes == (100ull << 20) && pl.dense_bytes == (900ull << 20));
+            CHECK_EQ_INT(pl.n_slots, (int)(((4ull << 30) - (1100ull << 20)) / (24ull << 20)));
+            CHECK(strstr(df_plan_str(&pl, buf, sizeof buf), "read by row from the file") != NULL);
+            e.embd_bytes = 20ull << 20; /* under a slot */
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(!pl.embd_rows && pl.dense_bytes == (1000ull << 20));
+            e.embd_bytes = 100ull << 20; e.embd_rows = 0;
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(!pl.embd_rows);
+            e.embd_rows = -1; e.stream_experts = 0; e.mem_limit = 64ull << 30;
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(!pl.embd_rows && !pl.experts_stream);
+            e.embd_rows = 1; /* forced (tests): whenever the table can be read by row */
+            CHECK_EQ_INT(df_plan_make(&e, &pl), DF_OK);
+            CHECK(pl.embd_rows);
+        }
         /* limit from available memory minus reserve */
         in.mem_limit = 0; in.mem_available = 3ull << 30; in.mem_reserve = 1ull << 30;
         CHECK_EQ_INT(df_plan_make(&in, &pl), DF_OK);
         CHECK(pl.limit_from_ram && pl.limit == (2ull << 30));
         /* prompt chunks under pressure: scratch of 512/256/128/64-token chunks 256/128/64/32
-         * MiB; with 4 GiB - 1200 MiB of room the chunk shrinks until its scratch <= room/16 */
+         * MiB; with 4 GiB - 1200 MiB of room the chunk shrinks until its scratch <= room/32 */
         {
             const int bt[4] = {512, 256, 128, 64};
             const uint64_t bs[4] = {256ull << 20, 128ull << 20, 64ull << 20, 32ull << 20};
@@ -510,9 +533,9 @@ int main(void) {
             c.mem_limit = 4ull << 30; c.mem_available = 0; c.scratch_bytes = 0;
             c.n_batch_opts = 4; c.batch = bt; c.batch_scratch = bs;
             CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
-            /* room = 4096 - 1000 - 100 - 64 = 2932 MiB: 256 > 183, 128 <= 183 */
-            CHECK_EQ_INT(pl.n_batch, 256);
-            CHECK_EQ_INT((long long)pl.scratch_bytes, (long long)(128ull << 20));
+            /* room = 4096 - 1000 - 100 - 64 = 2932 MiB: 128 > 91.6, 64 <= 91.6 */
+            CHECK_EQ_INT(pl.n_batch, 128);
+            CHECK_EQ_INT((long long)pl.scratch_bytes, (long long)(64ull << 20));
             c.batch_fixed = true; /* a chunk the caller chose is kept */
             CHECK_EQ_INT(df_plan_make(&c, &pl), DF_OK);
             CHECK_EQ_INT(pl.n_batch, 512);

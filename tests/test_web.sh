@@ -1,8 +1,10 @@
 #!/bin/sh
 # The built-in web chat page (GET /) in headless Chromium: tests/server/web.test.mjs drives the
 # page over the DevTools protocol (loads, sends a message, shows the streamed answer) and saves a
-# screenshot to $DELTAFIN_BUILD/test-out/web/chat.png. SKIP with a message when chromium or
-# node (>= 20, for its WebSocket) is missing. Server and browser are always stopped (trap).
+# screenshot to $DELTAFIN_BUILD/test-out/web/chat.png. The DevTools WebSocket is node's own (22,
+# or 20-21 with --experimental-websocket) or the `ws` package of tests/server (npm ci on demand,
+# as test_server.sh; Debian 12's node 18). SKIP with a message when chromium, node or both
+# WebSockets are missing. Server and browser are always stopped (trap).
 [ -n "$BASH_VERSION" ] || exec bash "$0" "$@"
 BIN=${DELTAFIN_BIN:-build/deltafin}
 FIX=${DELTAFIN_FIXTURES:-../shared/fixtures}
@@ -14,8 +16,11 @@ for c in chromium chromium-browser google-chrome; do command -v "$c" >/dev/null 
 [ -n "$CHROME" ] || { echo "test_web: SKIP (no chromium: apt-get install chromium)"; exit 0; }
 command -v node >/dev/null || { echo "test_web: SKIP (no node)"; exit 0; }
 NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]')
-[ "$NODE_MAJOR" -ge 20 ] || { echo "test_web: SKIP (node $NODE_MAJOR < 20 has no WebSocket)"; exit 0; }
-WSFLAG=""; [ "$NODE_MAJOR" -lt 22 ] && WSFLAG=--experimental-websocket
+WSFLAG=""; [ "$NODE_MAJOR" -ge 20 ] && [ "$NODE_MAJOR" -lt 22 ] && WSFLAG=--experimental-websocket
+if [ "$NODE_MAJOR" -lt 20 ] && [ ! -d tests/server/node_modules/ws ]; then
+    command -v npm >/dev/null && (cd tests/server && timeout 180 npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
+    [ -d tests/server/node_modules/ws ] || { echo "test_web: SKIP (node $NODE_MAJOR has no WebSocket and npm could not install ws)"; exit 0; }
+fi
 T=$(mktemp -d)
 SPID=""; CPID=""
 cleanup() {

@@ -40,6 +40,7 @@ static void read_env(void) {
     e->dense_stream_off = is_zero("DELTAFIN_DENSE_STREAM");
     v = str("DELTAFIN_DENSE_RESIDENT");
     e->dense_resident = v ? atoi(v) : -1;
+    e->embd_rows = int_in("DELTAFIN_EMBD_ROWS", 0, 1, -1);
     v = str("DELTAFIN_DENSE_CHUNK");
     uint64_t c = 0;
     if (v && df_parse_size(v, &c) == DF_OK && c >= 4096 && c <= (1ull << 30)) e->dense_chunk = c & ~(uint64_t)4095;

@@ -19,6 +19,7 @@ typedef struct {
     int stream;                /* DELTAFIN_STREAM: 1 stream experts, 0 keep resident, -1 unset */
     bool dense_stream_off;     /* DELTAFIN_DENSE_STREAM=0 */
     int dense_resident;        /* DELTAFIN_DENSE_RESIDENT: dense layers kept resident, -1 unset */
+    int embd_rows;             /* DELTAFIN_EMBD_ROWS: 1 token embeddings read by row, 0 resident, -1 auto */
     uint64_t dense_chunk;      /* DELTAFIN_DENSE_CHUNK: dense read request bytes, 0 unset */
     const char *expert_cache;  /* DELTAFIN_EXPERT_CACHE: exact expert cache size (tests), NULL */
     int plan_ctx;              /* DELTAFIN_PLAN_CTX: context the memory plan assumes, 0 unset */

@@ -9,9 +9,11 @@
  * with that decay on every key channel: the same products), RMS norm of each head's output
  * times silu(z), ssm_out. q and k heads are repeated to the value heads (v head h reads k head
  * h / (Hv/Hk), llama.cpp's repeat-interleave).
- * State: per sequence in c->rs, per DeltaNet layer the conv state (channel-major, C-1 taps),
- * then the delta state (Hv heads of S x S, row = value). Full-attention layers keep the F16 KV
- * cache rows of session.c.
+ * State: per sequence in its ctx's rs, per DeltaNet layer the conv state (channel-major, C-1
+ * taps), then the delta state (Hv heads of S x S, row = value). Full-attention layers keep the KV
+ * cache rows of session.c. A pass may carry several sequences (c->seg): projections run on all
+ * rows (df_fw_mm: each sequence's rows as its own pass), the conv, the recurrence and attention
+ * sequence by sequence on each one's own state and cache.
  * Threading: on the ctx thread; matmuls and the per-head recurrence fan out over c->pool. */
 #include "model/model.h"
 #include "model/qwen3next.h"
@@ -72,8 +74,7 @@ static void qn_bufs_get(struct deltafin_ctx *c, qn_bufs *b) {
 }
 
 static void mmw(struct deltafin_ctx *c, const df_tensor *w, const float *X, int64_t ldx, int nt, float *Y, int64_t ldy) {
-    if (c->obs.fn) df_mm_observe(&c->obs, w, 0, 1, false, X, ldx, nt);
-    df_matmul(c->pool, w->data, w->type, w->ne[0], w->ne[1], X, ldx, nt, Y, ldy, c->act);
+    df_fw_mm(c, w, X, ldx, nt, Y, ldy);
 }
 
 /* ---- Gated DeltaNet ------------------------------------------------------------------------- */
@@ -124,8 +125,6 @@ static int gdn_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
     const int E = hp->n_embd, S = hp->ssm_d_state, Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank, C = hp->ssm_conv;
     const int r = Hv / Hk;
     const int64_t VD = (int64_t)S * Hv, KD = (int64_t)S * Hk, CD = 2 * KD + VD;
-    float *st = qn_layer_state(c, il);
-    float *conv_st = st, *delta_st = st + df_qn_conv_floats(hp);
     /* 1. projections: q|k|v and z */
     if (L->wqkv) {
         mmw(c, L->wqkv, x, E, nt, b->qkv, CD);
@@ -169,8 +168,12 @@ static int gdn_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
             for (int s = 0; s < S; s++) gr[s] = gv;
         }
     }
-    /* 3. short conv + silu over q|k|v */
-    gdn_conv(b->qkv, nt, CD, C, conv_st, L->ssm_conv[0]->data, b->win);
+    /* 3. short conv + silu over q|k|v, each sequence from its own state */
+    for (int q = 0; q < c->n_seg; q++) {
+        const df_seg *sg = &c->seg[q];
+        gdn_conv(b->qkv + (int64_t)sg->row0 * CD, sg->n, CD, C, qn_layer_state(sg->sc, il), L->ssm_conv[0]->data,
+                 b->win);
+    }
     /* 4. L2 norm of q and k per k head, repeated to the value heads (qwen3next: v head h reads
      * k head h / r; qwen35moe: h % Hk); v as is */
     for (int t = 0; t < nt; t++) {
@@ -183,10 +186,15 @@ static int gdn_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
         }
         memcpy(b->v + t * VD, row + 2 * KD, sizeof(float) * (size_t)VD);
     }
-    /* 5. gated delta rule, sequential over tokens, heads in parallel */
-    gdn_job j = {.st = delta_st, .q = b->q, .k = b->k, .v = b->v, .g = b->g, .beta = b->beta, .o = b->o,
-                 .S = S, .H = Hv, .nt = nt};
-    df_pool_run(c->pool, Hv, gdn_head, &j);
+    /* 5. gated delta rule, sequential over a sequence's tokens, heads in parallel */
+    for (int q = 0; q < c->n_seg; q++) {
+        const df_seg *sg = &c->seg[q];
+        const int64_t r0 = sg->row0;
+        gdn_job j = {.st = qn_layer_state(sg->sc, il) + df_qn_conv_floats(hp), .q = b->q + r0 * VD, .k = b->k + r0 * VD,
+                     .v = b->v + r0 * VD, .g = b->g + r0 * VD, .beta = b->beta + r0 * Hv, .o = b->o + r0 * VD,
+                     .S = S, .H = Hv, .nt = sg->n};
+        df_pool_run(c->pool, Hv, gdn_head, &j);
+    }
     /* 6. gated RMS norm: rms(o_h)·w · silu(z) */
     for (int t = 0; t < nt; t++) df_silu_row(b->z + t * VD, (int)VD);
     for (int64_t rr = 0; rr < (int64_t)nt * Hv; rr++)
@@ -218,20 +226,30 @@ static int qn_full_attend(struct deltafin_ctx *c, int il, int nt, const float *x
             df_rope_apply(&m->rope, rc, qt, H, dk);
             df_rope_apply(&m->rope, rc, kt, Hkv, dk);
         }
-        if (c->rot_k) { df_fwht(qt, nq, c->rot_k); df_fwht(kt, nk, c->rot_k); } /* df_model_kv_rot */
-        if (c->rot_v) df_fwht(c->v + t * nv, nv, c->rot_v);
-        df_kv_put(c->type_k, kt, df_ctx_k(c, il, c->n_past + t), nk);
-        df_kv_put(c->type_v, c->v + t * nv, df_ctx_v(c, il, c->n_past + t), nv);
     }
-    df_attn_args a = {
-        .n_tok = nt, .pos0 = c->n_past, .n_head = H, .n_head_kv = Hkv, .dk = dk, .dv = dv,
-        .scale = hp->kq_scale, .q = c->q, .ldq = nq, .kc = c->k_l[il], .vc = c->v_l[il], .ldk = nk, .ldv = nv,
-        .type_k = c->type_k, .type_v = c->type_v,
-        .out = c->o, .ldo = (int64_t)H * dv, .f32_acc = nt >= 64 && dv % df_kernels()->f32_epr == 0,
-        .sinks = NULL, .swa = 0, .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
-    };
-    df_attn_gqa(c->pool, &a);
-    if (c->rot_v) df_fwht(c->o, (int64_t)nt * H * dv, c->rot_v); /* before the gate, as llama.cpp */
+    /* each sequence stores its rows in its own cache and attends it */
+    for (int s = 0; s < c->n_seg; s++) {
+        const df_seg *sg = &c->seg[s];
+        struct deltafin_ctx *sc = sg->sc;
+        for (int i = 0; i < sg->n; i++) {
+            const int64_t t = sg->row0 + i;
+            float *qt = c->q + t * nq, *kt = c->k + t * nk;
+            if (sc->rot_k) { df_fwht(qt, nq, sc->rot_k); df_fwht(kt, nk, sc->rot_k); } /* df_model_kv_rot */
+            if (sc->rot_v) df_fwht(c->v + t * nv, nv, sc->rot_v);
+            df_kv_put(sc->type_k, kt, df_ctx_k(sc, il, sg->pos0 + i), nk);
+            df_kv_put(sc->type_v, c->v + t * nv, df_ctx_v(sc, il, sg->pos0 + i), nv);
+        }
+        float *o = c->o + (int64_t)sg->row0 * H * dv;
+        df_attn_args a = {
+            .n_tok = sg->n, .pos0 = sg->pos0, .n_head = H, .n_head_kv = Hkv, .dk = dk, .dv = dv,
+            .scale = hp->kq_scale, .q = c->q + (int64_t)sg->row0 * nq, .ldq = nq, .kc = sc->k_l[il], .vc = sc->v_l[il],
+            .ldk = nk, .ldv = nv, .type_k = sc->type_k, .type_v = sc->type_v,
+            .out = o, .ldo = (int64_t)H * dv, .f32_acc = sg->n >= 64 && dv % df_kernels()->f32_epr == 0,
+            .sinks = NULL, .swa = 0, .scratch = c->attn_scr, .scratch_stride = c->attn_stride,
+        };
+        df_attn_gqa(c->pool, &a);
+        if (sc->rot_v) df_fwht(o, (int64_t)sg->n * H * dv, sc->rot_v); /* before the gate, as llama.cpp */
+    }
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < H; h++) {
             const float *gt = qg + t * 2 * nq + (int64_t)h * 2 * dk + dk;
@@ -260,7 +278,6 @@ const df_arch_fwd df_fwd_qwen3next = {
     .name = "qwen3next",
     .layer_attn = qn_layer_attn,
     .arch_scratch = qn_scratch_bytes,
-    .one_seq = true, /* not yet segment-aware */
 };
 
 /* qwen35moe: the same blocks (ssm_beta / ssm_alpha and the k-head broadcast keyed on the
@@ -269,5 +286,4 @@ const df_arch_fwd df_fwd_qwen35moe = {
     .name = "qwen35moe",
     .layer_attn = qn_layer_attn,
     .arch_scratch = qn_scratch_bytes,
-    .one_seq = true, /* not yet segment-aware */
 };

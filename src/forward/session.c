@@ -593,7 +593,12 @@ static int forward_pass(deltafin_ctx *c) {
         const df_seg *sg = &c->seg[s];
         for (int i = 0; i < sg->n; i++) {
             const int t = nt + i;
-            int rc = df_dequantize_row(te->type, (const char *)te->data + (uint64_t)sg->ids[i] * rb, c->h + (int64_t)t * D, D);
+            const char *row = te->data ? (const char *)te->data + (uint64_t)sg->ids[i] * rb : (const char *)(c->y + (int64_t)t * D);
+            if (!te->data) { /* the table stays on disk (the memory plan): this row, into y (rb <= 4 D) */
+                int rc = df_weights_embd_row(m, sg->ids[i], c->y + (int64_t)t * D);
+                if (rc < 0) return rc;
+            }
+            int rc = df_dequantize_row(te->type, row, c->h + (int64_t)t * D, D);
             if (rc < 0) return rc;
             if (hp->n_rot > 0) df_rope_cache(&m->rope, (float)(sg->pos0 + i), c->rc + (int64_t)t * hp->n_rot);
         }
@@ -698,20 +703,6 @@ static int decode_seqs(const deltafin_batch_seq *sq, int ns, deltafin_batch_info
         if (sq[s].ctx) atomic_store(&sq[s].ctx->cancel, 0);
     int rc = check_seqs(sq, ns);
     if (rc < 0) return rc;
-    if (ns > 1 && sq[0].ctx->fwd->one_seq) { /* hooks of one sequence per pass: one after another */
-        for (int s = 0; s < ns && rc >= 0; s++) {
-            deltafin_batch_info one;
-            rc = decode_seqs(&sq[s], 1, info ? &one : NULL);
-            if (info && rc >= 0) {
-                info->n_tokens += one.n_tokens;
-                info->n_passes += one.n_passes;
-                info->n_seq_passes += one.n_seq_passes;
-                info->expert_acquires += one.expert_acquires;
-                info->expert_acquires_alone += one.expert_acquires_alone;
-            }
-        }
-        return rc;
-    }
     deltafin_ctx *lead = sq[0].ctx; /* the largest scratch: every sequence's chunk fits */
     for (int s = 0; s < ns; s++)
         if (sq[s].ctx->n_batch > lead->n_batch) lead = sq[s].ctx;

@@ -40,9 +40,6 @@ typedef struct df_arch_fwd {
     void (*rows_select)(struct deltafin_ctx *c, const int32_t *rows, int n);
     /* Transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
     int (*pre_output)(struct deltafin_ctx *c, int n);
-    /* The hooks see one sequence per pass (they use c->n_past and c->rs, not c->seg):
-     * deltafin_decode_batch decodes such a model's sequences one after another. */
-    bool one_seq;
     /* The last layer runs on every row and the rows whose logits are wanted are kept after it
      * (llama.cpp's deepseek4 graph selects them only before its output head), not before its
      * FFN: the FFN's matmuls see the pass's row count. */

@@ -195,11 +195,29 @@ static uint64_t plan_overhead(const df_model *m, int n_pool_threads) {
     return base + tok + store_tables + (io_threads + (uint64_t)n_pool_threads) * per_thread + (4ull << 20);
 }
 
-/* A worker holds no dense weights and no KV cache: its limit goes to the expert cache of its
- * share, less the buffers for computing and for messages at the planned batch. */
+/* The tensors computing a routed expert reads besides its matrices (df_moe_expert_rows): the
+ * per-expert biases (gpt-oss). A worker holds these and no other dense tensor. */
+static bool expert_aux(const df_model *m, const df_tensor *t) {
+    for (int l = 0; l < m->hp.n_layer; l++)
+        for (int p = 0; p < DF_EXPERT_NPARTS; p++)
+            if (m->layers[l].exps_b[p] == t) return true;
+    return false;
+}
+
+static uint64_t expert_aux_bytes(const df_model *m) {
+    uint64_t n = 0;
+    for (int i = 0; i < m->n_bound; i++)
+        if (!(m->tensors[i].flags & DF_T_UNUSED) && expert_aux(m, &m->tensors[i])) n += df_pad(m->tensors[i].info->nbytes, 64);
+    return n;
+}
+
+/* A worker holds no KV cache and of the dense weights only the experts' biases: its limit goes
+ * to the expert cache of its share, less the buffers for computing and for messages at the
+ * planned batch. */
 static int make_worker_plan(df_model *m, int engine, const expert_layout *x, const df_footprint *fp, df_plan *plan) {
     (void)engine;
     df_plan_in in = {0};
+    in.dense_total = in.dense_global = expert_aux_bytes(m);
     in.has_experts = fp->n_moe_layers > 0 && x->n_pairs > 0;
     in.experts_packed = m->pack != NULL;
     in.expert_bytes = x->total;
@@ -222,17 +240,21 @@ static int make_worker_plan(df_model *m, int engine, const expert_layout *x, con
     return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
 }
 
-static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
-                     const dist_role *dr, df_plan *plan) {
+/* The plan at context ctx for n_seq sequences (make_plan: the run's own). */
+static int plan_at(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
+                   const dist_role *dr, int ctx, int n_seq_i, df_plan *plan) {
     const df_env_t *env = df_env();
     df_footprint fp;
-    df_model_footprint(m, plan_ctx(m), &fp);
+    df_model_footprint(m, ctx, &fp);
     df_plan_in in = {0};
     in.has_experts = fp.n_moe_layers > 0 && !(flags & DF_LOAD_SKIP_EXPERTS);
     if (dr->mode == DIST_WORKER) return make_worker_plan(m, engine, x, &fp, plan);
     in.experts_packed = m->pack != NULL;
     in.dense_total = dfp->dense_total;
     in.dense_global = dfp->global_bytes;
+    /* the token embeddings can be read by row unless the output head is the same matrix */
+    in.embd_bytes = m->tok_embd && m->tok_embd != m->output ? m->tok_embd->info->nbytes : 0;
+    in.embd_rows = env->embd_rows;
     in.n_layer = dfp->n_layer;
     in.layer_stream_bytes = dfp->stream_bytes;
     in.layer_buf_bytes = dfp->buf_bytes;
@@ -241,14 +263,15 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     in.slot_bytes = x->slot_bytes;
     in.n_expert_pairs = x->n_pairs;
     in.n_expert_used = m->hp.n_expert_used;
-    const uint64_t n_seq = (uint64_t)plan_seq(m);
+    const uint64_t n_seq = (uint64_t)n_seq_i;
     in.kv_bytes = fp.kv_bytes * n_seq;
     /* prompt chunks the plan may choose: the one asked for, then halves down to 64 tokens
      * (batches of 64 and more take the same attention path: same tokens) */
     int batch[8];
     uint64_t scratch[8];
     int nb = 0;
-    for (int b = plan_batch(m); nb < 8 && (nb == 0 || b >= 64); b /= 2) {
+    const int b0 = plan_batch(m) < ctx ? plan_batch(m) : ctx;
+    for (int b = b0; nb < 8 && (nb == 0 || b >= 64); b /= 2) {
         batch[nb] = b;
         scratch[nb] = df_session_scratch_bytes(m, b, plan_threads(m)) * n_seq;
         nb++;
@@ -270,13 +293,40 @@ static int make_plan(df_model *m, int flags, int engine, const expert_layout *x,
     if (dr->mode == DIST_COORD) { /* its share goes through the store, which reads just those */
         in.has_experts = x->n_pairs > 0;
         in.stream_experts = 1;
-        in.scratch_bytes += df_dist_buffer_bytes(m, plan_batch(m), df_dist_size(), true);
+        in.scratch_bytes += df_dist_buffer_bytes(m, b0, df_dist_size(), true);
     }
     in.dense_stream = !env->dense_stream_off;
     in.force_resident = env->dense_resident;
     in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq);
-    int rc = df_plan_make(&in, plan);
-    return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
+    return df_plan_make(&in, plan);
+}
+
+/* The run's plan; a refusal also names what would fit at this limit: the largest context
+ * (-c) for these sequences, and the most sequences (--parallel) at this context. */
+static int make_plan(df_model *m, int flags, int engine, const expert_layout *x, const df_dense_footprint *dfp,
+                     const dist_role *dr, df_plan *plan) {
+    if (dr->mode == DIST_WORKER) return plan_at(m, flags, engine, x, dfp, dr, plan_ctx(m), 1, plan);
+    const int ctx = plan_ctx(m), n_seq = plan_seq(m);
+    int rc = plan_at(m, flags, engine, x, dfp, dr, ctx, n_seq, plan);
+    if (rc != DF_ERR_RANGE) return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
+    char msg[1024], hint[160] = "";
+    snprintf(msg, sizeof msg, "%s", df_errmsg());
+    df_plan tmp;
+    int lo = 0, hi = ctx - 1; /* the largest context that fits, by bisection (KV grows with it) */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (plan_at(m, flags, engine, x, dfp, dr, mid, n_seq, &tmp) == DF_OK) lo = mid; else hi = mid - 1;
+    }
+    if (lo >= 64) { /* a smaller context than one prompt chunk helps nobody */
+        const int c = lo >= 512 ? lo / 256 * 256 : lo;
+        snprintf(hint, sizeof hint, "; it fits with -c %d%s", c, n_seq > 1 ? " at these slots" : "");
+    }
+    int ns = 0;
+    for (int k = n_seq - 1; k >= 1 && !ns; k--)
+        if (plan_at(m, flags, engine, x, dfp, dr, ctx, k, &tmp) == DF_OK) ns = k;
+    if (ns) snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s%d sequences (--parallel %d) at -c %d",
+                     *hint ? ", or with " : "; it fits with ", ns, ns, ctx);
+    return df_err(rc, "%s: %s%s", m->path, msg, hint);
 }
 
 /* The public copy of the plan. */
@@ -327,8 +377,12 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
     int rc = df_weights_create(m, &w);
     if (rc) return rc;
     m->w = w;
-    if (dr->mode == DIST_WORKER) { /* only its share of the experts: no dense tensor is read */
+    if (dr->mode == DIST_WORKER) { /* its share of the experts and their biases, no other tensor */
         if (!x->n_pairs) return DF_OK;
+        df_resident_opts ro = {.skip_experts = true, .only = expert_aux, .mem_limit = m->params.mem_limit,
+                               .mlock = m->params.mlock, .n_threads = m->params.n_threads};
+        rc = df_weights_load_resident(w, &ro);
+        if (rc) return rc;
         char buf[1024];
         df_log(DF_LOG_INFO, "%s", df_plan_str(plan, buf, sizeof buf));
         return attach_store(m, w, x, plan, engine, dr);
@@ -349,13 +403,20 @@ static int load_weights(df_model *m, int flags, int engine, const expert_layout 
         df_log(DF_LOG_WARN, "--verify-on-load: %s is not a packed model and carries no checksums; check the whole "
                "file with `deltafin verify --sha256 HEX` (or its .sha256 manifest)", m->path);
     df_resident_opts ro = {
-        .skip_experts = skip, .ds = w->ds, .mem_limit = m->params.mem_limit, .mlock = m->params.mlock,
+        .skip_experts = skip, .ds = w->ds, .skip_embd = plan->embd_rows, .mem_limit = m->params.mem_limit,
+        .mlock = m->params.mlock,
         .verify = m->params.verify_on_load,
         .progress = m->params.progress_cb, .progress_ud = m->params.progress_ud,
         .progress_log = m->params.progress, .n_threads = m->params.n_threads,
     };
     rc = df_weights_load_resident(w, &ro);
     if (rc) return rc;
+    if (plan->embd_rows) {
+        const df_tensor *te = m->tok_embd;
+        char b[32];
+        df_log(DF_LOG_INFO, "token embeddings (%s) stay on disk: each token's row is read from %s",
+               df_fmt_bytes(te->info->nbytes, b, sizeof b), m->path);
+    }
     if (m->rope_freqs) m->rope.freq_factors = m->rope_freqs->data;
     bool any_moe = false;
     for (int l = 0; l < m->hp.n_layer; l++) any_moe |= m->layers[l].is_moe;

@@ -1,8 +1,9 @@
 /* plan.c — the memory plan (see plan.h): three decisions in order, each on the footprint
  * alone. 1. Routed experts stream when everything together does not fit (or when asked).
  * 2. Dense layers: as many resident as leave room for a working set of expert slots; the rest
- *    stream through two buffers (one when two do not fit). 3. The expert cache gets what is
- *    left, in slots of the largest expert. */
+ *    stream through two buffers (one when two do not fit); the token embedding table, when
+ *    experts stream and it is worth a slot, is read by row instead of held. 3. The expert cache
+ *    gets what is left, in slots of the largest expert. */
 #include "runtime/plan.h"
 
 static uint64_t slots_cost(uint64_t slot, int n) { return slot * (uint64_t)(n > 0 ? n : 0); }
@@ -137,18 +138,30 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
         else if (in->stream_experts < 0)
             out->experts_stream = in->dense_total + in->expert_bytes + other > out->limit;
     }
+    /* token embeddings by row: a pass reads one row per token (a few KiB) from the file, so when
+     * experts stream the table's bytes go to the cache instead, if they buy a slot at least */
+    df_plan_in din = *in;
+    if (in->embd_bytes && in->embd_bytes <= in->dense_global &&
+        (in->embd_rows > 0 || (in->embd_rows < 0 && out->experts_stream && in->embd_bytes >= in->slot_bytes))) {
+        out->embd_rows = true;
+        out->embd_bytes = in->embd_bytes;
+        din.dense_total -= in->embd_bytes;
+        din.dense_global -= in->embd_bytes;
+    }
     /* 2. prompt chunks under memory pressure: scratch for a long chunk is idle during
      * generation while the expert cache works on every token, so when experts stream the chunk
-     * shrinks (halving, down to the smallest choice) until its scratch is at most 1/16 of what
-     * the limit leaves after KV, overhead and all dense weights. An exact cache size or a chunk
-     * the caller chose (batch_fixed) keeps the chunk. */
+     * shrinks (halving, down to the smallest choice) until its scratch is at most 1/32 of what
+     * the limit leaves after KV, overhead and all dense weights (so the cache keeps >= 90% of
+     * what decode needs besides one token's scratch wherever a slot is <= 5% of it: K2 geometry
+     * at 1 GiB, docs/streaming.md; the price: more passes, each reading its experts, for long
+     * prompts). An exact cache size or a chunk the caller chose (batch_fixed) keeps the chunk. */
     if (out->experts_stream && in->n_batch_opts > 1 && !in->cache_bytes && !in->batch_fixed) {
-        const uint64_t fixed = in->dense_total + in->kv_bytes + ovh;
+        const uint64_t fixed = din.dense_total + in->kv_bytes + ovh;
         const uint64_t room = out->limit > fixed ? out->limit - fixed : 0;
         const bool all_fit = in->slot_bytes && room >= out->scratch_bytes &&
                              (room - out->scratch_bytes) / in->slot_bytes >= (uint64_t)in->n_expert_pairs;
         int i = 0;
-        while (!all_fit && i + 1 < in->n_batch_opts && in->batch_scratch[i] > room / 16) i++;
+        while (!all_fit && i + 1 < in->n_batch_opts && in->batch_scratch[i] > room / 32) i++;
         out->scratch_bytes = in->batch_scratch[i];
         out->n_batch = in->batch[i];
         other = in->kv_bytes + out->scratch_bytes + ovh;
@@ -163,7 +176,6 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
         want = want < pairs ? want : pairs;
         min = pairs < 2 ? pairs : 2;
     }
-    df_plan_in din = *in;
     if (in->force_resident < 0 && out->experts_stream && in->cache_bytes) din.dense_stream = false;
     int rc = plan_dense(&din, out->limit, other + (out->experts_stream ? 0 : in->expert_bytes), slot, want, min, out);
     if (rc < 0) return rc;
@@ -190,6 +202,11 @@ const char *df_plan_str(const df_plan *p, char *buf, size_t cap) {
              100.0 * p->frac_resident, p->n_experts_total, df_fmt_bytes(p->expert_total_bytes, t, sizeof t),
              p->all_resident ? " — all resident" : "",
              df_fmt_bytes(p->limit > used ? p->limit - used : 0, f, sizeof f));
+    if (p->embd_rows) {
+        const size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, "\n  embeddings     %s read by row from the file (not resident)",
+                 df_fmt_bytes(p->embd_bytes, t, sizeof t));
+    }
     return buf;
 }
 

@@ -18,6 +18,11 @@ typedef struct {
     bool experts_packed;         /* they are in a packed file: only the store reads them */
     uint64_t dense_total;        /* all dense (non-expert) bytes */
     uint64_t dense_global;       /* dense bytes that are always resident (not per-layer matrices) */
+    uint64_t embd_bytes;         /* the token embedding table when a forward pass can read its rows
+                                  * from the file instead (not tied to the output head), else 0;
+                                  * part of dense_global */
+    int embd_rows;               /* -1: read by row when experts stream and the table is at least
+                                  * one expert slot; 0: never; 1: whenever embd_bytes (tests) */
     int n_layer;
     /* [n_layer]: per-layer streamable bytes, the layer buffer they need, the bytes a read takes */
     const uint64_t *layer_stream_bytes, *layer_buf_bytes, *layer_read_bytes;
@@ -57,6 +62,9 @@ typedef struct {
     int n_streamed;              /* layers [n_resident, n_layer) stream (0: none) */
     int n_buf;                   /* layer buffers: 2 (double-buffered) or 1 (no overlap) */
     uint64_t dense_total, dense_global;
+    bool embd_rows;              /* token embeddings read by row from the file: embd_bytes less
+                                  * dense (not in dense_total / dense_global) */
+    uint64_t embd_bytes;
     uint64_t layers_bytes;       /* streamable bytes of the resident layers */
     uint64_t buf_bytes;          /* one layer buffer */
     uint64_t read_per_pass;      /* dense bytes read per forward pass */

@@ -82,6 +82,8 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
         uint64_t *o = ex ? &off_e : &off_d;
         if (ex && skip) continue;
         if (df_dense_stream_has(ro->ds, t)) continue; /* read per pass (dense_stream.c) */
+        if (ro->only && !ro->only(m, t)) continue;
+        if (ro->skip_embd && t == m->tok_embd) continue;
         *o = df_pad(*o, 64);
         offs[i] = *o;
         if (!df_add_ok(*o, t->info->nbytes, o)) { free(offs); return df_err(DF_ERR_RANGE, "size overflow"); }
@@ -106,7 +108,8 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
     uint64_t done = 0, t0 = df_time_ns(), last = t0, to_read = 0;
     for (int i = 0; i < m->n_bound; i++)
         if (!(m->tensors[i].flags & DF_T_UNUSED) && !(skip && df_model_is_expert(m, &m->tensors[i])) &&
-            !df_dense_stream_has(ro->ds, &m->tensors[i]))
+            !df_dense_stream_has(ro->ds, &m->tensors[i]) && !(ro->only && !ro->only(m, &m->tensors[i])) &&
+            !(ro->skip_embd && &m->tensors[i] == m->tok_embd))
             to_read += m->tensors[i].info->nbytes;
     for (int i = 0; i < m->n_bound; i++) {
         df_tensor *t = &m->tensors[i];
@@ -114,6 +117,8 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
         bool ex = df_model_is_expert(m, t);
         if (ex && skip) continue;
         if (df_dense_stream_has(ro->ds, t)) continue;
+        if (ro->only && !ro->only(m, t)) continue;
+        if (ro->skip_embd && t == m->tok_embd) continue;
         t->data = (char *)(ex ? w->expert_mem : w->dense_mem) + offs[i];
         /* Under --mem-limit the page cache counts too (a memory cgroup charges it): read in
          * 32 MiB pieces and drop each piece's pages once copied into anonymous memory, so a
@@ -144,6 +149,10 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
         }
     }
     free(offs);
+    const df_tensor *te = m->tok_embd;
+    if (ro->skip_embd && te && te->info->shard >= 0 && te->info->shard < m->gguf->n_shards &&
+        m->gguf->shards[te->info->shard].fd >= 0) /* its rows are read one by one: no readahead around them */
+        (void)posix_fadvise(m->gguf->shards[te->info->shard].fd, 0, 0, POSIX_FADV_RANDOM);
     if (ro->mlock) {
         int rc = df_mlock(w->dense_mem, w->dense_bytes, "the dense weights");
         if (rc == DF_OK) rc = df_mlock(w->expert_mem, w->expert_bytes, "the resident experts");
@@ -151,6 +160,19 @@ int df_weights_load_resident(df_weights *w, const df_resident_opts *ro) {
     }
     df_log(DF_LOG_DEBUG, "loaded %llu bytes in %.2f s", (unsigned long long)need, (df_time_ns() - t0) / 1e9);
     return repack_weights(m, ro->n_threads);
+}
+
+int df_weights_embd_row(const df_model *m, int64_t id, void *buf) {
+    const df_tensor *t = m->tok_embd;
+    const uint64_t rb = df_type_row_bytes(t->type, t->ne[0]), off = (uint64_t)id * rb;
+    int rc = df_gguf_read(m->gguf, t->info, off, buf, rb);
+    if (rc < 0) return df_err_prefix(rc, "%s: reading row %lld of '%s'", m->path, (long long)id, t->info->name);
+    if (m->params.mem_limit && t->info->shard >= 0 && t->info->shard < m->gguf->n_shards &&
+        m->gguf->shards[t->info->shard].fd >= 0) { /* its pages are charged to a memory cgroup: drop them */
+        const uint64_t a = (t->info->offset + off) & ~(uint64_t)4095, b = (t->info->offset + off + rb + 4095) & ~(uint64_t)4095;
+        (void)posix_fadvise(m->gguf->shards[t->info->shard].fd, (off_t)a, (off_t)(b - a), POSIX_FADV_DONTNEED);
+    }
+    return DF_OK;
 }
 
 /* ---- the resident expert source ------------------------------------------------------- */

@@ -95,6 +95,8 @@ typedef struct df_weights {
 typedef struct {
     bool skip_experts;
     const struct df_dense_stream *ds;        /* its tensors are not read */
+    bool (*only)(const df_model *m, const df_tensor *t); /* or NULL; else read only where true */
+    bool skip_embd;                          /* token embeddings: read by row (df_weights_embd_row) */
     uint64_t mem_limit;                      /* > 0: refuse when resident bytes exceed it and
                                               * drop the file's page-cache pages after reading */
     bool mlock;
@@ -108,6 +110,10 @@ int df_weights_create(df_model *m, df_weights **out);
 /* Read the resident tensors into anonymous memory and give the kernels their layout (Q4_K
  * rows interleaved by 8 where the kernels want it). Sets the tensors' data pointers. */
 int df_weights_load_resident(df_weights *w, const df_resident_opts *o);
+/* Row id of the token embeddings into buf (its row bytes) from the file, for a table left on
+ * disk (skip_embd: its data is NULL); under --mem-limit the page cache it filled is dropped.
+ * Any thread (pread). */
+int df_weights_embd_row(const df_model *m, int64_t id, void *buf);
 /* Routed experts from the resident memory loaded above. */
 void df_weights_use_resident_experts(df_weights *w);
 /* Install an expert source (replaces the current one, destroying it). */

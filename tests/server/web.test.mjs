@@ -1,7 +1,9 @@
 // The web chat page at / in headless Chromium, driven over the DevTools protocol: the page loads,
 // a message typed into it is sent, the answer shows up while it streams and when it is done, and
 // a screenshot is saved. Env: DF_URL (server), DF_API_KEY, DF_WS (the browser's DevTools
-// WebSocket URL), DF_SHOT (PNG path). Node 20 needs --experimental-websocket. Exit 1 on failure.
+// WebSocket URL), DF_SHOT (PNG path). Node's own WebSocket (22, or 20-21 with
+// --experimental-websocket), else the `ws` package (tests/server: npm ci; Debian 12's node 18).
+// Exit 1 on failure.
 import { writeFileSync } from 'node:fs';
 
 const { DF_URL: base, DF_API_KEY: apiKey, DF_WS: wsUrl, DF_SHOT: shot } = process.env;
@@ -12,7 +14,8 @@ function check(cond, what, detail = '') {
 }
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 
-const ws = new WebSocket(wsUrl);
+const WS = globalThis.WebSocket ?? (await import('ws')).default;
+const ws = new WS(wsUrl);
 await new Promise((res, rej) => { ws.onopen = res; ws.onerror = () => rej(new Error(`cannot connect to ${wsUrl}`)); });
 let nextId = 1;
 const pending = new Map(), waiters = [];
