@@ -4,7 +4,8 @@
 // them streamed; every 8th streamed one is dropped by the client mid-stream), checking every
 // answer. The server's RSS (VmRSS) and, with cgroup_dir, the cgroup's charge are sampled every
 // second. Prints one JSON line: requests, tokens, errors, samples, peak RSS, the mean RSS of the
-// first and of the last minute and the least-squares RSS slope over the run (bytes per minute).
+// first and of the last minute of the load (SECONDS) and the least-squares RSS slope between
+// them (bytes per minute), the RSS when the last request ended and how long they took to drain.
 // Exit 1 on a wrong answer or when the server is gone. Requests go through node:http without
 // timeouts: fetch (undici) gives up after 300 s without headers or body bytes, which a queued
 // request on a loaded 2-core machine exceeds ("fetch failed" / "terminated" are then the
@@ -74,11 +75,14 @@ const worker = async () => {
 };
 await Promise.all(Array.from({ length: clients }, worker));
 clearInterval(sampler);
-const T = (performance.now() - t0) / 1000;
+const T = (performance.now() - t0) / 1000, L = Number(secs);
 const mean = a => a.reduce((s, x) => s + x, 0) / Math.max(1, a.length);
-const first = samples.filter(s => s[0] <= 60).map(s => s[1]), last = samples.filter(s => s[0] >= T - 60).map(s => s[1]);
-// least-squares slope of RSS over time, after the first minute (warm-up: caches fill)
-const w = samples.filter(s => s[0] > 60);
+// the first and the last minute of the load (new requests started until L; the requests still
+// running after it drain with fewer and fewer clients, which is not load any more)
+const first = samples.filter(s => s[0] <= 60).map(s => s[1]);
+const last = samples.filter(s => s[0] >= L - 60 && s[0] <= L).map(s => s[1]);
+// least-squares slope of RSS over time from the end of the first minute to the end of the load
+const w = samples.filter(s => s[0] > 60 && s[0] <= L);
 const mt = mean(w.map(s => s[0])), mr = mean(w.map(s => s[1]));
 const slope = w.length > 2 ? w.reduce((s, x) => s + (x[0] - mt) * (x[1] - mr), 0) / w.reduce((s, x) => s + (x[0] - mt) ** 2, 0) * 60 : 0;
 console.log(JSON.stringify({
@@ -86,5 +90,6 @@ console.log(JSON.stringify({
   tok_per_s: +(tokens / T).toFixed(1), samples: samples.length,
   peak_rss: Math.max(...samples.map(s => s[1])), peak_cgroup: Math.max(...samples.map(s => s[2])),
   rss_first_min: Math.round(mean(first)), rss_last_min: Math.round(mean(last)), rss_slope_per_min: Math.round(slope),
+  rss_end: samples.length ? samples.at(-1)[1] : 0, drain_seconds: +(T - L).toFixed(1),
 }));
 process.exit(bad ? 1 : 0);

@@ -45,6 +45,7 @@ cat "$T/cerr"; cat "$T/res"
 OOM=$(awk '$1 == "oom_kill" { print $2 }' "$CG/memory.oom_control" 2>/dev/null)
 FAILCNT=$(cat "$CG/memory.failcnt")
 CGMAX=$(cat "$CG/memory.max_usage_in_bytes")
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 kill -TERM "$SPID"; wait "$SPID"; src=$?; SPID=""
 res=$(cat "$T/res")
 get() { echo "$res" | sed -n "s/.*\"$1\":\([0-9.-]*\).*/\1/p"; }
@@ -66,9 +67,10 @@ if [ $RECORD = 1 ] && [ -n "$PEAK" ]; then
         "$(date +%F)" "$commit" "$what" "$(mib "$PEAK")" "$LIMIT_MIB" "$(awk -v p="$PEAK" -v l=$((LIMIT_MIB * MiB)) 'BEGIN { printf "%.3f", p / l }')" \
         "$([ $okk = 1 ] && echo yes || echo no)" "$(get requests_done)" "$(get tokens)" "$(get tok_per_s)" "$(get dropped)" "$(get refused)" \
         "$(get wrong)" "$(mib "$CGMAX")" "$FAILCNT" "${OOM:-?}" >>docs/experiments.tsv
-    printf '%s\t%s\tserver\t%s\tRSS slope KiB/min\t%s\t\t\t%s\tleast-squares slope of VmRSS sampled every second after the first minute; mean RSS first minute %s MiB, last minute %s MiB\n' \
+    printf '%s\t%s\tserver\t%s\tRSS slope KiB/min\t%s\t\t\t%s\tleast-squares slope of VmRSS sampled every second from the end of the first minute to the end of the load; mean RSS first minute %s MiB, last minute %s MiB; %s MiB when the last request ended (%s s of drain); load average %s\n' \
         "$(date +%F)" "$commit" "$what" "$(awk -v s="$SLOPE" 'BEGIN { printf "%.1f", s / 1024 }')" \
-        "$([ $okk = 1 ] && echo yes || echo no)" "$(mib "$FIRST")" "$(mib "$LAST")" >>docs/experiments.tsv
+        "$([ $okk = 1 ] && echo yes || echo no)" "$(mib "$FIRST")" "$(mib "$LAST")" "$(mib "$(get rss_end)")" "$(get drain_seconds)" \
+        "$LOADAVG" >>docs/experiments.tsv
     echo "load_test_mem: 2 rows appended to docs/experiments.tsv"
 fi
 [ $okk = 1 ] && echo "load_test_mem: ok" || echo "load_test_mem: FAILED"
