@@ -26,6 +26,11 @@ trap 'rm -rf "$TMP"' EXIT
 cp "$BIN" "$TMP/deltafin" || { fail "cannot copy $BIN"; exit 1; }
 BIN=$TMP/deltafin
 [ -f "$EXP" ] || { fail "missing $EXP"; exit 1; }
+# the kernels the parity tests run on x86 (tests/lib/dfcheck.py recorded, docs/testing.md): avx2
+if [ "${DELTAFIN_PARITY_ISA:-avx2}" != native ] && "$BIN" --version | grep -Eq '^kernels: avx(2|512)'; then
+    export DELTAFIN_ISA=avx2
+fi
+echo "demo-model: recordings of an AVX-512 llama.cpp ($EXP), $("$BIN" --version | sed -n 's/^kernels: \([^ ]*\).*/\1/p') kernels"
 
 ids_of() { sed -n 's/.*"tokens":\[\([^]]*\)\].*/\1/p' "$1" | tail -n 1; }
 field() { sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p" "$1" | tail -n 1; }

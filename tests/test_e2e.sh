@@ -23,7 +23,7 @@ FIX = os.environ.get("DELTAFIN_FIXTURES") or os.path.abspath("../shared/fixtures
 EXP = "tests/data/expected"
 ONLY = os.environ.get("E2E_ONLY")
 sys.path.insert(0, "tests/lib")
-from dfcheck import Checker, NEAR_TIE  # NEAR_TIE: llama.cpp top-1 minus top-2 below which a divergence is a tie
+from dfcheck import Checker, NEAR_TIE, recorded  # NEAR_TIE: llama.cpp top-1 minus top-2 below which a divergence is a tie
 PPL_TOL = 0.005      # relative
 TIMEOUT = 600
 env = dict(os.environ, DELTAFIN_FIXTURES=FIX)
@@ -165,8 +165,10 @@ try:
 
     # ---- 2-4. random models vs llama.cpp ------------------------------------------------------
     models = read_tsv(f"{EXP}/random_models.tsv")
-    greedy = read_tsv(f"{EXP}/random_greedy.tsv")
-    ppl_rows = read_tsv(f"{EXP}/random_ppl.tsv")
+    REC, rec_why = recorded(EXP, ("random_greedy.tsv", "random_ppl.tsv", "tiny_random_greedy.tsv"), BIN, env)
+    print(f"e2e: {rec_why}", flush=True)
+    greedy = read_tsv(f"{REC}/random_greedy.tsv")
+    ppl_rows = read_tsv(f"{REC}/random_ppl.tsv")
     ppls = {r["name"]: float(r["ppl"]) for r in ppl_rows}
     for m in models:
         name = m["name"]
@@ -215,7 +217,7 @@ try:
 
     # ---- 5. llama-2-tiny-random ----------------------------------------------------------------
     tiny = f"{FIX}/models/llama-2-tiny-random.gguf"
-    for i, row in enumerate(read_tsv(f"{EXP}/tiny_random_greedy.tsv")):
+    for i, row in enumerate(read_tsv(f"{REC}/tiny_random_greedy.tsv")):
         name = f"llama-2-tiny-random greedy #{i}"
         if not want(name):
             continue

@@ -87,8 +87,9 @@ try:
     shutil.copy2(C.dev, os.path.join(tmp, "deltafin-dev"))
     C.dev = os.path.join(tmp, "deltafin-dev")
     models = read_tsv(f"{EXP}/models.tsv")
-    greedy_rows = read_tsv(f"{EXP}/greedy.tsv")
-    ppl_rows = read_tsv(f"{EXP}/ppl.tsv")
+    REC = C.recorded(EXP)
+    greedy_rows = read_tsv(f"{REC}/greedy.tsv")
+    ppl_rows = read_tsv(f"{REC}/ppl.tsv")
     ppls = {r["name"]: float(r["ppl"]) for r in ppl_rows}
     path = {}
     for r in models:
@@ -114,11 +115,7 @@ try:
         got, e = greedy(path[name], r["prompt"])
         if e:
             report(False, f"{name} greedy '{r['prompt']}'", e); continue
-        want_p = [int(x) for x in r["prompt_ids"].split(",")]
-        want_g = [int(x) for x in r["gen_ids"].split(",")]
-        ok = got["prompt_tokens"] == want_p and got["tokens"] == want_g
-        msg = "32 ids identical" if ok else f"got {got['tokens']} want {want_g}"
-        report(ok, f"{name} greedy '{r['prompt']}'", msg)
+        C.check_greedy(name, r, got)
     for name, want in ppls.items():
         if name not in path: continue
         p, e = ppl(path[name])

@@ -36,7 +36,8 @@ try:
     shutil.copy2(C.dev, os.path.join(tmp, "deltafin-dev"))
     C.dev = os.path.join(tmp, "deltafin-dev")
     models = read_tsv(f"{EXP}/models.tsv")
-    ppls = {r["name"]: float(r["ppl"]) for r in read_tsv(f"{EXP}/ppl.tsv")}
+    REC = C.recorded(EXP)
+    ppls = {r["name"]: float(r["ppl"]) for r in read_tsv(f"{REC}/ppl.tsv")}
     path = {}
     for r in models:
         name, args = r["name"], r["gen_random_args"]
@@ -47,19 +48,13 @@ try:
         sha = hashlib.sha256(open(f, "rb").read()).hexdigest()
         report(sha == r["sha256"], f"{name} rebuilt bit for bit", "" if sha == r["sha256"] else f"sha {sha}")
         path[name] = f
-    for r in read_tsv(f"{EXP}/greedy.tsv"):
+    for r in read_tsv(f"{REC}/greedy.tsv"):
         name = r["name"]
         if name not in path: continue
         got, e = greedy(path[name], r["prompt"])
         if e:
             report(False, f"{name} greedy '{r['prompt']}'", e); continue
-        want_p = [int(x) for x in r["prompt_ids"].split(",")]
-        want_g = [int(x) for x in r["gen_ids"].split(",")]
-        ok = got["prompt_tokens"] == want_p and got["tokens"] == want_g
-        same = next((i for i, (a, b) in enumerate(zip(got["tokens"], want_g)) if a != b), len(want_g))
-        msg = f"32 ids identical (llama.cpp min gap {float(r['min_gap']):.3f})" if ok else \
-              f"first difference at step {same}: got {got['tokens']} want {want_g}"
-        report(ok, f"{name} greedy '{r['prompt']}'", msg)
+        C.check_greedy(name, r, got)
     for name, want in ppls.items():
         if name not in path: continue
         p, e = ppl(path[name])

@@ -42,7 +42,7 @@ try:
     shutil.copy2(C.dev, os.path.join(tmp, "deltafin-dev"))
     C.dev = os.path.join(tmp, "deltafin-dev")
     models = read_tsv(f"{EXP}/models.tsv")
-    rows = read_tsv(f"{EXP}/greedy.tsv")
+    rows = read_tsv(f"{C.recorded(EXP, ('greedy.tsv',))}/greedy.tsv")
     path, types = {}, {}
     # ---- 1. the recorded models ----
     for r in models:

@@ -48,7 +48,8 @@ try:
             sha = hashlib.sha256(open(f, "rb").read()).hexdigest()
             report(sha == r["sha256"], f"{name} rebuilt bit for bit", "" if sha == r["sha256"] else f"sha {sha}")
             path[name] = f
-        for r in read_tsv(f"{EXP}/greedy.tsv"):
+        REC = C.recorded(EXP)
+        for r in read_tsv(f"{REC}/greedy.tsv"):
             name = r["name"]
             if name not in path: continue
             got, e = greedy(path[name], r["prompt"])
@@ -56,7 +57,7 @@ try:
                 report(False, f"{name} greedy '{r['prompt'][:40]}'", e); continue
             ok, msg = C.greedy_verdict(got, r)
             report(ok, f"{name} greedy '{r['prompt'][:40]}' ({len(got['prompt_tokens'])} prompt tokens)", msg)
-        for r in read_tsv(f"{EXP}/ppl.tsv"):
+        for r in read_tsv(f"{REC}/ppl.tsv"):
             name, want = r["name"], float(r["ppl"])
             if name not in path: continue
             p, e = ppl(path[name])

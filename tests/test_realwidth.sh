@@ -62,7 +62,7 @@ try:
         except OSError:
             pass
         time.sleep(2)
-    rows = read_tsv(f"{EXP}/greedy.tsv")
+    rows = read_tsv(f"{C.recorded(EXP, ('greedy.tsv',))}/greedy.tsv")
     for m in read_tsv(f"{EXP}/models.tsv"):
         name = m["name"]
         if not re.match(os.environ.get("ONLY") or ".", name): continue

@@ -84,6 +84,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "help")) return help(argc, argv);
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("deltafin %s (commit %s)\n", DELTAFIN_VERSION, deltafin_commit());
+        printf("kernels: %s (this CPU; DELTAFIN_ISA chooses another)\n", deltafin_kernel_isa());
         if (deltafin_dist_built()) printf("built with MPI: experts across processes (docs/distributed.md)\n");
         return 0;
     }

@@ -12,6 +12,43 @@ DEV_BIN = os.environ.get("DELTAFIN_DEV_BIN") or os.path.abspath("build/deltafin-
 NEAR_TIE = 0.01
 
 
+def kernel_isa(bin_path, env):
+    """The kernel table deltafin picks on this CPU (honouring DELTAFIN_ISA in env): the
+    `kernels:` line of `deltafin --version`."""
+    p = subprocess.run([bin_path, "--version"], capture_output=True, env=env)
+    m = re.search(r"^kernels: (\S+)", p.stdout.decode("utf-8", "replace"), re.M)
+    return m.group(1) if m else "unknown"
+
+
+def recorded(exp, names, bin_path, env):
+    """The folder of llama.cpp recordings (the files `names`) that deltafin is compared with.
+    llama.cpp's float orders depend on the ISA it was built for (-march=native): `exp/` holds
+    recordings of an AVX-512 build, `exp/avx2/` those of an AVX2-only build
+    (scripts/record_isa.py), and deltafin's avx512 and avx2 kernel tables follow the orders of
+    the matching build (docs/testing.md "One set of recordings per ISA").
+    By default the parity tests run deltafin's avx2 table on every x86 machine (DELTAFIN_ISA=avx2
+    is set in env, which is changed in place) against `exp/avx2/` where it exists, else `exp/`
+    (suites whose outputs do not depend on the vector width): the same comparison on AVX2 and
+    AVX-512 machines, all of it re-recordable on either. DELTAFIN_PARITY_ISA=native runs the
+    CPU's own table instead: avx512 against `exp/` (falling back to avx2 against `exp/avx2/`).
+    Returns (folder, a line saying which)."""
+    have = lambda d: all(os.path.exists(os.path.join(d, n)) for n in names)
+    isa = kernel_isa(bin_path, env)
+    sub = os.path.join(exp, "avx2")
+    if isa in ("avx2", "avx512") and os.environ.get("DELTAFIN_PARITY_ISA", "avx2") != "native":
+        forced = isa != "avx2"
+        env["DELTAFIN_ISA"] = isa = "avx2"
+    else:
+        forced = False
+    if isa == "avx512" and not have(exp) and have(sub):
+        env["DELTAFIN_ISA"] = "avx2"
+        return sub, f"recordings of an AVX2 llama.cpp ({sub}); running the avx2 kernels (none from AVX-512)"
+    how = "avx2 kernels (DELTAFIN_ISA=avx2 on this AVX-512 CPU)" if forced else f"{isa} kernels"
+    if isa == "avx2" and have(sub):
+        return sub, f"recordings of an AVX2 llama.cpp ({sub}), {how}"
+    return exp, f"recordings of an AVX-512 llama.cpp ({exp}), {how}"
+
+
 class Checker:
     def __init__(self, label, bin_path, env, dev_path=DEV_BIN):
         self.label, self.bin, self.env, self.dev = label, bin_path, env, dev_path
@@ -57,6 +94,27 @@ class Checker:
             except ValueError:
                 pass
         return None, "no JSON"
+
+    def recorded(self, exp, names=("greedy.tsv", "ppl.tsv")):
+        """dfcheck.recorded for this checker's binary and environment; prints which recordings."""
+        d, why = recorded(exp, names, self.bin, self.env)
+        print(f"{self.label}: {why}", flush=True)
+        return d
+
+    def check_greedy(self, name, row, got):
+        """Reports deltafin's greedy run (parsed JSON) against a recorded row: by greedy_verdict
+        where the row has llama.cpp's per-step gaps, else every id must be identical."""
+        if row.get("gaps"):
+            ok, msg = self.greedy_verdict(got, row)
+        else:
+            want_p = [int(x) for x in row["prompt_ids"].split(",") if x]
+            want_g = [int(x) for x in row["gen_ids"].split(",") if x]
+            ok = got["prompt_tokens"] == want_p and got["tokens"] == want_g
+            same = next((i for i, (a, b) in enumerate(zip(got["tokens"], want_g)) if a != b), len(want_g))
+            msg = f"{len(want_g)} ids identical" if ok else \
+                f"first difference at step {same}: got {got['tokens']} want {want_g}"
+        self.report(ok, f"{name} greedy '{row['prompt']}'", msg)
+        return ok
 
     @staticmethod
     def greedy_verdict(got, row, near_tie=NEAR_TIE):
