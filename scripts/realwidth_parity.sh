@@ -32,9 +32,9 @@ done
 compare() { # name model oracle
     for P in "Once upon a time" "The little dog ran to the park and"; do
         O=$(nice -n 10 "$3" "$2" "$P" $N 2>/dev/null </dev/null)
-        D=$(nice -n 10 "$B" run -m "$2" -p "$P" -n $N --temp 0 -t 2 --json 2>/dev/null |
+        DF=$(nice -n 10 "$B" run -m "$2" -p "$P" -n $N --temp 0 -t 2 --json 2>/dev/null |
             tail -n 1 | sed -n 's/.*"tokens":\[\([0-9,]*\)\].*/\1/p')
-        echo "$D" "$O" | awk -v name="$1" -v p="$P" '{
+        echo "$DF" "$O" | awk -v name="$1" -v p="$P" '{
             split($1, d, ","); split($3, l, ","); n = 0; split($0, f, "\t"); split(f[5], g, ",")
             for (i = 1; i in l; i++) { if (d[i] != l[i]) break; n++ }
             if (n == length(l)) printf "%s | %s | %d/%d ids identical\n", name, p, n, length(l)
