@@ -189,17 +189,17 @@ else
 fi
 
 # ---- a refusal names what fits: the largest -c (which then loads) and the most --parallel slots
-"$BIN" run -m "$T/m.gguf" -p x -n 1 -c 200000 --mem-limit ${LIMIT_MIB}M >/dev/null 2>"$T/err"; rc=$?
+DELTAFIN_PLAN_CTX= "$BIN" run -m "$T/m.gguf" -p x -n 1 -c 200000 --mem-limit ${LIMIT_MIB}M >/dev/null 2>"$T/err"; rc=$?
 FC=$(sed -n 's/.*; it fits with -c \([0-9]*\).*/\1/p' "$T/err")
 if [ $rc -ne 0 ] && [ -n "$FC" ]; then
-    "$BIN" info -m "$T/m.gguf" -c "$FC" --mem-limit ${LIMIT_MIB}M 2>&1 | grep -q '^ *expert cache ' &&
-    "$BIN" info -m "$T/m.gguf" -c $((FC + 256)) --mem-limit ${LIMIT_MIB}M 2>&1 | grep -q '^ *refused:' &&
+    DELTAFIN_PLAN_CTX= "$BIN" info -m "$T/m.gguf" -c "$FC" --mem-limit ${LIMIT_MIB}M 2>&1 | grep -q '^ *expert cache ' &&
+    DELTAFIN_PLAN_CTX= "$BIN" info -m "$T/m.gguf" -c $((FC + 256)) --mem-limit ${LIMIT_MIB}M 2>&1 | grep -q '^ *refused:' &&
         ok "-c 200000 refused: 'it fits with -c $FC' (it does; +256 does not)" ||
         bad "-c 200000: the named -c $FC does not fit, or $((FC + 256)) does"
 else
     bad "-c 200000 at ${LIMIT_MIB}M: rc $rc, no '-c' named: $(tail -1 "$T/err")"
 fi
-timeout 120 "$BIN" serve -m "$T/m.gguf" -np 64 -c 4096 --mem-limit ${LIMIT_MIB}M --port 0 >/dev/null 2>"$T/err"; rc=$?
+DELTAFIN_PLAN_CTX= timeout 120 "$BIN" serve -m "$T/m.gguf" -np 64 -c 4096 --mem-limit ${LIMIT_MIB}M --port 0 >/dev/null 2>"$T/err"; rc=$?
 NP=$(sed -n 's/.*it fits with \([0-9]*\) sequences (--parallel [0-9]*) at -c 4096.*/\1/p' "$T/err")
 [ $rc -ne 0 ] && [ -n "$NP" ] && [ "$NP" -ge 1 ] && [ "$NP" -lt 64 ] &&
     ok "serve -np 64 -c 4096 refused: 'it fits with $NP sequences (--parallel $NP)'" ||
