@@ -18,14 +18,6 @@
 #include "dev/gen_random.h"
 #include "dev/llama2c.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
-#include <strings.h>
-#include <unistd.h>
-
 enum { A_LLAMA, A_LLAMA_MOE, A_QWEN2MOE, A_QWEN3MOE, A_OLMOE };
 static const char *const g_arch_opt[] = {"llama", "llama-moe", "qwen2moe", "qwen3moe", "olmoe"};
 static const char *const g_arch_gguf[] = {"llama", "llama", "qwen2moe", "qwen3moe", "olmoe"};
@@ -250,99 +242,68 @@ done:
     return 0;
 }
 
-int cmd_gen_random(int argc, char **argv) {
+/* The generators with their own options, chosen by --arch (or a preset of theirs) anywhere on
+ * the command line, in this order; the rest is this file's. */
+static const struct {
+    const char *arch[3], *preset[2];
+    int (*run)(int argc, char **argv);
+} g_generators[] = {
+    {{"deepseek2", "deepseek32", "glm-dsa"}, {"glm-5"}, df_gen_random_deepseek2},
+    {{"kimi-k3"}, {NULL}, df_gen_random_kimi_k3},
+    {{"deepseek4"}, {NULL}, df_gen_random_deepseek4},
+    {{"gpt-oss"}, {NULL}, df_gen_random_gpt_oss},
+    {{"qwen3next", "qwen35moe"}, {NULL}, df_gen_random_qwen3next},
+    {{"glm4moe", "minimax-m2"}, {"glm-4.6", "minimax-m2"}, df_gen_random_gqa_moe},
+};
+
+static bool names_one_of(const char *v, const char *const *names, size_t n) {
+    for (size_t k = 0; k < n && names[k]; k++)
+        if (!strcmp(v, names[k])) return true;
+    return false;
+}
+
+/* --arch and --preset (applied after all options: options given explicitly win) */
+typedef struct { gr_opts *o; const gr_preset **preset; } gen_cli;
+static int gen_other(void *ud, const char *a, const char *v) {
+    gen_cli *c = ud;
+    if (!strcmp(a, "--preset")) {
+        for (size_t k = 0; k < sizeof g_presets / sizeof g_presets[0]; k++)
+            if (!strcmp(v, g_presets[k].name)) *c->preset = &g_presets[k];
+        if (!*c->preset) { fprintf(stderr, "gen-random: unknown --preset '%s' (see --help)\n", v); return 2; }
+    } else if (!strcmp(a, "--arch")) {
+        for (int k = 0; k < 5; k++) if (!strcmp(v, g_arch_opt[k])) c->o->arch = k;
+        if (c->o->arch < 0) { fprintf(stderr, "gen-random: unknown --arch '%s'\n", v); return 2; }
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* llama, llama-moe, qwen2moe, qwen3moe, olmoe */
+static int gen_llama_family(int argc, char **argv) {
     gr_opts o = {.arch = -1, .type = DF_TYPE_F32, .exp_type = -1, .n_embd = -1, .n_layer = -1, .n_head = -1,
                  .n_head_kv = -1, .head_dim = -1, .n_ff = -1, .n_expert = -1, .n_expert_used = -1,
                  .n_ff_exp = -1, .n_ff_shexp = -1, .n_ctx = -1, .out_scale = 4.0f,
                  .router_scale = 3.0f, .seed = 1};
     const gr_preset *preset = NULL;
-    for (int i = 1; i + 1 < argc; i++)
-        if ((!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "deepseek2") || !strcmp(argv[i + 1], "deepseek32") ||
-                                            !strcmp(argv[i + 1], "glm-dsa"))) ||
-            (!strcmp(argv[i], "--preset") && !strcmp(argv[i + 1], "glm-5")))
-            return df_gen_random_deepseek2(argc, argv);
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "kimi-k3")) return df_gen_random_kimi_k3(argc, argv);
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "deepseek4")) return df_gen_random_deepseek4(argc, argv);
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "gpt-oss")) return df_gen_random_gpt_oss(argc, argv);
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "qwen3next") || !strcmp(argv[i + 1], "qwen35moe"))) return df_gen_random_qwen3next(argc, argv);
-    for (int i = 1; i + 1 < argc; i++)
-        if ((!strcmp(argv[i], "--arch") && (!strcmp(argv[i + 1], "glm4moe") || !strcmp(argv[i + 1], "minimax-m2"))) ||
-            (!strcmp(argv[i], "--preset") && (!strcmp(argv[i + 1], "glm-4.6") || !strcmp(argv[i + 1], "minimax-m2"))))
-            return df_gen_random_gqa_moe(argc, argv);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        if (a[0] != '-' || !a[1]) {
-            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
-            o.out = a;
-            continue;
-        }
-        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        struct { const char *opt; int64_t *dst; } ints[] = {
-            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
-            {"--n-head-kv", &o.n_head_kv}, {"--head-dim", &o.head_dim}, {"--n-ff", &o.n_ff},
-            {"--n-expert", &o.n_expert}, {"--n-expert-used", &o.n_expert_used},
-            {"--n-ff-exp", &o.n_ff_exp}, {"--n-ff-shexp", &o.n_ff_shexp}, {"--ctx", &o.n_ctx},
-        };
-        bool done = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
-            if (strcmp(a, ints[k].opt)) continue;
-            if (!gr_parse_i64(v, 1 << 24, ints[k].dst) || *ints[k].dst == 0) {
-                fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v);
-                return 2;
-            }
-            done = true;
-        }
-        if (done) continue;
-        if (!strcmp(a, "--preset")) {
-            for (size_t k = 0; k < sizeof g_presets / sizeof g_presets[0]; k++)
-                if (!strcmp(v, g_presets[k].name)) preset = &g_presets[k];
-            if (!preset) { fprintf(stderr, "gen-random: unknown --preset '%s' (see --help)\n", v); return 2; }
-        } else if (!strcmp(a, "--arch")) {
-            for (int k = 0; k < 5; k++) if (!strcmp(v, g_arch_opt[k])) o.arch = k;
-            if (o.arch < 0) { fprintf(stderr, "gen-random: unknown --arch '%s'\n", v); return 2; }
-        } else if (!strcmp(a, "--type")) {
-            if (!strcasecmp(v, "f32")) o.type = DF_TYPE_F32;
-            else if (!strcasecmp(v, "f16")) o.type = DF_TYPE_F16;
-            else if (!strcasecmp(v, "q8_0")) o.type = DF_TYPE_Q8_0;
-            else { fprintf(stderr, "gen-random: --type must be f32, f16 or q8_0\n"); return 2; }
-        } else if (!strcmp(a, "--expert-type")) {
-            if (!strcasecmp(v, "f32")) o.exp_type = DF_TYPE_F32;
-            else if (!strcasecmp(v, "f16")) o.exp_type = DF_TYPE_F16;
-            else if (!strcasecmp(v, "q8_0")) o.exp_type = DF_TYPE_Q8_0;
-            else if (!strcasecmp(v, "q4_k")) o.exp_type = DF_TYPE_Q4_K;
-            else { fprintf(stderr, "gen-random: --expert-type must be f32, f16, q8_0 or q4_k\n"); return 2; }
-        } else if (!strcmp(a, "--vocab")) {
-            o.vocab = v;
-        } else if (!strcmp(a, "--name")) {
-            o.name = v;
-        } else if (!strcmp(a, "--seed")) {
-            char *e;
-            errno = 0;
-            o.seed = strtoull(v, &e, 0);
-            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
-        } else if (!strcmp(a, "--router-skew")) {
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !(f >= 0) || !isfinite(f) || f > 16) { fprintf(stderr, "gen-random: bad --router-skew '%s' (0..16)\n", v); return 2; }
-            o.router_skew = f;
-        } else if (!strcmp(a, "--out-scale") || !strcmp(a, "--router-scale")) {
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !(f > 0) || !isfinite(f)) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
-            if (a[2] == 'o') o.out_scale = f; else o.router_scale = f;
-        } else {
-            fprintf(stderr, "gen-random: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    const gr_opt opts[] = {
+        {"--sparse", GR_FLAG, &o.sparse, 1},
+        {"--n-embd", GR_I64_POS, &o.n_embd, 0}, {"--n-layer", GR_I64_POS, &o.n_layer, 0},
+        {"--n-head", GR_I64_POS, &o.n_head, 0}, {"--n-head-kv", GR_I64_POS, &o.n_head_kv, 0},
+        {"--head-dim", GR_I64_POS, &o.head_dim, 0}, {"--n-ff", GR_I64_POS, &o.n_ff, 0},
+        {"--n-expert", GR_I64_POS, &o.n_expert, 0}, {"--n-expert-used", GR_I64_POS, &o.n_expert_used, 0},
+        {"--n-ff-exp", GR_I64_POS, &o.n_ff_exp, 0}, {"--n-ff-shexp", GR_I64_POS, &o.n_ff_shexp, 0},
+        {"--ctx", GR_I64_POS, &o.n_ctx, 0},
+        {"--type", GR_TYPE, &o.type, GR_T_F32 | GR_T_F16 | GR_T_Q8_0},
+        {"--expert-type", GR_TYPE, &o.exp_type, GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K},
+        {"--vocab", GR_STR, &o.vocab, 0}, {"--name", GR_STR, &o.name, 0}, {"--seed", GR_SEED, &o.seed, 0},
+        {"--router-skew", GR_F32, &o.router_skew, 16},
+        {"--out-scale", GR_F32_POS, &o.out_scale, 0}, {"--router-scale", GR_F32_POS, &o.router_scale, 0},
+    };
+    gen_cli cli = {&o, &preset};
+    const gr_args ga = {NULL, opts, sizeof opts / sizeof opts[0], 0, usage, gen_other, &cli, &o.out};
+    int prc = gr_parse_args(&ga, argc, argv);
+    if (prc != 1) return prc;
     /* explicit options > preset > arch defaults */
     if (preset) {
         if (o.arch >= 0 && o.arch != preset->arch) {
@@ -383,4 +344,13 @@ int cmd_gen_random(int argc, char **argv) {
     if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
 
     return gen_write(o);
+}
+
+int cmd_gen_random(int argc, char **argv) {
+    for (size_t g = 0; g < sizeof g_generators / sizeof g_generators[0]; g++)
+        for (int i = 1; i + 1 < argc; i++)
+            if ((!strcmp(argv[i], "--arch") && names_one_of(argv[i + 1], g_generators[g].arch, 3)) ||
+                (!strcmp(argv[i], "--preset") && names_one_of(argv[i + 1], g_generators[g].preset, 2)))
+                return g_generators[g].run(argc, argv);
+    return gen_llama_family(argc, argv);
 }

@@ -80,15 +80,16 @@ static inline bool gr_parse_i64(const char *s, int64_t max, int64_t *out) {
 
 /* The option loop of a generator (gen_random_args.c). Each table entry is an option with a
  * value, but GR_FLAG (no value: *(bool *)dst = max != 0). GR_I64: 0..max (1 << 24 when max is
- * 0), GR_I64_POS also > 0; GR_F32 >= 0, GR_F32_ANY any finite float; GR_SEED: an unsigned
- * (decimal or 0x...); GR_STR: the argument itself; GR_TYPE: one of the types in type_mask
- * (GR_T_* bits) as a DF_TYPE_* int. Options not in the table go to other(ud, opt, value):
- * 0 = taken, > 0 = the exit status (message printed), -1 = unknown. */
-enum { GR_FLAG, GR_I64, GR_I64_POS, GR_F32, GR_F32_ANY, GR_SEED, GR_STR, GR_TYPE };
+ * 0), GR_I64_POS also > 0; GR_F32 >= 0, GR_F32_POS > 0, GR_F32_ANY any finite float (a nonzero
+ * max is also an upper bound); GR_SEED: an unsigned (decimal or 0x...); GR_STR: the argument
+ * itself; GR_TYPE: one of the types in max, else (max 0) in the table's type_mask (GR_T_* bits)
+ * as a DF_TYPE_* int. Options not in the table go to other(ud, opt, value): 0 = taken, > 0 =
+ * the exit status (message printed), -1 = unknown. */
+enum { GR_FLAG, GR_I64, GR_I64_POS, GR_F32, GR_F32_POS, GR_F32_ANY, GR_SEED, GR_STR, GR_TYPE };
 enum { GR_T_F32 = 1, GR_T_F16 = 2, GR_T_Q8_0 = 4, GR_T_Q4_K = 8, GR_T_MXFP4 = 16 };
 typedef struct { const char *name; int kind; void *dst; int64_t max; } gr_opt;
 typedef struct {
-    const char *arch;            /* names the generator in "unknown option X for ARCH" */
+    const char *arch;            /* names the generator in "unknown option X for ARCH" (NULL: none) */
     const gr_opt *opts;
     size_t n_opts;
     unsigned type_mask;          /* GR_T_* accepted by GR_TYPE options */

@@ -52,10 +52,13 @@ static bool set_value(const gr_args *c, const gr_opt *o, const char *v) {
         return true;
     }
     case GR_F32:
+    case GR_F32_POS:
     case GR_F32_ANY: {
         float f = strtof(v, &e);
-        if (e == v || *e || !isfinite(f) || (o->kind == GR_F32 && f < 0)) {
-            fprintf(stderr, "gen-random: bad %s '%s'\n", o->name, v);
+        if (e == v || *e || !isfinite(f) || (o->kind == GR_F32 && f < 0) || (o->kind == GR_F32_POS && !(f > 0)) ||
+            (o->max && f > (float)o->max)) {
+            if (o->max) fprintf(stderr, "gen-random: bad %s '%s' (0..%lld)\n", o->name, v, (long long)o->max);
+            else fprintf(stderr, "gen-random: bad %s '%s'\n", o->name, v);
             return false;
         }
         *(float *)o->dst = f;
@@ -70,10 +73,11 @@ static bool set_value(const gr_args *c, const gr_opt *o, const char *v) {
     }
     case GR_STR: *(const char **)o->dst = v; return true;
     case GR_TYPE: {
-        int t = gr_parse_type(v, c->type_mask);
+        const unsigned mask = o->max ? (unsigned)o->max : c->type_mask;
+        int t = gr_parse_type(v, mask);
         if (t < 0) {
             char list[64];
-            type_list(c->type_mask, list, sizeof list);
+            type_list(mask, list, sizeof list);
             fprintf(stderr, "gen-random: %s must be %s\n", o->name, list);
             return false;
         }
@@ -104,7 +108,7 @@ int gr_parse_args(const gr_args *c, int argc, char **argv) {
         int rc = c->other ? c->other(c->ud, a, v) : -1;
         if (rc > 0) return rc;
         if (rc < 0) {
-            fprintf(stderr, "gen-random: unknown option %s for %s\n", a, c->arch);
+            fprintf(stderr, "gen-random: unknown option %s%s%s\n", a, c->arch ? " for " : "", c->arch ? c->arch : "");
             c->usage(stderr);
             return 2;
         }

@@ -11,12 +11,6 @@
 #include "dev/gen_random.h"
 #include "dev/llama2c.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <math.h>
-#include <stdarg.h>
-#include <strings.h>
-#include <unistd.h>
 
 typedef struct {
     int type, exp_type;   /* matrices / routed experts (-1: type) */
@@ -214,163 +208,151 @@ done:
     return 0;
 }
 
-int df_gen_random_deepseek2(int argc, char **argv) {
-    ds_opts o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = 64, .n_layer = 3, .n_head = 4, .q_lora = 32, .kv_lora = 64,
-                 .d_nope = 32, .d_rope = 16, .d_v = 32, .n_ff = 96, .n_expert = 8, .n_used = 2,
-                 .n_ff_exp = 32, .n_shared = 1, .n_dense = 1, .groups = -1, .groups_used = -1,
-                 .n_ctx = 4096, .gating = -1, .bias = true, .norm = true, .scale = -1.0f,
-                 .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1, .variant = "v3",
-                 .idx_heads = 8, .idx_dim = 64, .idx_top_k = 8, .n_nextn = -1, .arch = "deepseek2"};
-    int64_t q_lora = -1, n_shared = -1, n_layer = -1;
-    float rope_base = -1.0f, yarn_factor = -1.0f;
-    bool no_bias = false, no_norm = false, legacy = false, d_rope_set = false, no_yarn = false, no_gating = false;
-    const char *variant = NULL, *idx_types = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { ds_usage(stdout); return 0; }
-        if (a[0] != '-' || !a[1]) {
-            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
-            o.out = a;
-            continue;
-        }
-        if (!strcmp(a, "--no-bias")) { no_bias = true; continue; }
-        if (!strcmp(a, "--no-norm")) { no_norm = true; continue; }
-        if (!strcmp(a, "--legacy")) { legacy = true; continue; }
-        if (!strcmp(a, "--fused")) { o.fused = true; continue; }
-        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
-        if (!strcmp(a, "--no-yarn")) { no_yarn = true; continue; }
-        if (!strcmp(a, "--shared-indexer-tensors")) { o.shared_idx_tensors = true; continue; }
-        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        struct { const char *opt; int64_t *dst; } ints[] = {
-            {"--n-embd", &o.n_embd}, {"--n-layer", &n_layer}, {"--n-head", &o.n_head},
-            {"--q-lora", &q_lora}, {"--kv-lora", &o.kv_lora}, {"--d-nope", &o.d_nope},
-            {"--d-rope", &o.d_rope}, {"--d-v", &o.d_v}, {"--n-ff", &o.n_ff}, {"--n-expert", &o.n_expert},
-            {"--n-expert-used", &o.n_used}, {"--n-ff-exp", &o.n_ff_exp}, {"--n-shared", &n_shared},
-            {"--n-dense", &o.n_dense}, {"--groups", &o.groups}, {"--groups-used", &o.groups_used},
-            {"--ctx", &o.n_ctx}, {"--indexer-heads", &o.idx_heads}, {"--indexer-dim", &o.idx_dim},
-            {"--indexer-top-k", &o.idx_top_k}, {"--nextn", &o.n_nextn},
-        };
-        bool done = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
-            if (strcmp(a, ints[k].opt)) continue;
-            if (!gr_parse_i64(v, 1 << 20, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
-            if (ints[k].dst == &o.d_rope) d_rope_set = true;
-            done = true;
-        }
-        if (done) continue;
-        if (!strcmp(a, "--preset") && !strcmp(v, "glm-5")) {
-            o.arch = "glm-dsa"; variant = "glm5";
-            o.n_embd = 6144; n_layer = 79; o.n_nextn = 1; o.n_head = 64; q_lora = 2048; o.kv_lora = 512;
-            o.d_nope = 192; o.d_rope = 64; d_rope_set = true; o.d_v = 256; o.n_ff = 12288; o.n_expert = 256;
-            o.n_used = 8; o.n_ff_exp = 2048; n_shared = 1; o.n_dense = 3; o.n_ctx = 202752; o.idx_heads = 32;
-            o.idx_dim = 128; o.idx_top_k = 2048;
-        } else if (!strcmp(a, "--preset")) {
-            if (strcmp(v, "kimi-k2")) { fprintf(stderr, "gen-random: deepseek2 --preset: kimi-k2 | glm-5\n"); return 2; }
-            variant = "k2";
-            o.n_embd = 7168; n_layer = 61; o.n_head = 64; q_lora = 1536; o.kv_lora = 512; o.d_nope = 128;
-            o.d_rope = 64; o.d_v = 128; o.n_ff = 18432; o.n_expert = 384; o.n_used = 8; o.n_ff_exp = 2048;
-            n_shared = 1; o.n_dense = 1; o.n_ctx = 131072;
-        } else if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "deepseek2") && strcmp(v, "deepseek32") && strcmp(v, "glm-dsa")) {
-                fprintf(stderr, "gen-random: --arch %s\n", v);
-                return 2;
-            }
-            o.arch = v;
-        } else if (!strcmp(a, "--indexer-types")) {
-            idx_types = v;
-        } else if (!strcmp(a, "--variant")) {
-            if (strcmp(v, "v3") && strcmp(v, "k2") && strcmp(v, "lite") && strcmp(v, "legacy") && strcmp(v, "glm5")) {
-                fprintf(stderr, "gen-random: unknown --variant '%s'\n", v);
-                return 2;
-            }
-            variant = v;
-        } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = !strcasecmp(v, "f32") ? DF_TYPE_F32 : !strcasecmp(v, "f16") ? DF_TYPE_F16
-                    : !strcasecmp(v, "q8_0") ? DF_TYPE_Q8_0 : !strcasecmp(v, "q4_k") ? DF_TYPE_Q4_K
-                    : !strcasecmp(v, "mxfp4") && a[2] == 'e' ? DF_TYPE_MXFP4 : -1;
-            if (t < 0) { fprintf(stderr, "gen-random: --type must be f32, f16, q8_0 or q4_k (--expert-type: or mxfp4)\n"); return 2; }
-            if (a[2] == 't') o.type = t; else o.exp_type = t;
-        } else if (!strcmp(a, "--gating")) {
-            if (!strcmp(v, "softmax")) o.gating = 1;
-            else if (!strcmp(v, "sigmoid")) o.gating = 2;
-            else if (!strcmp(v, "none")) no_gating = true;
-            else { fprintf(stderr, "gen-random: --gating softmax|sigmoid|none\n"); return 2; }
-        } else if (!strcmp(a, "--vocab")) {
-            o.vocab = v;
-        } else if (!strcmp(a, "--seed")) {
-            char *e;
-            errno = 0;
-            o.seed = strtoull(v, &e, 0);
-            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
-        } else if (!strcmp(a, "--rope-base") || !strcmp(a, "--yarn-factor")) {
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !(f > 0) || !isfinite(f)) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
-            if (a[2] == 'r') rope_base = f; else yarn_factor = f;
-        } else if (!strcmp(a, "--scale") || !strcmp(a, "--out-scale") || !strcmp(a, "--router-scale")) {
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !(f >= 0) || !isfinite(f)) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
-            if (a[2] == 's') o.scale = f; else if (a[2] == 'o') o.out_scale = f; else o.router_scale = f;
-        } else {
-            fprintf(stderr, "gen-random: unknown option %s for deepseek2\n", a);
-            ds_usage(stderr);
+/* The command line before the variant's defaults (ds_resolve): -1 = not given. A --d-rope
+ * given (or set by --preset glm-5) also holds for deepseek32 / glm-dsa, whose default is
+ * indexer-dim / 2 (kimi-k2's preset width does not count as given, as before the table). */
+typedef struct {
+    ds_opts o;
+    int64_t q_lora, n_shared, n_layer, d_rope;
+    float rope_base, yarn_factor;
+    bool no_bias, no_norm, legacy, no_yarn, no_gating;
+    const char *variant, *idx_types;
+} ds_cli;
+
+/* --preset (applied where it stands: later options override it), --arch, --variant, --gating */
+static int ds_other(void *ud, const char *a, const char *v) {
+    ds_cli *c = ud;
+    ds_opts *o = &c->o;
+    if (!strcmp(a, "--preset") && !strcmp(v, "glm-5")) {
+        o->arch = "glm-dsa"; c->variant = "glm5";
+        o->n_embd = 6144; c->n_layer = 79; o->n_nextn = 1; o->n_head = 64; c->q_lora = 2048; o->kv_lora = 512;
+        o->d_nope = 192; c->d_rope = 64; o->d_v = 256; o->n_ff = 12288; o->n_expert = 256;
+        o->n_used = 8; o->n_ff_exp = 2048; c->n_shared = 1; o->n_dense = 3; o->n_ctx = 202752; o->idx_heads = 32;
+        o->idx_dim = 128; o->idx_top_k = 2048;
+    } else if (!strcmp(a, "--preset")) {
+        if (strcmp(v, "kimi-k2")) { fprintf(stderr, "gen-random: deepseek2 --preset: kimi-k2 | glm-5\n"); return 2; }
+        c->variant = "k2";
+        o->n_embd = 7168; c->n_layer = 61; o->n_head = 64; c->q_lora = 1536; o->kv_lora = 512; o->d_nope = 128;
+        *(c->d_rope >= 0 ? &c->d_rope : &o->d_rope) = 64;
+        o->d_v = 128; o->n_ff = 18432; o->n_expert = 384; o->n_used = 8; o->n_ff_exp = 2048;
+        c->n_shared = 1; o->n_dense = 1; o->n_ctx = 131072;
+    } else if (!strcmp(a, "--arch")) {
+        if (strcmp(v, "deepseek2") && strcmp(v, "deepseek32") && strcmp(v, "glm-dsa")) {
+            fprintf(stderr, "gen-random: --arch %s\n", v);
             return 2;
         }
+        o->arch = v;
+    } else if (!strcmp(a, "--variant")) {
+        if (strcmp(v, "v3") && strcmp(v, "k2") && strcmp(v, "lite") && strcmp(v, "legacy") && strcmp(v, "glm5")) {
+            fprintf(stderr, "gen-random: unknown --variant '%s'\n", v);
+            return 2;
+        }
+        c->variant = v;
+    } else if (!strcmp(a, "--gating")) {
+        if (!strcmp(v, "softmax")) o->gating = 1;
+        else if (!strcmp(v, "sigmoid")) o->gating = 2;
+        else if (!strcmp(v, "none")) c->no_gating = true;
+        else { fprintf(stderr, "gen-random: --gating softmax|sigmoid|none\n"); return 2; }
+    } else {
+        return -1;
     }
-    if (!o.out) { ds_usage(stderr); return 2; }
-    /* variant defaults (glm-dsa: glm5), then explicit options */
-    const bool glm = !strcmp(o.arch, "glm-dsa");
-    o.variant = variant ? variant : glm ? "glm5" : "v3";
-    const bool k2 = !strcmp(o.variant, "k2"), lite = !strcmp(o.variant, "lite"), glm5 = !strcmp(o.variant, "glm5");
-    o.rope_base = k2 ? 50000.0f : glm5 ? 1000000.0f : 10000.0f;
-    o.yarn_factor = k2 ? 32.0f : 40.0f;
-    o.yarn_log_mul = lite ? 0.0707f : 0.1f;
-    o.hf_betas_keys = k2;
-    o.beta_fast = 1.0f;
-    o.beta_slow = 1.0f;
-    if (lite) { o.q_lora = 0; o.n_shared = 2; o.bias = false; o.norm = false; }
-    if (!strcmp(o.variant, "legacy")) o.legacy = true;
-    if (o.gating < 0) o.gating = lite ? 1 : 2;
-    if (o.groups < 0) o.groups = (lite || k2 || glm5) ? 1 : 4;
-    if (o.groups_used < 0) o.groups_used = (lite || k2 || glm5) ? 1 : 2;
-    if (o.scale < 0) o.scale = lite ? 1.0f : k2 ? 2.827f : 2.5f;
-    const bool dsa = strcmp(o.arch, "deepseek2") != 0;
-    if (dsa && !d_rope_set) o.d_rope = o.idx_dim / 2;
-    o.n_layer = n_layer > 0 ? n_layer : glm5 ? 5 : o.n_layer;
-    if (o.n_nextn < 0) o.n_nextn = glm5 ? 1 : 0;
-    o.idx_types = idx_types ? (strcmp(idx_types, "none") ? idx_types : NULL) : glm && o.n_layer - o.n_nextn == 4 ? "1,0,1,0" : NULL;
-    o.yarn = !no_yarn && (!glm5 || yarn_factor > 0);
-    if (no_gating) o.gating = 0;
-    if (o.exp_type < 0) o.exp_type = o.type;
-    if (q_lora >= 0) o.q_lora = q_lora;
-    if (rope_base > 0) o.rope_base = rope_base;
-    if (yarn_factor > 0) o.yarn_factor = yarn_factor;
-    if (n_shared >= 0) o.n_shared = n_shared;
-    if (no_bias) o.bias = false;
-    if (no_norm) o.norm = false;
-    if (legacy) o.legacy = true;
-    const char *why = NULL;
-    if (o.n_embd < 1 || o.n_layer < 1 || o.n_head < 1 || o.kv_lora < 1 || o.d_nope < 1 || o.d_v < 1 ||
-        o.d_rope < 2 || (o.d_rope & 1))
-        why = "dims must be positive and d-rope even";
-    else if (o.n_dense > o.n_layer) why = "n-dense must be <= n-layer";
-    else if (o.n_used < 1 || o.n_used > o.n_expert || o.n_expert > 512) why = "need 1 <= n-expert-used <= n-expert <= 512";
-    else if (o.groups > 1 && (o.n_expert % o.groups || o.groups_used < 1 || o.groups_used > o.groups))
-        why = "groups must divide n-expert and 1 <= groups-used <= groups";
-    else if (dsa && (o.legacy || o.q_lora < 1))
-        why = "deepseek32 / glm-dsa need MLA and q LoRA (variants v3 / k2 / glm5)";
-    else if (dsa && (o.idx_dim < 64 || (o.idx_dim & (o.idx_dim - 1)) ||
-                     o.idx_dim != 2 * o.d_rope || o.idx_heads < 1 || o.idx_top_k < 1))
-        why = "indexer-dim must be a power of two >= 64 and 2 x d-rope (llama.cpp's graph), indexer "
-              "heads and top-k >= 1";
-    else if (o.n_nextn && (!dsa || o.n_nextn >= o.n_layer || o.n_dense > o.n_layer - o.n_nextn))
-        why = "--nextn: deepseek32 / glm-dsa only, fewer than n-layer, n-dense <= the layers that run";
-    else if (o.idx_types && !glm) why = "--indexer-types is glm-dsa's";
-    else if (o.n_layer > DF_MAX_LAYERS) why = "n-layer too large";
-    if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
+    return 0;
+}
 
-    return ds_write(o);
+/* The variant's defaults (glm-dsa: glm5), then the options given explicitly. */
+static void ds_resolve(ds_cli *c) {
+    ds_opts *o = &c->o;
+    const bool glm = !strcmp(o->arch, "glm-dsa");
+    o->variant = c->variant ? c->variant : glm ? "glm5" : "v3";
+    const bool k2 = !strcmp(o->variant, "k2"), lite = !strcmp(o->variant, "lite"), glm5 = !strcmp(o->variant, "glm5");
+    o->rope_base = k2 ? 50000.0f : glm5 ? 1000000.0f : 10000.0f;
+    o->yarn_factor = k2 ? 32.0f : 40.0f;
+    o->yarn_log_mul = lite ? 0.0707f : 0.1f;
+    o->hf_betas_keys = k2;
+    o->beta_fast = 1.0f;
+    o->beta_slow = 1.0f;
+    if (lite) { o->q_lora = 0; o->n_shared = 2; o->bias = false; o->norm = false; }
+    if (!strcmp(o->variant, "legacy")) o->legacy = true;
+    if (o->gating < 0) o->gating = lite ? 1 : 2;
+    if (o->groups < 0) o->groups = (lite || k2 || glm5) ? 1 : 4;
+    if (o->groups_used < 0) o->groups_used = (lite || k2 || glm5) ? 1 : 2;
+    if (o->scale < 0) o->scale = lite ? 1.0f : k2 ? 2.827f : 2.5f;
+    if (c->d_rope >= 0) o->d_rope = c->d_rope;
+    else if (strcmp(o->arch, "deepseek2")) o->d_rope = o->idx_dim / 2;
+    o->n_layer = c->n_layer > 0 ? c->n_layer : glm5 ? 5 : o->n_layer;
+    if (o->n_nextn < 0) o->n_nextn = glm5 ? 1 : 0;
+    o->idx_types = c->idx_types ? (strcmp(c->idx_types, "none") ? c->idx_types : NULL)
+                                : glm && o->n_layer - o->n_nextn == 4 ? "1,0,1,0" : NULL;
+    o->yarn = !c->no_yarn && (!glm5 || c->yarn_factor > 0);
+    if (c->no_gating) o->gating = 0;
+    if (o->exp_type < 0) o->exp_type = o->type;
+    if (c->q_lora >= 0) o->q_lora = c->q_lora;
+    if (c->rope_base > 0) o->rope_base = c->rope_base;
+    if (c->yarn_factor > 0) o->yarn_factor = c->yarn_factor;
+    if (c->n_shared >= 0) o->n_shared = c->n_shared;
+    if (c->no_bias) o->bias = false;
+    if (c->no_norm) o->norm = false;
+    if (c->legacy) o->legacy = true;
+}
+
+/* NULL, or why the resolved options make no model llama.cpp loads */
+static const char *ds_check(const ds_opts *o) {
+    const bool dsa = strcmp(o->arch, "deepseek2") != 0;
+    if (o->n_embd < 1 || o->n_layer < 1 || o->n_head < 1 || o->kv_lora < 1 || o->d_nope < 1 || o->d_v < 1 ||
+        o->d_rope < 2 || (o->d_rope & 1))
+        return "dims must be positive and d-rope even";
+    if (o->n_dense > o->n_layer) return "n-dense must be <= n-layer";
+    if (o->n_used < 1 || o->n_used > o->n_expert || o->n_expert > 512) return "need 1 <= n-expert-used <= n-expert <= 512";
+    if (o->groups > 1 && (o->n_expert % o->groups || o->groups_used < 1 || o->groups_used > o->groups))
+        return "groups must divide n-expert and 1 <= groups-used <= groups";
+    if (dsa && (o->legacy || o->q_lora < 1)) return "deepseek32 / glm-dsa need MLA and q LoRA (variants v3 / k2 / glm5)";
+    if (dsa && (o->idx_dim < 64 || (o->idx_dim & (o->idx_dim - 1)) || o->idx_dim != 2 * o->d_rope || o->idx_heads < 1 ||
+                o->idx_top_k < 1))
+        return "indexer-dim must be a power of two >= 64 and 2 x d-rope (llama.cpp's graph), indexer "
+               "heads and top-k >= 1";
+    if (o->n_nextn && (!dsa || o->n_nextn >= o->n_layer || o->n_dense > o->n_layer - o->n_nextn))
+        return "--nextn: deepseek32 / glm-dsa only, fewer than n-layer, n-dense <= the layers that run";
+    if (o->idx_types && strcmp(o->arch, "glm-dsa")) return "--indexer-types is glm-dsa's";
+    if (o->n_layer > DF_MAX_LAYERS) return "n-layer too large";
+    return NULL;
+}
+
+int df_gen_random_deepseek2(int argc, char **argv) {
+    ds_cli c = {.o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = 64, .n_layer = 3, .n_head = 4, .q_lora = 32,
+                      .kv_lora = 64, .d_nope = 32, .d_rope = 16, .d_v = 32, .n_ff = 96, .n_expert = 8, .n_used = 2,
+                      .n_ff_exp = 32, .n_shared = 1, .n_dense = 1, .groups = -1, .groups_used = -1,
+                      .n_ctx = 4096, .gating = -1, .bias = true, .norm = true, .scale = -1.0f,
+                      .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1, .variant = "v3",
+                      .idx_heads = 8, .idx_dim = 64, .idx_top_k = 8, .n_nextn = -1, .arch = "deepseek2"},
+                .q_lora = -1, .n_shared = -1, .n_layer = -1, .d_rope = -1, .rope_base = -1.0f, .yarn_factor = -1.0f};
+    ds_opts *o = &c.o;
+    const int64_t M = 1 << 20;
+    const unsigned types = GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K;
+    const gr_opt opts[] = {
+        {"--no-bias", GR_FLAG, &c.no_bias, 1}, {"--no-norm", GR_FLAG, &c.no_norm, 1}, {"--legacy", GR_FLAG, &c.legacy, 1},
+        {"--fused", GR_FLAG, &o->fused, 1}, {"--sparse", GR_FLAG, &o->sparse, 1}, {"--no-yarn", GR_FLAG, &c.no_yarn, 1},
+        {"--shared-indexer-tensors", GR_FLAG, &o->shared_idx_tensors, 1}, {"--raw-experts", GR_FLAG, &o->raw_experts, 1},
+        {"--n-embd", GR_I64, &o->n_embd, M}, {"--n-layer", GR_I64, &c.n_layer, M}, {"--n-head", GR_I64, &o->n_head, M},
+        {"--q-lora", GR_I64, &c.q_lora, M}, {"--kv-lora", GR_I64, &o->kv_lora, M}, {"--d-nope", GR_I64, &o->d_nope, M},
+        {"--d-rope", GR_I64, &c.d_rope, M}, {"--d-v", GR_I64, &o->d_v, M}, {"--n-ff", GR_I64, &o->n_ff, M},
+        {"--n-expert", GR_I64, &o->n_expert, M}, {"--n-expert-used", GR_I64, &o->n_used, M},
+        {"--n-ff-exp", GR_I64, &o->n_ff_exp, M}, {"--n-shared", GR_I64, &c.n_shared, M},
+        {"--n-dense", GR_I64, &o->n_dense, M}, {"--groups", GR_I64, &o->groups, M},
+        {"--groups-used", GR_I64, &o->groups_used, M}, {"--ctx", GR_I64, &o->n_ctx, M},
+        {"--indexer-heads", GR_I64, &o->idx_heads, M}, {"--indexer-dim", GR_I64, &o->idx_dim, M},
+        {"--indexer-top-k", GR_I64, &o->idx_top_k, M}, {"--nextn", GR_I64, &o->n_nextn, M},
+        {"--rope-base", GR_F32_POS, &c.rope_base, 0}, {"--yarn-factor", GR_F32_POS, &c.yarn_factor, 0},
+        {"--scale", GR_F32, &o->scale, 0}, {"--out-scale", GR_F32, &o->out_scale, 0},
+        {"--router-scale", GR_F32, &o->router_scale, 0},
+        {"--type", GR_TYPE, &o->type, types}, {"--expert-type", GR_TYPE, &o->exp_type, types | GR_T_MXFP4},
+        {"--vocab", GR_STR, &o->vocab, 0}, {"--indexer-types", GR_STR, &c.idx_types, 0}, {"--seed", GR_SEED, &o->seed, 0},
+    };
+    const gr_args ga = {"deepseek2", opts, sizeof opts / sizeof opts[0], types, ds_usage, ds_other, &c, &o->out};
+    int prc = gr_parse_args(&ga, argc, argv);
+    if (prc != 1) return prc;
+    if (!o->out) { ds_usage(stderr); return 2; }
+    ds_resolve(&c);
+    const char *why = ds_check(o);
+    if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }
+    return ds_write(c.o);
 }

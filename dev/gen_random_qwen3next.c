@@ -11,8 +11,6 @@
 #include "dev/gen_random.h"
 #include "deltafin.h"
 
-#include <errno.h>
-#include <math.h>
 
 typedef struct {
     int type, exp_type;
@@ -132,83 +130,52 @@ done:
     return rc ? 1 : 0;
 }
 
+/* --arch, --preset (applied where it stands: later options override it) and --sections */
+static int qn_other(void *ud, const char *a, const char *v) {
+    qn_opts *o = ud;
+    if (!strcmp(a, "--arch")) {
+        if (strcmp(v, "qwen3next") && strcmp(v, "qwen35moe")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+        o->arch = !strcmp(v, "qwen3next") ? "qwen3next" : "qwen35moe";
+    } else if (!strcmp(a, "--preset")) {
+        if (strcmp(v, "qwen3.5-397b")) { fprintf(stderr, "gen-random: --preset: qwen3.5-397b\n"); return 2; }
+        /* Qwen3.5-397B-A17B (qwen35moe) */
+        o->arch = "qwen35moe"; o->n_embd = 4096; o->n_layer = 60; o->interval = 4; o->n_head = 32; o->n_head_kv = 2;
+        o->head_dim = 256; o->n_rot = 64; o->state = 128; o->groups = 16; o->v_heads = 64; o->conv = 4;
+        o->n_expert = 512; o->n_used = 10; o->n_ff_exp = 1024; o->n_ff_shexp = 1024; o->n_ctx = 262144;
+        o->sections[0] = 11; o->sections[1] = 11; o->sections[2] = 10; o->sections[3] = 0;
+    } else if (!strcmp(a, "--sections")) {
+        int n = sscanf(v, "%d,%d,%d,%d", &o->sections[0], &o->sections[1], &o->sections[2], &o->sections[3]);
+        if (n != 4) { fprintf(stderr, "gen-random: --sections takes A,B,C,D\n"); return 2; }
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 int df_gen_random_qwen3next(int argc, char **argv) {
     qn_opts o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = 64, .n_layer = 4, .n_head = 4, .n_head_kv = 2,
                  .head_dim = 32, .n_rot = 16, .interval = 4, .state = 32, .groups = 2, .v_heads = 4, .conv = 4,
                  .n_expert = 8, .n_used = 2, .n_ff_exp = 32, .n_ff_shexp = 64, .n_ctx = 4096, .eps = 1e-6f,
                  .out_scale = 2.0f, .router_scale = 1.0f, .mat_scale = 1.0f, .rope_base = 10000000.0f, .seed = 1,
                  .sections = {3, 3, 2, 0}, .arch = "qwen3next"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { qn_usage(stdout); return 0; }
-        if (a[0] != '-' || !a[1]) {
-            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
-            o.out = a;
-            continue;
-        }
-        if (!strcmp(a, "--ssm-in")) { o.ssm_in = true; continue; }
-        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
-        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        struct { const char *opt; int64_t *dst; } ints[] = {
-            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
-            {"--n-head-kv", &o.n_head_kv}, {"--head-dim", &o.head_dim}, {"--n-rot", &o.n_rot},
-            {"--interval", &o.interval}, {"--state", &o.state}, {"--groups", &o.groups},
-            {"--v-heads", &o.v_heads}, {"--conv", &o.conv}, {"--n-expert", &o.n_expert},
-            {"--n-expert-used", &o.n_used}, {"--n-ff-exp", &o.n_ff_exp}, {"--n-ff-shexp", &o.n_ff_shexp},
-            {"--ctx", &o.n_ctx}, {"--nextn", &o.n_nextn},
-        };
-        bool done = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
-            if (strcmp(a, ints[k].opt)) continue;
-            if (!gr_parse_i64(v, 1 << 24, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
-            done = true;
-        }
-        if (done) continue;
-        struct { const char *opt; float *dst; } flts[] = {
-            {"--eps", &o.eps}, {"--out-scale", &o.out_scale}, {"--router-scale", &o.router_scale},
-            {"--mat-scale", &o.mat_scale}, {"--rope-base", &o.rope_base},
-        };
-        for (size_t k = 0; k < sizeof flts / sizeof flts[0] && !done; k++) {
-            if (strcmp(a, flts[k].opt)) continue;
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !isfinite(f) || f < 0) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
-            *flts[k].dst = f;
-            done = true;
-        }
-        if (done) continue;
-        if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "qwen3next") && strcmp(v, "qwen35moe")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
-            o.arch = !strcmp(v, "qwen3next") ? "qwen3next" : "qwen35moe";
-        } else if (!strcmp(a, "--preset")) {
-            if (strcmp(v, "qwen3.5-397b")) { fprintf(stderr, "gen-random: --preset: qwen3.5-397b\n"); return 2; }
-            /* Qwen3.5-397B-A17B (qwen35moe): options after --preset override it */
-            o.arch = "qwen35moe"; o.n_embd = 4096; o.n_layer = 60; o.interval = 4; o.n_head = 32; o.n_head_kv = 2;
-            o.head_dim = 256; o.n_rot = 64; o.state = 128; o.groups = 16; o.v_heads = 64; o.conv = 4;
-            o.n_expert = 512; o.n_used = 10; o.n_ff_exp = 1024; o.n_ff_shexp = 1024; o.n_ctx = 262144;
-            o.sections[0] = 11; o.sections[1] = 11; o.sections[2] = 10; o.sections[3] = 0;
-        } else if (!strcmp(a, "--sections")) {
-            int n = sscanf(v, "%d,%d,%d,%d", &o.sections[0], &o.sections[1], &o.sections[2], &o.sections[3]);
-            if (n != 4) { fprintf(stderr, "gen-random: --sections takes A,B,C,D\n"); return 2; }
-        } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = gr_parse_type(v, GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K | GR_T_MXFP4);
-            if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
-            if (a[2] == 't') o.type = t; else o.exp_type = t;
-        } else if (!strcmp(a, "--vocab")) {
-            o.vocab = v;
-        } else if (!strcmp(a, "--seed")) {
-            char *e;
-            errno = 0;
-            o.seed = strtoull(v, &e, 0);
-            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
-        } else {
-            fprintf(stderr, "gen-random: unknown option %s for %s\n", a, o.arch);
-            qn_usage(stderr);
-            return 2;
-        }
-    }
+    const gr_opt opts[] = {
+        {"--ssm-in", GR_FLAG, &o.ssm_in, 1}, {"--sparse", GR_FLAG, &o.sparse, 1}, {"--raw-experts", GR_FLAG, &o.raw_experts, 1},
+        {"--n-embd", GR_I64, &o.n_embd, 0}, {"--n-layer", GR_I64, &o.n_layer, 0}, {"--n-head", GR_I64, &o.n_head, 0},
+        {"--n-head-kv", GR_I64, &o.n_head_kv, 0}, {"--head-dim", GR_I64, &o.head_dim, 0}, {"--n-rot", GR_I64, &o.n_rot, 0},
+        {"--interval", GR_I64, &o.interval, 0}, {"--state", GR_I64, &o.state, 0}, {"--groups", GR_I64, &o.groups, 0},
+        {"--v-heads", GR_I64, &o.v_heads, 0}, {"--conv", GR_I64, &o.conv, 0}, {"--n-expert", GR_I64, &o.n_expert, 0},
+        {"--n-expert-used", GR_I64, &o.n_used, 0}, {"--n-ff-exp", GR_I64, &o.n_ff_exp, 0},
+        {"--n-ff-shexp", GR_I64, &o.n_ff_shexp, 0}, {"--ctx", GR_I64, &o.n_ctx, 0}, {"--nextn", GR_I64, &o.n_nextn, 0},
+        {"--eps", GR_F32, &o.eps, 0}, {"--out-scale", GR_F32, &o.out_scale, 0},
+        {"--router-scale", GR_F32, &o.router_scale, 0}, {"--mat-scale", GR_F32, &o.mat_scale, 0},
+        {"--rope-base", GR_F32, &o.rope_base, 0},
+        {"--type", GR_TYPE, &o.type, 0}, {"--expert-type", GR_TYPE, &o.exp_type, 0},
+        {"--vocab", GR_STR, &o.vocab, 0}, {"--seed", GR_SEED, &o.seed, 0},
+    };
+    const gr_args ga = {"qwen3next / qwen35moe", opts, sizeof opts / sizeof opts[0],
+                        GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K | GR_T_MXFP4, qn_usage, qn_other, &o, &o.out};
+    int prc = gr_parse_args(&ga, argc, argv);
+    if (prc != 1) return prc;
     if (!o.out) { qn_usage(stderr); return 2; }
     if (o.exp_type < 0) o.exp_type = o.type;
     if (o.n_embd < 1 || o.n_layer < 1 || o.n_layer > 512 || o.n_head < 1 || o.n_head_kv < 1 || o.n_head % o.n_head_kv ||
