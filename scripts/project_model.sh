@@ -26,6 +26,8 @@
 #     MoE layers x experts per token x expert bytes x (1 - measured hit rate); I/O floor = that /
 #     disk bandwidth; projected s/token = I/O floor / measured floor fraction (capped at 1). Also
 #     at FAST_GBS (default 7.1 GB/s, a fast NVMe drive) with the same fraction — an extrapolation.
+#     The rows' baselines: the reference engine's fraction of its floor; for tok/s the published
+#     run where it is like for like (K3), else the full model's I/O floor on this disk.
 #
 # usage: scripts/project_model.sh [--record]
 #   env: MODEL (k3 | qwen35 | glm5), DIR (/tmp/df-MODEL), N_GEN (6), THREADS (nproc), REPEAT (2),
@@ -35,7 +37,7 @@
 #        kinder to other work on a shared machine), k3: N_LAYER (3), LAYERS (KKM)
 set -u
 RECORD=0
-for a in "$@"; do case $a in --record) RECORD=1 ;; -h|--help) sed -n 2,36p "$0"; exit 0 ;; esac; done
+for a in "$@"; do case $a in --record) RECORD=1 ;; -h|--help) sed -n 2,37p "$0"; exit 0 ;; esac; done
 cd "$(dirname "$0")/.." || exit 1
 MODEL_KIND=${MODEL:-k3}
 BIN=${DELTAFIN_BIN:-build/deltafin}
@@ -67,16 +69,16 @@ qwen35)
     VOCAB="bytes:248320"; SMALL="--n-layer 2 --interval 2"; N_LAYER=2; N_MOE=2
     REAL_MOE=60; K_ACT=10; EXPERT=6684672; LAYER_GB=4; MACHINES=${MACHINES:-32 64}
     TITLE="Qwen3.5-397B-A17B"
-    NOTE_GEO="2-layer Qwen3.5-397B-geometry model (a DeltaNet and an attention layer; 512 MXFP4 experts top-10 of 1024, Q4_K dense)"
-    REF_TPS=4.4; REF_FRAC=0.40
-    REF_NOTE="reference: 4.4 tok/s on a 48 GB laptop at 4 bits, 29-40% of its I/O floor (issue 17)" ;;
+    NOTE_GEO="2-layer Qwen3.5-397B-geometry model (a DeltaNet and an attention layer; 512 MXFP4 experts of width 1024, top-10, Q4_K dense)"
+    REF_TPS=""; REF_FRAC=0.40   # 4.4 tok/s was K=4 experts on a 17.5 GB/s SSD: no tok/s baseline
+    REF_NOTE="reference: 4.4 tok/s on a 48 GB laptop at 4 bits (4 of the 10 experts per token, 17.5 GB/s SSD), 29-40% of its I/O floor (issue 17)" ;;
 glm5)
     GEN="--preset glm-5 --type q4_k --expert-type mxfp4 --raw-experts --seed 3"
     VOCAB="bytes:154880"; SMALL="--n-layer 3 --nextn 0 --n-dense 1"; N_LAYER=3; N_MOE=2
     REAL_MOE=75; K_ACT=8; EXPERT=20054016; LAYER_GB=6; MACHINES=${MACHINES:-32 64}
     TITLE="GLM-5"
-    NOTE_GEO="3-layer GLM-5-geometry model (a dense and 2 MoE layers; 256 MXFP4 experts top-8 of 2048, Q4_K dense, DSA indexer top-2048)"
-    REF_TPS=1.1; REF_FRAC=0.50
+    NOTE_GEO="3-layer GLM-5-geometry model (a dense and 2 MoE layers; 256 MXFP4 experts of width 2048, top-8, Q4_K dense, DSA indexer top-2048)"
+    REF_TPS=""; REF_FRAC=0.50   # another drive and quantization: no tok/s baseline
     REF_NOTE="reference: GLM-5.x 744B at 1.1 tok/s on two NVMe drives, 40-50% of its I/O floor (issue 17)" ;;
 *) echo "project_model: MODEL must be k3, qwen35 or glm5"; exit 2 ;;
 esac
@@ -118,7 +120,7 @@ trap 'rmdir "$CG" $BCG 2>/dev/null; rm -f "$RES" "$DIR"/st.$$.jsonl "$DIR"/err.$
 . scripts/bench_lib.sh
 drop_cache() { df_drop_cache "$MODEL"; }
 # $1 = memory cgroup dir or "", then the command: joins the cgroup and the throttle (if any)
-in_cg() { sh -c 'for g in "$1" "$2"; do [ -n "$g" ] && echo $$ > "$g/cgroup.procs"; done; shift 2; exec "$@"' x "$1" "$BCG" "$@"; }
+in_cg() { _g=$1; shift; sh -c 'for g in "$1" "$2"; do [ -n "$g" ] && echo $$ > "$g/cgroup.procs"; done; shift 2; exec "$@"' x "$_g" "$BCG" "$@"; }
 disk_bw() { # $1 parallel streams of 16 MiB O_DIRECT reads (3 GiB), through the throttle if any
     in_cg "" sh -c ". scripts/bench_lib.sh; df_disk_bw '$MODEL' $1 $((192 / $1))"
 }
@@ -162,8 +164,10 @@ EOF
         if [ $HAVE_CG = 1 ]; then
             # cgroup (page cache included) = expert cache + all the small model's dense weights
             # + 1.5 GiB for code, KV, scratch, buffers and slack: no page-cache hits for free
-            DENSE=$("$BIN" info -m "$MODEL" 2>/dev/null | sed -n 's/.*dense weights (resident) *\([0-9.]*\) GiB.*/\1/p')
-            echo $(awk -v c=$CACHE -v d="${DENSE:-2}" 'BEGIN { printf "%d", c + d * 1073741824 + 1.5 * 1073741824 }') \
+            # (%.0f: mawk's %d stops at 2^31 - 1, which had capped every limit at 2 GiB)
+            DENSE=$("$BIN" info -m "$MODEL" 2>/dev/null | sed -n 's/.*dense weights (resident) *\([0-9.]* [KMG]iB\).*/\1/p')
+            echo "${DENSE:-2 GiB}" | awk -v c=$CACHE \
+                '{ m = $2 == "GiB" ? 1073741824 : $2 == "MiB" ? 1048576 : 1024; printf "%.0f\n", c + $1 * m + 1.5 * 1073741824 }' \
                 > "$CG/memory.limit_in_bytes"
             echo 0 > "$CG/memory.max_usage_in_bytes" 2>/dev/null
             CGDIR=$CG
@@ -220,6 +224,8 @@ for gib, rr in real.items():
     fc = min(frac, 1.0)
     proj_s = floor_s / fc if fc > 0 else float("inf")
     fast_s = real_bpt / (fast * 1e9) / fc if fc > 0 else float("inf")
+    # baseline of the tok/s row: the published run where it is like for like (K3), else this disk's I/O floor
+    base_tps = ref_tps or "%.4f" % (1 / floor_s)
     print("\n%s, %s GiB machine: real plan %d of %d dense layers resident, %.2f GiB dense streamed/token, %d expert slots" % (
         title, gib, res_l, L, dstream / 2**30, slots))
     print("  per-layer run (%d resident, %d slots): %.4f tok/s, %.0f MiB/token, floor fraction %.3f (range %.3f-%.3f), hit %.4f, disk %.2f GB/s (medians of %d)" % (
@@ -235,7 +241,7 @@ for gib, rr in real.items():
     out.append("\t".join([date, commit, "%s-projection" % kind, "%s full model on a %s GiB machine: streamed run's fraction of its I/O floor" % (title, gib),
                           "fraction of I/O floor", "%.3f" % frac, ref_frac, "%.2f" % (frac / float(ref_frac)), "yes", note]))
     out.append("\t".join([date, commit, "%s-projection" % kind, "%s full model on a %s GiB machine: projected tok/s on this disk" % (title, gib),
-                          "tok/s (projected)", "%.4f" % (1 / proj_s), ref_tps, "%.2f" % ((1 / proj_s) / float(ref_tps)), "yes",
+                          "tok/s (projected)", "%.4f" % (1 / proj_s), base_tps, "%.2f" % ((1 / proj_s) / float(base_tps)), "yes",
                           note + "; %.2f GB/token, I/O floor %.2f s/token; at %.1f GB/s: %.3f tok/s (extrapolated); %s" % (
                               real_bpt / 1e9, floor_s, fast, 1 / fast_s, ref_note)]))
 if record == "1" and out:
