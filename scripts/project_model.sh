@@ -188,10 +188,12 @@ bpt = (e["bytes_read"] - p["bytes_read"]) / dec
 dpt = (e.get("dense_bytes_read", 0) - p.get("dense_bytes_read", 0)) / dec
 hits = e["expert_hits"] - p["expert_hits"]; miss = e["expert_misses"] - p["expert_misses"]
 tps = e["gen_tok_s_avg"]
+# decode time per token split into computing (reads overlapping it included) and waiting on reads
+cpt = (e.get("compute_s", 0) - p.get("compute_s", 0)) / dec; wpt = (e.get("io_wait_s", 0) - p.get("io_wait_s", 0)) / dec
 print(gib, rep, "%.5f" % tps, "%.0f" % bpt, "%.0f" % dpt, disk, "%.4f" % ((bpt / (float(disk) * 1e9)) * tps),
-      "%.4f" % (hits / max(1, hits + miss)), s["peak_rss"], peak)
+      "%.4f" % (hits / max(1, hits + miss)), s["peak_rss"], peak, "%.1f" % (cpt * 1e3), "%.1f" % (wpt * 1e3))
 ' "$GIB" "$r" "$DISK" "$ST" "$PEAK" >>"$RES"
-        tail -n 1 "$RES" | awk '{printf "  rep %s: disk %s GB/s, %.4f tok/s, %.0f MiB/token (dense %.0f), floor fraction %.2f, hit %.3f, peak RSS %.0f MiB, cgroup peak %.0f MiB\n", $2, $6, $3, $4/1048576, $5/1048576, $7, $8, $9/1048576, $10/1048576}'
+        tail -n 1 "$RES" | awk '{printf "  rep %s: disk %s GB/s, %.4f tok/s, %.0f MiB/token (dense %.0f), floor fraction %.2f, hit %.3f, peak RSS %.0f MiB, cgroup peak %.0f MiB, per token %s ms computing + %s ms waiting on reads\n", $2, $6, $3, $4/1048576, $5/1048576, $7, $8, $9/1048576, $10/1048576, $11, $12}'
         r=$((r + 1))
     done
     echo "REAL $GIB $REAL_RES $REAL_L $REAL_DSTREAM $REAL_SLOTS $SLOT $K $SLOTS" >>"$RES"
@@ -218,6 +220,7 @@ for gib, rr in real.items():
     tps = S.median(float(r[2]) for r in ms); frac = S.median(float(r[6]) for r in ms)
     disk = S.median(float(r[5]) for r in ms); hit = S.median(float(r[7]) for r in ms)
     bpt_small = S.median(float(r[3]) for r in ms)
+    cpt = S.median(float(r[10]) for r in ms); wpt = S.median(float(r[11]) for r in ms)
     real_bpt = dstream + real_moe * k_act * expert * (1 - hit)
     floor_s = real_bpt / (disk * 1e9)
     # a fraction above 1 (the engine read faster than dd measured the disk) is not credited
@@ -228,16 +231,17 @@ for gib, rr in real.items():
     base_tps = ref_tps or "%.4f" % (1 / floor_s)
     print("\n%s, %s GiB machine: real plan %d of %d dense layers resident, %.2f GiB dense streamed/token, %d expert slots" % (
         title, gib, res_l, L, dstream / 2**30, slots))
-    print("  per-layer run (%d resident, %d slots): %.4f tok/s, %.0f MiB/token, floor fraction %.3f (range %.3f-%.3f), hit %.4f, disk %.2f GB/s (medians of %d)" % (
-        k, sslots, tps, bpt_small / 2**20, frac, min(float(r[6]) for r in ms), max(float(r[6]) for r in ms), hit, disk, len(ms)))
+    print("  per-layer run (%d resident, %d slots): %.4f tok/s, %.0f MiB/token, floor fraction %.3f (range %.3f-%.3f), hit %.4f, disk %.2f GB/s, per token %.0f ms computing + %.0f ms waiting on reads (medians of %d)" % (
+        k, sslots, tps, bpt_small / 2**20, frac, min(float(r[6]) for r in ms), max(float(r[6]) for r in ms), hit, disk, cpt, wpt, len(ms)))
     print("  full model: %.2f GB read per token, I/O floor %.2f s/token at %.2f GB/s -> projected %.2f s/token = %.3f tok/s" % (
         real_bpt / 1e9, floor_s, disk, proj_s, 1 / proj_s))
     print("  at %.1f GB/s (extrapolated, same fraction): %.3f s/token = %.2f tok/s" % (fast, fast_s, 1 / fast_s))
     note = ("%s, per-layer budget of the real %d-MoE-layer plan at --mem-limit %d GiB - reserve: %d/%d dense layers resident "
             "(%.2f GiB streamed/token), %d expert slots; small model %d dense resident, %d slots; medians of %d runs; "
-            "%.0f MiB read/token measured, hit %.4f, %s %.2f GB/s; %s tokens, %s threads") % (
+            "%.0f MiB read/token measured, hit %.4f, %s %.2f GB/s; per token %.0f ms computing + %.0f ms waiting on reads; "
+            "%s tokens, %s threads") % (
             geo, real_moe, int(gib), res_l, L, dstream / 2**30, slots, k, sslots, len(ms), bpt_small / 2**20, hit,
-            disk_note, disk, ngen, threads)
+            disk_note, disk, cpt, wpt, ngen, threads)
     out.append("\t".join([date, commit, "%s-projection" % kind, "%s full model on a %s GiB machine: streamed run's fraction of its I/O floor" % (title, gib),
                           "fraction of I/O floor", "%.3f" % frac, ref_frac, "%.2f" % (frac / float(ref_frac)), "yes", note]))
     out.append("\t".join([date, commit, "%s-projection" % kind, "%s full model on a %s GiB machine: projected tok/s on this disk" % (title, gib),
