@@ -184,7 +184,8 @@ EOF
               --prefetch auto --ignore-eos --json --stats-file "$ST" --stats-every 100000 2>"$DIR/err.$$")
         if [ $? -ne 0 ] || [ ! -s "$ST" ]; then echo "  rep $r: run failed: $(tail -n 3 "$DIR/err.$$")"; r=$((r + 1)); continue; fi
         PEAK=$(cat "$CG/memory.max_usage_in_bytes" 2>/dev/null || echo 0)
-        echo "$OUT" | $PY -c '
+        # printf, not echo: dash's echo turns the JSON text's \t, \r ... escapes into control characters
+        printf '%s\n' "$OUT" | $PY -c '
 import json, sys
 gib, rep, disk, st_path, peak = sys.argv[1:6]
 o = json.loads(sys.stdin.read())
@@ -199,7 +200,7 @@ tps = e["gen_tok_s_avg"]
 cpt = (e.get("compute_s", 0) - p.get("compute_s", 0)) / dec; wpt = (e.get("io_wait_s", 0) - p.get("io_wait_s", 0)) / dec
 print(gib, rep, "%.5f" % tps, "%.0f" % bpt, "%.0f" % dpt, disk, "%.4f" % ((bpt / (float(disk) * 1e9)) * tps),
       "%.4f" % (hits / max(1, hits + miss)), s["peak_rss"], peak, "%.1f" % (cpt * 1e3), "%.1f" % (wpt * 1e3), dec)
-' "$GIB" "$r" "$DISK" "$ST" "$PEAK" >>"$RES"
+' "$GIB" "$r" "$DISK" "$ST" "$PEAK" >>"$RES" || { echo "  rep $r: cannot read the run's statistics"; r=$((r + 1)); continue; }
         tail -n 1 "$RES" | awk '{printf "  rep %s: disk %s GB/s, %.4f tok/s, %.0f MiB/token (dense %.0f), floor fraction %.2f, hit %.3f, peak RSS %.0f MiB, cgroup peak %.0f MiB, per token %s ms computing + %s ms waiting on reads (%s decode tokens)\n", $2, $6, $3, $4/1048576, $5/1048576, $7, $8, $9/1048576, $10/1048576, $11, $12, $13}'
         r=$((r + 1))
     done
