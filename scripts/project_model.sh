@@ -196,8 +196,11 @@ bpt = (e["bytes_read"] - p["bytes_read"]) / dec
 dpt = (e.get("dense_bytes_read", 0) - p.get("dense_bytes_read", 0)) / dec
 hits = e["expert_hits"] - p["expert_hits"]; miss = e["expert_misses"] - p["expert_misses"]
 tps = e["gen_tok_s_avg"]
-# decode time per token split into computing (reads overlapping it included) and waiting on reads
-cpt = (e.get("compute_s", 0) - p.get("compute_s", 0)) / dec; wpt = (e.get("io_wait_s", 0) - p.get("io_wait_s", 0)) / dec
+# decode time per token split into computing and waiting on reads: compute_s (the forward passes,
+# waits included) and io_wait_s of a line count since the line before, unlike the byte counters
+dl = lines[lines.index(p) + 1:]
+fwd = sum(l.get("compute_s", 0) for l in dl); wait = sum(l.get("io_wait_s", 0) for l in dl)
+cpt = (fwd - wait) / dec; wpt = wait / dec
 print(gib, rep, "%.5f" % tps, "%.0f" % bpt, "%.0f" % dpt, disk, "%.4f" % ((bpt / (float(disk) * 1e9)) * tps),
       "%.4f" % (hits / max(1, hits + miss)), s["peak_rss"], peak, "%.1f" % (cpt * 1e3), "%.1f" % (wpt * 1e3), dec)
 ' "$GIB" "$r" "$DISK" "$ST" "$PEAK" >>"$RES" || { echo "  rep $r: cannot read the run's statistics"; r=$((r + 1)); continue; }
