@@ -215,7 +215,7 @@ static void md_header(const col *c, const bool *on) {
 }
 
 static void md_row(const col *c, const bool *on, const binfo *bi, const btest *t) {
-    char v[C_COUNT][96];
+    char v[C_COUNT][160]; /* the model column holds binfo.desc (128) */
     double ats, sts;
     mean_sd(t, false, &ats, &sts);
     snprintf(v[C_MODEL], sizeof v[0], "%s", bi->desc);
