@@ -77,7 +77,7 @@ for io in $ENGINES; do
     ST=$(echo "$OUT" | grep "dense stream:")
     RD=$(echo "$ST" | sed -n 's/.* at \([0-9.]*\) GB\/s.*/\1/p')
     WAIT=$(echo "$ST" | sed -n 's/.*| wait \([0-9.]*\) s.*/\1/p')
-    PERB=$(echo "$PER" | awk '{ m = $2 == "GiB" ? 1073741824 : $2 == "MiB" ? 1048576 : 1024; printf "%d", $1 * m }')
+    PERB=$(echo "$PER" | awk '{ m = $2 == "GiB" ? 1073741824 : $2 == "MiB" ? 1048576 : 1024; printf "%.0f", $1 * m }')
     SPT=$(echo "$GEN" | awk '{ if ($1 > 0) printf "%.3f", 1 / $1 }')
     FLOOR=$(echo "$PERB $DISK" | awk '{ if ($2 > 0) printf "%.3f", $1 / $2 / 1e9 }')
     printf '%-8s %9s %10s %11s %12s %9s %9s %10s\n' "$io" "$GEN" "$RD" "$PER" "$SPT" "$FLOOR" "$WAIT" "$PEAK"
