@@ -14,6 +14,9 @@
  * cache rows of session.c. A pass may carry several sequences (c->seg): projections run on all
  * rows (df_fw_mm: each sequence's rows as its own pass), the conv, the recurrence and attention
  * sequence by sequence on each one's own state and cache.
+ * The last layer's FFN runs on every row of the pass (select_late): llama.cpp's graph keeps the
+ * output rows only after output_norm, so its F32 router / shared-expert matmuls of a prompt
+ * are batch products (tinyBLAS), not one-row ones.
  * Threading: on the ctx thread; matmuls and the per-head recurrence fan out over c->pool. */
 #include "model/model.h"
 #include "model/qwen3next.h"
@@ -278,6 +281,7 @@ const df_arch_fwd df_fwd_qwen3next = {
     .name = "qwen3next",
     .layer_attn = qn_layer_attn,
     .arch_scratch = qn_scratch_bytes,
+    .select_late = true,
 };
 
 /* qwen35moe: the same blocks (ssm_beta / ssm_alpha and the k-head broadcast keyed on the
@@ -286,4 +290,5 @@ const df_arch_fwd df_fwd_qwen35moe = {
     .name = "qwen35moe",
     .layer_attn = qn_layer_attn,
     .arch_scratch = qn_scratch_bytes,
+    .select_late = true,
 };
