@@ -96,24 +96,6 @@ static void gdn_head(void *ctx, int h, int thread) {
                            j->g + off, ld, j->beta + h, j->H, j->o + off);
 }
 
-/* causal depthwise conv (SSM_CONV: the tap sum as an FMA chain) then silu, state updated */
-static void gdn_conv(float *x, int nt, int64_t CD, int C, float *state, const float *taps, float *win) {
-    const int cs = C - 1;
-    for (int64_t ch = 0; ch < CD; ch++) {
-        float *st = state + ch * cs;
-        const float *w = taps + ch * C;
-        for (int i = 0; i < cs; i++) win[i] = st[i];
-        for (int t = 0; t < nt; t++) win[cs + t] = x[t * CD + ch];
-        for (int t = 0; t < nt; t++) {
-            float s = 0.0f;
-            for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
-            x[t * CD + ch] = s;
-        }
-        for (int i = 0; i < cs; i++) st[i] = win[nt + i];
-    }
-    for (int t = 0; t < nt; t++) df_silu_row(x + t * CD, (int)CD);
-}
-
 /* ggml_l2_norm: x / max(sqrt(Σx²), eps), the sum in double */
 static void l2_row(float *p, int S, float eps) {
     double s = 0.0;
@@ -174,7 +156,7 @@ static int gdn_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
     /* 3. short conv + silu over q|k|v, each sequence from its own state */
     for (int q = 0; q < c->n_seg; q++) {
         const df_seg *sg = &c->seg[q];
-        gdn_conv(b->qkv + (int64_t)sg->row0 * CD, sg->n, CD, C, qn_layer_state(sg->sc, il), L->ssm_conv[0]->data,
+        df_ssm_conv_silu(b->qkv + (int64_t)sg->row0 * CD, sg->n, CD, C, qn_layer_state(sg->sc, il), L->ssm_conv[0]->data,
                  b->win);
     }
     /* 4. L2 norm of q and k per k head, repeated to the value heads (qwen3next: v head h reads
