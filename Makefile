@@ -146,12 +146,21 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
 fuzz: $(FUZZ_BIN)
 FUZZ_APP := app/server.c app/server_parse.c app/server_stream.c app/config.c app/server_agents.c app/server_web.c
-build-fuzz/%: fuzz/%.c $(LIB_SRC) $(FUZZ_APP)
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -I. \
+  $(GIT_DEF) $(if $(HAVE_URING),-DDF_HAVE_URING=1)
+# the SIMD kernels with their ISA flags, each alone (as in the normal build): ISA flags on every
+# file let the compiler use AVX-512 anywhere, and the fuzzers died of SIGILL on AVX2 machines
+FUZZ_ISA_SRC := $(filter src/kernels/x86_% src/kernels/arm_%,$(LIB_SRC))
+FUZZ_ISA_OBJ := $(FUZZ_ISA_SRC:src/kernels/%.c=build-fuzz/isa/%.o)
+build-fuzz/isa/x86_avx2.o build-fuzz/isa/x86_avx2_f32.o: FUZZ_ISA := $(AVX2_FLAGS)
+build-fuzz/isa/x86_avx512.o build-fuzz/isa/x86_avx512_kq.o build-fuzz/isa/x86_avx512_f32.o: FUZZ_ISA := $(AVX512_FLAGS)
+build-fuzz/isa/arm_neon.o: FUZZ_ISA := -march=armv8.2-a+dotprod+fp16
+build-fuzz/isa/%.o: src/kernels/%.c
+	@mkdir -p build-fuzz/isa
+	clang $(FUZZ_CFLAGS) $(FUZZ_ISA) -c $< -o $@
+build-fuzz/%: fuzz/%.c $(filter-out $(FUZZ_ISA_SRC),$(LIB_SRC)) $(FUZZ_APP) $(FUZZ_ISA_OBJ)
 	@mkdir -p build-fuzz
-	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -I. \
-	  $(GIT_DEF) $(if $(HAVE_URING),-DDF_HAVE_URING=1) \
-	  -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 \
-	  -o $@ $< $(LIB_SRC) $(FUZZ_APP) $(LIBS)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(filter-out $(FUZZ_ISA_SRC),$(LIB_SRC)) $(FUZZ_APP) $(FUZZ_ISA_OBJ) $(LIBS)
 
 # make install PREFIX=/usr/local (DESTDIR for staged installs): the CLI, the library, its headers
 # and a pkg-config file. An embedding program: cc app.c $$(pkg-config --cflags --libs --static deltafin)

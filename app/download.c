@@ -382,6 +382,73 @@ static void sleep_s(double s) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
+/* One attempt's request: follow redirects, fail on HTTP errors, give up on a stalled
+ * transfer, resume from x->start with a Range, the token as a bearer. */
+static void set_request(CURL *curl, const char *url, const df_download_opts *o, xfer *x, uint64_t *range_total,
+                        char *errbuf, const char *agent) {
+    char range[64];
+    snprintf(range, sizeof range, "%llu-", (unsigned long long)x->start);
+    curl_easy_reset(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, agent);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, o->connect_timeout_s);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, o->stall_timeout_s);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_HEADERDATA, range_total);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_xfer);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, x);
+    if (x->start > 0) curl_easy_setopt(curl, CURLOPT_RANGE, range); /* curl copies the string */
+    if (o->bearer_token) {
+        curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+        curl_easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, o->bearer_token);
+    }
+}
+
+/* A failed attempt: why (for the message) and whether another attempt may succeed. */
+static bool failure(CURLcode cc, long code, const char *errbuf, const df_download_opts *o, char *why, size_t cap) {
+    bool transient;
+    if (cc == CURLE_HTTP_RETURNED_ERROR) transient = code == 408 || code == 429 || code >= 500 || code == 416;
+    else transient = cc != CURLE_UNSUPPORTED_PROTOCOL && cc != CURLE_URL_MALFORMAT &&
+                     cc != CURLE_TOO_MANY_REDIRECTS && cc != CURLE_PEER_FAILED_VERIFICATION &&
+                     cc != CURLE_SSL_CACERT_BADFILE && cc != CURLE_LOGIN_DENIED &&
+                     cc != CURLE_COULDNT_RESOLVE_HOST && cc != CURLE_COULDNT_RESOLVE_PROXY;
+    const char *msg = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+    if (cc == CURLE_HTTP_RETURNED_ERROR)
+        snprintf(why, cap, "HTTP %ld%s", code,
+                 code == 401 || code == 403 ? (o->bearer_token ? " (the token was refused)"
+                                                               : " (gated or private: set HF_TOKEN or use --token)")
+                                            : "");
+    else if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_RESOLVE_PROXY)
+        snprintf(why, cap, "%s (the host name does not resolve: check it and the network; not retried)", msg);
+    else if (cc == CURLE_TOO_MANY_REDIRECTS)
+        snprintf(why, cap, "%s (a redirect loop?)", msg);
+    else snprintf(why, cap, "%s", msg);
+    return transient;
+}
+
+/* A .part left by an earlier run that does not start like a GGUF file: emptied (and the
+ * running digest restarted). < 0, named, when it cannot be truncated. */
+static int stale_part(const char *part, EVP_MD_CTX *md, uint64_t *hashed) {
+    if (file_size(part) < 4) return 0;
+    unsigned char h[4] = {0};
+    FILE *pf = fopen(part, "rb");
+    size_t got = pf ? fread(h, 1, 4, pf) : 0;
+    if (pf) fclose(pf);
+    if (got != 4 || !memcmp(h, "GGUF", 4)) return 0;
+    deltafin_log(DELTAFIN_LOG_WARN, "%s: not the start of a GGUF file; downloading from the start", part);
+    if (truncate(part, 0) != 0) return deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno));
+    if (md) { EVP_DigestInit_ex(md, EVP_sha256(), NULL); *hashed = 0; }
+    return 0;
+}
+
 int df_download(const char *url, const char *out_path, const df_download_opts *oin) {
     df_download_opts o = oin ? *oin : df_download_default_opts();
     if (o.sha256 && !is_hex64(o.sha256, strlen(o.sha256)))
@@ -400,17 +467,7 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         if (have && hash_prefix(md, part, have)) hashed = have;
         else if (have) { EVP_MD_CTX_free(md); md = NULL; } /* unreadable prefix: hash at the end */
     }
-    if (o.expect_gguf && file_size(part) >= 4) { /* an old .part that is no GGUF: start over */
-        unsigned char h[4] = {0};
-        FILE *pf = fopen(part, "rb");
-        size_t got = pf ? fread(h, 1, 4, pf) : 0;
-        if (pf) fclose(pf);
-        if (got == 4 && memcmp(h, "GGUF", 4)) {
-            deltafin_log(DELTAFIN_LOG_WARN, "%s: not the start of a GGUF file; downloading from the start", part);
-            if (truncate(part, 0) != 0) { curl_easy_cleanup(curl); return deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno)); }
-            if (md) { EVP_DigestInit_ex(md, EVP_sha256(), NULL); hashed = 0; }
-        }
-    }
+    if (o.expect_gguf && stale_part(part, md, &hashed) < 0) { curl_easy_cleanup(curl); return DELTAFIN_ERR_IO; }
     int rc = DELTAFIN_ERR_IO;
     int fails = 0;
     char errbuf[CURL_ERROR_SIZE], agent[96];
@@ -421,31 +478,8 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         xfer x = {.f = f, .curl = curl, .start = file_size(part), .pr = &pr, .md = md, .hashed = &hashed,
                   .expect_gguf = o.expect_gguf};
         uint64_t range_total = 0;
-        char range[64];
-        snprintf(range, sizeof range, "%llu-", (unsigned long long)x.start);
         errbuf[0] = 0;
-        curl_easy_reset(curl);
-        curl_easy_setopt(curl, CURLOPT_URL, url);
-        curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
-        curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
-        curl_easy_setopt(curl, CURLOPT_USERAGENT, agent);
-        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
-        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-        curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, o.stall_timeout_s);
-        curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-        curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_write);
-        curl_easy_setopt(curl, CURLOPT_WRITEDATA, &x);
-        curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(curl, CURLOPT_HEADERDATA, &range_total);
-        curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_xfer);
-        curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &x);
-        if (x.start > 0) curl_easy_setopt(curl, CURLOPT_RANGE, range);
-        if (o.bearer_token) {
-            curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
-            curl_easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, o.bearer_token);
-        }
+        set_request(curl, url, &o, &x, &range_total, errbuf, agent);
         CURLcode cc = curl_easy_perform(curl);
         long code = 0;
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
@@ -466,30 +500,14 @@ int df_download(const char *url, const char *out_path, const df_download_opts *o
         }
         if (cc == CURLE_OK) { rc = DELTAFIN_OK; break; }
         if (code == 416 && x.start > 0 && range_total == x.start) { rc = DELTAFIN_OK; break; } /* .part was complete */
-        bool transient;
-        if (cc == CURLE_HTTP_RETURNED_ERROR) transient = code == 408 || code == 429 || code >= 500 || code == 416;
-        else transient = cc != CURLE_UNSUPPORTED_PROTOCOL && cc != CURLE_URL_MALFORMAT &&
-                         cc != CURLE_TOO_MANY_REDIRECTS && cc != CURLE_PEER_FAILED_VERIFICATION &&
-                         cc != CURLE_SSL_CACERT_BADFILE && cc != CURLE_LOGIN_DENIED &&
-                         cc != CURLE_COULDNT_RESOLVE_HOST && cc != CURLE_COULDNT_RESOLVE_PROXY;
+        char why[CURL_ERROR_SIZE + 64];
+        const bool transient = failure(cc, code, errbuf, &o, why, sizeof why);
         if (code == 416) { /* .part larger than the file or the file changed: start over once */
             if (truncate(part, 0) != 0) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", part, strerror(errno)); break; }
             if (md) { EVP_DigestInit_ex(md, EVP_sha256(), NULL); hashed = 0; }
             deltafin_log(DELTAFIN_LOG_WARN, "%s: server refused to resume at %llu; starting over", url,
                    (unsigned long long)x.start);
         }
-        char why[CURL_ERROR_SIZE + 64];
-        if (cc == CURLE_HTTP_RETURNED_ERROR)
-            snprintf(why, sizeof why, "HTTP %ld%s", code,
-                     code == 401 || code == 403 ? (o.bearer_token ? " (the token was refused)"
-                                                                  : " (gated or private: set HF_TOKEN or use --token)")
-                                                : "");
-        else if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_RESOLVE_PROXY)
-            snprintf(why, sizeof why, "%s (the host name does not resolve: check it and the network; not retried)",
-                     errbuf[0] ? errbuf : curl_easy_strerror(cc));
-        else if (cc == CURLE_TOO_MANY_REDIRECTS)
-            snprintf(why, sizeof why, "%s (a redirect loop?)", errbuf[0] ? errbuf : curl_easy_strerror(cc));
-        else snprintf(why, sizeof why, "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
         if (!transient) { rc = deltafin_set_error(DELTAFIN_ERR_IO, "%s: %s", url, why); break; }
         if (x.written > 0) fails = 0; /* progress: refill the retry budget */
         if (fails >= o.max_retries) {

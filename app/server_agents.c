@@ -212,6 +212,17 @@ int df_srv_parse_ext(df_srv_ext *x, int kind, const cJSON *root, bool has_tools,
     }
     int rc = parse_tool_choice(x, root, has_tools, err);
     if (rc) return rc;
+    /* llama-server's reasoning_format: "none" leaves the reasoning in the content (gpt-oss: the
+     * analysis message with its markers); auto / deepseek / deepseek-legacy split it off into
+     * reasoning_content, as without the field */
+    const cJSON *rfmt = item(root, "reasoning_format");
+    if (given(rfmt)) {
+        if (!cJSON_IsString(rfmt)) return BADTYPE("'reasoning_format' must be a string");
+        const char *v = rfmt->valuestring;
+        if (strcmp(v, "none") && strcmp(v, "auto") && strcmp(v, "deepseek") && strcmp(v, "deepseek-legacy"))
+            return BAD("'reasoning_format' must be none, auto, deepseek or deepseek-legacy");
+        x->reasoning_raw = !strcmp(v, "none");
+    }
     /* one source of constraint: grammar, json_schema or response_format */
     const cJSON *g = item(root, "grammar"), *js = item(root, "json_schema"), *rf = item(root, "response_format");
     int sources = 0;
@@ -356,7 +367,8 @@ int df_srv_agent_prepare(df_srv_agent *a, const deltafin_model *m, const df_srv_
         a->fmt = deltafin_chat_format_for(m, ctx->template_name, ctx->template_src);
         a->tools_json = r->tools_json;
         a->parse = (r->tools_json && x->tool_choice != DF_TC_NONE) || deltafin_chat_format_always_parse(a->fmt);
-        a->in_reasoning = ctx->prompt && deltafin_chat_format_in_reasoning(a->fmt, ctx->prompt);
+        a->parse_flags = (ctx->prompt && deltafin_chat_format_in_reasoning(a->fmt, ctx->prompt) ? DELTAFIN_PARSE_IN_REASONING : 0) |
+                         (x->reasoning_raw ? DELTAFIN_PARSE_REASONING_AS_CONTENT : 0);
         if (a->parse && find_special(a, m) < 0) return NOMEM();
         if (r->tools_json && x->tool_choice != DF_TC_NONE) {
             a->lazy = x->tool_choice == DF_TC_AUTO;
@@ -458,7 +470,7 @@ cJSON *df_srv_agent_message(df_srv_agent *a, const char *text, size_t n, const c
     cJSON *msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "role", "assistant");
     deltafin_chat_output o;
-    if (deltafin_chat_output_parse(a->fmt, text, n, false, a->in_reasoning, a->tools_json, &o) < 0) {
+    if (deltafin_chat_output_parse(a->fmt, text, n, false, a->parse_flags, a->tools_json, &o) < 0) {
         char *t = strndup(text, n);
         cJSON_AddStringToObject(msg, "content", t ? t : "");
         free(t);
@@ -480,7 +492,7 @@ cJSON *df_srv_agent_deltas(df_srv_agent *a, const char *text, size_t n, bool fin
                            bool *has_calls) {
     cJSON *arr = cJSON_CreateArray();
     deltafin_chat_output o;
-    if (!arr || deltafin_chat_output_parse(a->fmt, text, n, !final, a->in_reasoning, a->tools_json, &o) < 0) return arr;
+    if (!arr || deltafin_chat_output_parse(a->fmt, text, n, !final, a->parse_flags, a->tools_json, &o) < 0) return arr;
     size_t rl = strlen(o.reasoning), cl = strlen(o.content);
     /* every partial parse is a prefix of the next: send what is new */
     if (rl > sent->reasoning) {

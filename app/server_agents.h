@@ -39,6 +39,7 @@ typedef struct {
     bool native;                 /* llama.cpp's /completion: its field names and answer shape */
     int n_probs;                 /* /completion n_probs */
     bool ignore_eos;             /* llama-server's: -inf biases on the end-of-generation ids */
+    bool reasoning_raw;          /* reasoning_format "none": the reasoning stays in the content */
     /* embeddings */
     int n_inputs;
     const char **input_text;     /* [n_inputs] a text, or NULL when given as token ids */
@@ -57,7 +58,7 @@ void df_srv_ext_free(df_srv_ext *x);
 typedef struct {
     const deltafin_chat_format *fmt;
     bool parse;                  /* build the answer from the parsed output */
-    bool in_reasoning;           /* the prompt leaves the model in its reasoning */
+    unsigned parse_flags;        /* DELTAFIN_PARSE_*: in the reasoning, reasoning as content */
     const char *tools_json;      /* the request's (borrowed) */
     char *gbnf;                  /* the grammar of every choice, or NULL */
     bool lazy;                   /* ... starting at the format's trigger */

@@ -116,6 +116,7 @@ struct df_server {
     uint64_t m_steps, m_step_seqs, m_step_tokens, m_step_max, m_passes, m_seq_passes;
     uint64_t m_exp_union, m_exp_alone, m_step_ns;
     uint64_t v_steps, v_seqs, v_tokens, v_union, v_alone, v_t0; /* since the last -v line */
+    uint64_t n_finished, n_trimmed, t_trim; /* jobs finished; at the last heap trim (sched_main) */
 };
 
 /* server.c */

@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <strings.h>
 
 #include "format/gguf.h"
 #include "model/model.h"
@@ -78,16 +78,29 @@ static inline bool gr_parse_i64(const char *s, int64_t max, int64_t *out) {
     return true;
 }
 
-/* --type / --expert-type of the per-architecture generators: f32 | f16 | q8_0 | q4_k | mxfp4
- * (case-insensitive), -1 for anything else. */
-static inline int gr_parse_type(const char *v) {
-    if (!strcasecmp(v, "f32")) return DF_TYPE_F32;
-    if (!strcasecmp(v, "f16")) return DF_TYPE_F16;
-    if (!strcasecmp(v, "q8_0")) return DF_TYPE_Q8_0;
-    if (!strcasecmp(v, "q4_k")) return DF_TYPE_Q4_K;
-    if (!strcasecmp(v, "mxfp4")) return DF_TYPE_MXFP4;
-    return -1;
-}
+/* The option loop of a generator (gen_random_args.c). Each table entry is an option with a
+ * value, but GR_FLAG (no value: *(bool *)dst = max != 0). GR_I64: 0..max (1 << 24 when max is
+ * 0), GR_I64_POS also > 0; GR_F32 >= 0, GR_F32_ANY any finite float; GR_SEED: an unsigned
+ * (decimal or 0x...); GR_STR: the argument itself; GR_TYPE: one of the types in type_mask
+ * (GR_T_* bits) as a DF_TYPE_* int. Options not in the table go to other(ud, opt, value):
+ * 0 = taken, > 0 = the exit status (message printed), -1 = unknown. */
+enum { GR_FLAG, GR_I64, GR_I64_POS, GR_F32, GR_F32_ANY, GR_SEED, GR_STR, GR_TYPE };
+enum { GR_T_F32 = 1, GR_T_F16 = 2, GR_T_Q8_0 = 4, GR_T_Q4_K = 8, GR_T_MXFP4 = 16 };
+typedef struct { const char *name; int kind; void *dst; int64_t max; } gr_opt;
+typedef struct {
+    const char *arch;            /* names the generator in "unknown option X for ARCH" */
+    const gr_opt *opts;
+    size_t n_opts;
+    unsigned type_mask;          /* GR_T_* accepted by GR_TYPE options */
+    void (*usage)(FILE *f);
+    int (*other)(void *ud, const char *opt, const char *value);
+    void *ud;
+    const char **out;            /* the one positional argument (the output path) */
+} gr_args;
+/* 1: parsed; 0: -h/--help (usage printed); 2: an error (printed) */
+int gr_parse_args(const gr_args *c, int argc, char **argv);
+/* f32 / f16 / q8_0 / q4_k / mxfp4 (any case) among mask -> DF_TYPE_*, else -1 */
+int gr_parse_type(const char *v, unsigned mask);
 
 int df_gen_random_deepseek2(int argc, char **argv);
 int df_gen_random_deepseek4(int argc, char **argv);

@@ -11,7 +11,6 @@
 #include "dev/gen_random.h"
 
 #include <errno.h>
-#include <math.h>
 
 typedef struct {
     int type, exp_type;
@@ -216,55 +215,21 @@ static const char *d4_finish(d4_opts *o) {
     return NULL;
 }
 
-/* one option with its value; 1 = unknown option, 2 = bad value */
-static int d4_option(d4_opts *o, const char *a, const char *v) {
-    struct { const char *opt; int64_t *dst; } ints[] = {
-        {"--n-embd", &o->n_embd}, {"--n-layer", &o->n_layer}, {"--n-head", &o->n_head}, {"--head-dim", &o->head_dim},
-        {"--rope-dim", &o->n_rot}, {"--q-lora", &o->q_lora}, {"--o-groups", &o->o_groups}, {"--o-lora", &o->o_lora},
-        {"--n-expert", &o->n_expert}, {"--n-expert-used", &o->n_used}, {"--n-ff-exp", &o->n_ff_exp},
-        {"--n-shared", &o->n_shared}, {"--swa", &o->swa}, {"--indexer-heads", &o->idx_heads},
-        {"--indexer-dim", &o->idx_dim}, {"--indexer-top-k", &o->idx_top_k}, {"--hash-layers", &o->hash},
-        {"--hc-iters", &o->hc_iters}, {"--nextn", &o->nextn}, {"--ctx", &o->n_ctx}, {"--yarn-orig-ctx", &o->yarn_orig},
-    };
-    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
-        if (!strcmp(a, ints[k].opt)) return gr_parse_i64(v, 1 << 24, ints[k].dst) ? 0 : 2;
-    struct { const char *opt; float *dst; } flts[] = {
-        {"--rope-base", &o->rope_base}, {"--compress-rope-base", &o->comp_rope_base},
-        {"--yarn-factor", &o->yarn_factor}, {"--eps", &o->eps}, {"--hc-eps", &o->hc_eps},
-        {"--swiglu-limit", &o->limit}, {"--scale", &o->scale}, {"--out-scale", &o->out_scale},
-        {"--router-scale", &o->router_scale},
-    };
-    for (size_t k = 0; k < sizeof flts / sizeof flts[0]; k++) {
-        if (strcmp(a, flts[k].opt)) continue;
-        char *e;
-        float f = strtof(v, &e);
-        if (e == v || *e || !isfinite(f) || f < 0) return 2;
-        *flts[k].dst = f;
-        return 0;
-    }
-    if (!strcmp(a, "--arch")) return strcmp(v, "deepseek4") ? 2 : 0;
-    if (!strcmp(a, "--preset")) {
-        if (strcmp(v, "v4-flash")) return 2;
+/* the options the table does not take (gen_random.h's gr_args.other) */
+static int d4_other(void *ud, const char *a, const char *v) {
+    d4_opts *o = ud;
+    if (!strcmp(a, "--arch")) {
+        if (strcmp(v, "deepseek4")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+    } else if (!strcmp(a, "--preset")) {
+        if (strcmp(v, "v4-flash")) { fprintf(stderr, "gen-random: deepseek4 --preset: v4-flash\n"); return 2; }
         d4_preset(o);
         o->flash = true;
-        return 0;
+    } else if (!strcmp(a, "--ratios")) {
+        if (!d4_parse_ratios(o, v)) { fprintf(stderr, "gen-random: --ratios: bad value '%s'\n", v); return 2; }
+    } else {
+        return -1;
     }
-    if (!strcmp(a, "--ratios")) return d4_parse_ratios(o, v) ? 0 : 2;
-    if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-        int t = gr_parse_type(v);
-        if (t < 0) return 2;
-        if (a[2] == 't') o->type = t; else o->exp_type = t;
-        return 0;
-    }
-    if (!strcmp(a, "--vocab")) { o->vocab = v; return 0; }
-    if (!strcmp(a, "--name")) { o->name = v; return 0; }
-    if (!strcmp(a, "--seed")) {
-        char *e;
-        errno = 0;
-        o->seed = strtoull(v, &e, 0);
-        return errno || e == v || *e ? 2 : 0;
-    }
-    return 1;
+    return 0;
 }
 
 int df_gen_random_deepseek4(int argc, char **argv) {
@@ -275,26 +240,27 @@ int df_gen_random_deepseek4(int argc, char **argv) {
                       &o.n_expert, &o.n_used, &o.n_ff_exp, &o.n_shared, &o.swa, &o.idx_heads, &o.idx_dim,
                       &o.idx_top_k, &o.hash, &o.n_ctx};
     for (size_t i = 0; i < sizeof neg / sizeof neg[0]; i++) *neg[i] = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { d4_usage(stdout); return 0; }
-        if (a[0] != '-' || !a[1]) {
-            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
-            o.out = a;
-            continue;
-        }
-        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
-        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        const int r = d4_option(&o, a, v);
-        if (r == 2) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
-        if (r == 1) {
-            fprintf(stderr, "gen-random: unknown option %s for deepseek4\n", a);
-            d4_usage(stderr);
-            return 2;
-        }
-    }
+    const gr_opt opts[] = {
+        {"--sparse", GR_FLAG, &o.sparse, 1}, {"--raw-experts", GR_FLAG, &o.raw_experts, 1},
+        {"--n-embd", GR_I64, &o.n_embd, 0}, {"--n-layer", GR_I64, &o.n_layer, 0}, {"--n-head", GR_I64, &o.n_head, 0},
+        {"--head-dim", GR_I64, &o.head_dim, 0}, {"--rope-dim", GR_I64, &o.n_rot, 0}, {"--q-lora", GR_I64, &o.q_lora, 0},
+        {"--o-groups", GR_I64, &o.o_groups, 0}, {"--o-lora", GR_I64, &o.o_lora, 0}, {"--n-expert", GR_I64, &o.n_expert, 0},
+        {"--n-expert-used", GR_I64, &o.n_used, 0}, {"--n-ff-exp", GR_I64, &o.n_ff_exp, 0},
+        {"--n-shared", GR_I64, &o.n_shared, 0}, {"--swa", GR_I64, &o.swa, 0}, {"--indexer-heads", GR_I64, &o.idx_heads, 0},
+        {"--indexer-dim", GR_I64, &o.idx_dim, 0}, {"--indexer-top-k", GR_I64, &o.idx_top_k, 0},
+        {"--hash-layers", GR_I64, &o.hash, 0}, {"--hc-iters", GR_I64, &o.hc_iters, 0}, {"--nextn", GR_I64, &o.nextn, 0},
+        {"--ctx", GR_I64, &o.n_ctx, 0}, {"--yarn-orig-ctx", GR_I64, &o.yarn_orig, 0},
+        {"--rope-base", GR_F32, &o.rope_base, 0}, {"--compress-rope-base", GR_F32, &o.comp_rope_base, 0},
+        {"--yarn-factor", GR_F32, &o.yarn_factor, 0}, {"--eps", GR_F32, &o.eps, 0}, {"--hc-eps", GR_F32, &o.hc_eps, 0},
+        {"--swiglu-limit", GR_F32, &o.limit, 0}, {"--scale", GR_F32, &o.scale, 0},
+        {"--out-scale", GR_F32, &o.out_scale, 0}, {"--router-scale", GR_F32, &o.router_scale, 0},
+        {"--type", GR_TYPE, &o.type, 0}, {"--expert-type", GR_TYPE, &o.exp_type, 0},
+        {"--vocab", GR_STR, &o.vocab, 0}, {"--name", GR_STR, &o.name, 0}, {"--seed", GR_SEED, &o.seed, 0},
+    };
+    const gr_args ga = {"deepseek4", opts, sizeof opts / sizeof opts[0], GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K | GR_T_MXFP4,
+                        d4_usage, d4_other, &o, &o.out};
+    int prc = gr_parse_args(&ga, argc, argv);
+    if (prc != 1) return prc;
     if (!o.out) { d4_usage(stderr); return 2; }
     const char *why = d4_finish(&o);
     if (why) { fprintf(stderr, "gen-random: %s\n", why); return 2; }

@@ -124,76 +124,40 @@ static void go_preset(go_opts *o, bool big) {
     if (o->n_ctx < 0) o->n_ctx = 131072;
 }
 
+/* --arch is how the dispatcher chose this generator: only gpt-oss itself */
+static int go_other(void *ud, const char *opt, const char *v) {
+    (void)ud;
+    if (strcmp(opt, "--arch")) return -1;
+    if (strcmp(v, "gpt-oss")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+    return 0;
+}
+
 int df_gen_random_gpt_oss(int argc, char **argv) {
     go_opts o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = -1, .n_layer = -1, .n_head = -1, .n_head_kv = -1,
                  .head_dim = -1, .n_expert = -1, .n_used = -1, .n_ff_exp = -1, .n_ctx = -1, .swa = -1,
                  .swa_period = 0, .rope_base = 150000.0f, .yarn_factor = 32.0f, .eps = 1e-5f,
                  .out_scale = 4.0f, .router_scale = 3.0f, .seed = 1};
     const char *preset = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { go_usage(stdout); return 0; }
-        if (a[0] != '-' || !a[1]) {
-            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
-            o.out = a;
-            continue;
-        }
-        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
-        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        struct { const char *opt; int64_t *dst; } ints[] = {
-            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
-            {"--n-head-kv", &o.n_head_kv}, {"--head-dim", &o.head_dim}, {"--n-expert", &o.n_expert},
-            {"--n-expert-used", &o.n_used}, {"--n-ff-exp", &o.n_ff_exp}, {"--ctx", &o.n_ctx},
-            {"--swa", &o.swa}, {"--swa-period", &o.swa_period},
-        };
-        bool done = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
-            if (strcmp(a, ints[k].opt)) continue;
-            if (!gr_parse_i64(v, 1 << 24, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
-            done = true;
-        }
-        if (done) continue;
-        struct { const char *opt; float *dst; } flts[] = {
-            {"--rope-base", &o.rope_base}, {"--yarn-factor", &o.yarn_factor}, {"--eps", &o.eps},
-            {"--out-scale", &o.out_scale}, {"--router-scale", &o.router_scale},
-        };
-        for (size_t k = 0; k < sizeof flts / sizeof flts[0] && !done; k++) {
-            if (strcmp(a, flts[k].opt)) continue;
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !isfinite(f) || f < 0) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
-            *flts[k].dst = f;
-            done = true;
-        }
-        if (done) continue;
-        if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "gpt-oss")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
-        } else if (!strcmp(a, "--preset")) {
-            if (strcmp(v, "gpt-oss-120b") && strcmp(v, "gpt-oss-20b")) {
-                fprintf(stderr, "gen-random: gpt-oss --preset: gpt-oss-120b | gpt-oss-20b\n");
-                return 2;
-            }
-            preset = v;
-        } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = gr_parse_type(v);
-            if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
-            if (a[2] == 't') o.type = t; else o.exp_type = t;
-        } else if (!strcmp(a, "--vocab")) {
-            o.vocab = v;
-        } else if (!strcmp(a, "--name")) {
-            o.name = v;
-        } else if (!strcmp(a, "--seed")) {
-            char *e;
-            errno = 0;
-            o.seed = strtoull(v, &e, 0);
-            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
-        } else {
-            fprintf(stderr, "gen-random: unknown option %s for gpt-oss\n", a);
-            go_usage(stderr);
-            return 2;
-        }
+    const gr_opt opts[] = {
+        {"--sparse", GR_FLAG, &o.sparse, 1}, {"--raw-experts", GR_FLAG, &o.raw_experts, 1},
+        {"--n-embd", GR_I64, &o.n_embd, 0}, {"--n-layer", GR_I64, &o.n_layer, 0}, {"--n-head", GR_I64, &o.n_head, 0},
+        {"--n-head-kv", GR_I64, &o.n_head_kv, 0}, {"--head-dim", GR_I64, &o.head_dim, 0},
+        {"--n-expert", GR_I64, &o.n_expert, 0}, {"--n-expert-used", GR_I64, &o.n_used, 0},
+        {"--n-ff-exp", GR_I64, &o.n_ff_exp, 0}, {"--ctx", GR_I64, &o.n_ctx, 0}, {"--swa", GR_I64, &o.swa, 0},
+        {"--swa-period", GR_I64, &o.swa_period, 0},
+        {"--rope-base", GR_F32, &o.rope_base, 0}, {"--yarn-factor", GR_F32, &o.yarn_factor, 0}, {"--eps", GR_F32, &o.eps, 0},
+        {"--out-scale", GR_F32, &o.out_scale, 0}, {"--router-scale", GR_F32, &o.router_scale, 0},
+        {"--type", GR_TYPE, &o.type, 0}, {"--expert-type", GR_TYPE, &o.exp_type, 0},
+        {"--vocab", GR_STR, &o.vocab, 0}, {"--name", GR_STR, &o.name, 0}, {"--seed", GR_SEED, &o.seed, 0},
+        {"--preset", GR_STR, &preset, 0},
+    };
+    const gr_args ga = {"gpt-oss", opts, sizeof opts / sizeof opts[0], GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K | GR_T_MXFP4,
+                        go_usage, go_other, NULL, &o.out};
+    int prc = gr_parse_args(&ga, argc, argv);
+    if (prc != 1) return prc;
+    if (preset && strcmp(preset, "gpt-oss-120b") && strcmp(preset, "gpt-oss-20b")) {
+        fprintf(stderr, "gen-random: gpt-oss --preset: gpt-oss-120b | gpt-oss-20b\n");
+        return 2;
     }
     if (!o.out) { go_usage(stderr); return 2; }
     if (preset) go_preset(&o, !strcmp(preset, "gpt-oss-120b"));

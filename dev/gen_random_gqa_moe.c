@@ -138,6 +138,17 @@ static void gm_preset(gm_opts *o, const char *v, bool *ok) {
     }
 }
 
+/* --preset (applied before the other options) and --arch (must agree with it) */
+static int gm_other(void *ud, const char *a, const char *v) {
+    gm_opts *o = ud;
+    if (!strcmp(a, "--preset")) return 0;
+    if (strcmp(a, "--arch")) return -1;
+    if (strcmp(v, "glm4moe") && strcmp(v, "minimax-m2")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+    if (o->arch && strcmp(o->arch, v)) { fprintf(stderr, "gen-random: --arch %s vs the preset's %s\n", v, o->arch); return 2; }
+    o->arch = v;
+    return 0;
+}
+
 int df_gen_random_gqa_moe(int argc, char **argv) {
     gm_opts o = {.arch = NULL, .type = DF_TYPE_F32, .n_embd = 64, .n_layer = -1, .n_head = 4, .n_head_kv = 2,
                  .head_dim = 32, .n_rot = 16, .n_ff = 96, .n_expert = 8, .n_used = 2, .n_ff_exp = 32,
@@ -150,64 +161,22 @@ int df_gen_random_gqa_moe(int argc, char **argv) {
             gm_preset(&o, argv[i + 1], &ok);
             if (!ok) { fprintf(stderr, "gen-random: --preset glm-4.6|minimax-m2\n"); return 2; }
         }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { gm_usage(stdout); return 0; }
-        if (a[0] != '-' || !a[1]) {
-            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
-            o.out = a;
-            continue;
-        }
-        if (!strcmp(a, "--no-qk-norm")) { o.qk_norm = false; continue; }
-        if (!strcmp(a, "--no-bias")) { o.bias = false; continue; }
-        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        struct { const char *opt; int64_t *dst; } ints[] = {
-            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
-            {"--n-head-kv", &o.n_head_kv}, {"--head-dim", &o.head_dim}, {"--n-rot", &o.n_rot},
-            {"--n-ff", &o.n_ff}, {"--n-expert", &o.n_expert}, {"--n-expert-used", &o.n_used},
-            {"--n-ff-exp", &o.n_ff_exp}, {"--n-shared", &o.n_shared}, {"--n-dense", &o.n_dense},
-            {"--n-nextn", &o.n_nextn}, {"--ctx", &o.n_ctx},
-        };
-        bool done = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
-            if (strcmp(a, ints[k].opt)) continue;
-            if (!gr_parse_i64(v, 1 << 20, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
-            done = true;
-        }
-        if (done) continue;
-        if (!strcmp(a, "--preset")) {
-            /* applied above */
-        } else if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "glm4moe") && strcmp(v, "minimax-m2")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
-            if (o.arch && strcmp(o.arch, v)) { fprintf(stderr, "gen-random: --arch %s vs the preset's %s\n", v, o.arch); return 2; }
-            o.arch = v;
-        } else if (!strcmp(a, "--type")) {
-            if (!strcasecmp(v, "f32")) o.type = DF_TYPE_F32;
-            else if (!strcasecmp(v, "f16")) o.type = DF_TYPE_F16;
-            else if (!strcasecmp(v, "q8_0")) o.type = DF_TYPE_Q8_0;
-            else { fprintf(stderr, "gen-random: --type must be f32, f16 or q8_0\n"); return 2; }
-        } else if (!strcmp(a, "--vocab")) {
-            o.vocab = v;
-        } else if (!strcmp(a, "--seed")) {
-            char *e;
-            errno = 0;
-            o.seed = strtoull(v, &e, 0);
-            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", v); return 2; }
-        } else if (!strcmp(a, "--scale") || !strcmp(a, "--out-scale") || !strcmp(a, "--router-scale") ||
-                   !strcmp(a, "--rope-base")) {
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !(f >= 0) || !isfinite(f)) { fprintf(stderr, "gen-random: bad %s '%s'\n", a, v); return 2; }
-            if (a[2] == 's') o.scale = f; else if (a[2] == 'o') o.out_scale = f;
-            else if (a[3] == 'o') o.router_scale = f; else o.rope_base = f;
-        } else {
-            fprintf(stderr, "gen-random: unknown option %s for %s\n", a, o.arch ? o.arch : "glm4moe / minimax-m2");
-            gm_usage(stderr);
-            return 2;
-        }
-    }
+    const int64_t M = 1 << 20;
+    const gr_opt opts[] = {
+        {"--no-qk-norm", GR_FLAG, &o.qk_norm, 0}, {"--no-bias", GR_FLAG, &o.bias, 0}, {"--sparse", GR_FLAG, &o.sparse, 1},
+        {"--n-embd", GR_I64, &o.n_embd, M}, {"--n-layer", GR_I64, &o.n_layer, M}, {"--n-head", GR_I64, &o.n_head, M},
+        {"--n-head-kv", GR_I64, &o.n_head_kv, M}, {"--head-dim", GR_I64, &o.head_dim, M}, {"--n-rot", GR_I64, &o.n_rot, M},
+        {"--n-ff", GR_I64, &o.n_ff, M}, {"--n-expert", GR_I64, &o.n_expert, M}, {"--n-expert-used", GR_I64, &o.n_used, M},
+        {"--n-ff-exp", GR_I64, &o.n_ff_exp, M}, {"--n-shared", GR_I64, &o.n_shared, M}, {"--n-dense", GR_I64, &o.n_dense, M},
+        {"--n-nextn", GR_I64, &o.n_nextn, M}, {"--ctx", GR_I64, &o.n_ctx, M},
+        {"--scale", GR_F32, &o.scale, 0}, {"--out-scale", GR_F32, &o.out_scale, 0},
+        {"--router-scale", GR_F32, &o.router_scale, 0}, {"--rope-base", GR_F32, &o.rope_base, 0},
+        {"--type", GR_TYPE, &o.type, 0}, {"--vocab", GR_STR, &o.vocab, 0}, {"--seed", GR_SEED, &o.seed, 0},
+    };
+    const gr_args ga = {"glm4moe / minimax-m2", opts, sizeof opts / sizeof opts[0], GR_T_F32 | GR_T_F16 | GR_T_Q8_0, gm_usage,
+                        gm_other, &o, &o.out};
+    int prc = gr_parse_args(&ga, argc, argv);
+    if (prc != 1) return prc;
     if (!o.out || !o.arch) { gm_usage(stderr); return 2; }
     const bool glm = is_glm(&o);
     if (o.n_layer < 0) o.n_layer = glm ? 4 : 3;

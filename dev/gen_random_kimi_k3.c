@@ -166,6 +166,30 @@ done:
     return rc ? 1 : 0;
 }
 
+/* --arch, --preset (applied where it stands: later options override it) and --layers */
+typedef struct { k3_opts *o; bool *preset, *layers_given; } k3_cli;
+static int k3_other(void *ud, const char *a, const char *v) {
+    k3_cli *c = ud;
+    k3_opts *o = c->o;
+    if (!strcmp(a, "--arch")) {
+        if (strcmp(v, "kimi-k3")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
+    } else if (!strcmp(a, "--preset")) {
+        if (strcmp(v, "k3")) { fprintf(stderr, "gen-random: kimi-k3 --preset: k3\n"); return 2; }
+        *c->preset = true;
+        o->n_embd = 7168; o->n_layer = 93; o->n_head = 96; o->head_dim = 128; o->conv = 4; o->q_lora = 1536;
+        o->kv_lora = 512; o->d_nope = 128; o->d_rope = 64; o->d_v = 128; o->n_ff = 33792; o->n_expert = 896;
+        o->n_used = 16; o->n_ff_exp = 3072; o->n_shared = 2; o->latent = 3584; o->n_dense = 1; o->block = 12;
+        o->n_ctx = 1048576; o->scale = 1.0f;
+    } else if (!strcmp(a, "--layers")) {
+        if (!*v || strspn(v, "KM") != strlen(v)) { fprintf(stderr, "gen-random: --layers takes K and M only\n"); return 2; }
+        o->layers = v;
+        *c->layers_given = true;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 int df_gen_random_kimi_k3(int argc, char **argv) {
     k3_opts o = {.type = DF_TYPE_F32, .exp_type = -1, .n_embd = 64, .n_layer = 4, .n_head = 4, .head_dim = 16,
                  .conv = 4, .q_lora = 32, .kv_lora = 32, .d_nope = 16, .d_rope = 16, .d_v = 16, .n_ff = 96,
@@ -175,85 +199,29 @@ int df_gen_random_kimi_k3(int argc, char **argv) {
                  .attn_gate = true, .out_scale = 2.0f, .router_scale = 1.0f, .mat_scale = 1.0f,
                  .res_scale = 1.0f, .seed = 1, .layers = "KMKK"};
     bool preset = false, layers_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { k3_usage(stdout); return 0; }
-        if (a[0] != '-' || !a[1]) {
-            if (o.out) { fprintf(stderr, "gen-random: more than one output path\n"); return 2; }
-            o.out = a;
-            continue;
-        }
-        if (!strcmp(a, "--no-lb")) { o.has_lb = false; continue; }
-        if (!strcmp(a, "--no-norm")) { o.norm = false; continue; }
-        if (!strcmp(a, "--no-routed-norm")) { o.routed_norm = false; continue; }
-        if (!strcmp(a, "--no-attn-gate")) { o.attn_gate = false; continue; }
-        if (!strcmp(a, "--sparse")) { o.sparse = true; continue; }
-        if (!strcmp(a, "--raw-experts")) { o.raw_experts = true; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "gen-random: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        struct { const char *opt; int64_t *dst; } ints[] = {
-            {"--n-embd", &o.n_embd}, {"--n-layer", &o.n_layer}, {"--n-head", &o.n_head},
-            {"--head-dim", &o.head_dim}, {"--conv", &o.conv}, {"--q-lora", &o.q_lora},
-            {"--kv-lora", &o.kv_lora}, {"--d-nope", &o.d_nope}, {"--d-rope", &o.d_rope}, {"--d-v", &o.d_v},
-            {"--n-ff", &o.n_ff}, {"--n-expert", &o.n_expert}, {"--n-expert-used", &o.n_used},
-            {"--n-ff-exp", &o.n_ff_exp}, {"--n-shared", &o.n_shared}, {"--latent", &o.latent},
-            {"--n-dense", &o.n_dense}, {"--block-size", &o.block}, {"--ctx", &o.n_ctx},
-        };
-        bool done = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++) {
-            if (strcmp(a, ints[k].opt)) continue;
-            if (!gr_parse_i64(v, 1 << 24, ints[k].dst)) { fprintf(stderr, "gen-random: %s: bad value '%s'\n", a, v); return 2; }
-            done = true;
-        }
-        if (done) continue;
-        struct { const char *opt; float *dst; bool neg_ok; } flts[] = {
-            {"--lb", &o.lb, true}, {"--situ-beta", &o.situ_beta, false}, {"--situ-linear-beta", &o.situ_lbeta, true},
-            {"--scale", &o.scale, false}, {"--eps", &o.eps, false}, {"--out-scale", &o.out_scale, false},
-            {"--router-scale", &o.router_scale, false}, {"--mat-scale", &o.mat_scale, false},
-            {"--res-scale", &o.res_scale, false},
-        };
-        for (size_t k = 0; k < sizeof flts / sizeof flts[0] && !done; k++) {
-            if (strcmp(a, flts[k].opt)) continue;
-            char *e;
-            float f = strtof(v, &e);
-            if (e == v || *e || !isfinite(f) || (!flts[k].neg_ok && f < 0)) {
-                fprintf(stderr, "gen-random: bad %s '%s'\n", a, v);
-                return 2;
-            }
-            *flts[k].dst = f;
-            done = true;
-        }
-        if (done) continue;
-        if (!strcmp(a, "--arch")) {
-            if (strcmp(v, "kimi-k3")) { fprintf(stderr, "gen-random: --arch %s\n", v); return 2; }
-        } else if (!strcmp(a, "--preset")) {
-            if (strcmp(v, "k3")) { fprintf(stderr, "gen-random: kimi-k3 --preset: k3\n"); return 2; }
-            preset = true;
-            o.n_embd = 7168; o.n_layer = 93; o.n_head = 96; o.head_dim = 128; o.conv = 4; o.q_lora = 1536;
-            o.kv_lora = 512; o.d_nope = 128; o.d_rope = 64; o.d_v = 128; o.n_ff = 33792; o.n_expert = 896;
-            o.n_used = 16; o.n_ff_exp = 3072; o.n_shared = 2; o.latent = 3584; o.n_dense = 1; o.block = 12;
-            o.n_ctx = 1048576; o.scale = 1.0f;
-        } else if (!strcmp(a, "--layers")) {
-            if (!*v || strspn(v, "KM") != strlen(v)) { fprintf(stderr, "gen-random: --layers takes K and M only\n"); return 2; }
-            o.layers = v;
-            layers_given = true;
-        } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = gr_parse_type(v);
-            if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
-            if (a[2] == 't') o.type = t; else o.exp_type = t;
-        } else if (!strcmp(a, "--vocab")) {
-            o.vocab = v;
-        } else if (!strcmp(a, "--seed")) {
-            char *e;
-            errno = 0;
-            o.seed = strtoull(v, &e, 0);
-            if (errno || e == v || *e) { fprintf(stderr, "gen-random: bad --seed '%s'\n", a); return 2; }
-        } else {
-            fprintf(stderr, "gen-random: unknown option %s for kimi-k3\n", a);
-            k3_usage(stderr);
-            return 2;
-        }
-    }
+    const gr_opt opts[] = {
+        {"--no-lb", GR_FLAG, &o.has_lb, 0}, {"--no-norm", GR_FLAG, &o.norm, 0},
+        {"--no-routed-norm", GR_FLAG, &o.routed_norm, 0}, {"--no-attn-gate", GR_FLAG, &o.attn_gate, 0},
+        {"--sparse", GR_FLAG, &o.sparse, 1}, {"--raw-experts", GR_FLAG, &o.raw_experts, 1},
+        {"--n-embd", GR_I64, &o.n_embd, 0}, {"--n-layer", GR_I64, &o.n_layer, 0}, {"--n-head", GR_I64, &o.n_head, 0},
+        {"--head-dim", GR_I64, &o.head_dim, 0}, {"--conv", GR_I64, &o.conv, 0}, {"--q-lora", GR_I64, &o.q_lora, 0},
+        {"--kv-lora", GR_I64, &o.kv_lora, 0}, {"--d-nope", GR_I64, &o.d_nope, 0}, {"--d-rope", GR_I64, &o.d_rope, 0},
+        {"--d-v", GR_I64, &o.d_v, 0}, {"--n-ff", GR_I64, &o.n_ff, 0}, {"--n-expert", GR_I64, &o.n_expert, 0},
+        {"--n-expert-used", GR_I64, &o.n_used, 0}, {"--n-ff-exp", GR_I64, &o.n_ff_exp, 0},
+        {"--n-shared", GR_I64, &o.n_shared, 0}, {"--latent", GR_I64, &o.latent, 0}, {"--n-dense", GR_I64, &o.n_dense, 0},
+        {"--block-size", GR_I64, &o.block, 0}, {"--ctx", GR_I64, &o.n_ctx, 0},
+        {"--lb", GR_F32_ANY, &o.lb, 0}, {"--situ-beta", GR_F32, &o.situ_beta, 0},
+        {"--situ-linear-beta", GR_F32_ANY, &o.situ_lbeta, 0}, {"--scale", GR_F32, &o.scale, 0}, {"--eps", GR_F32, &o.eps, 0},
+        {"--out-scale", GR_F32, &o.out_scale, 0}, {"--router-scale", GR_F32, &o.router_scale, 0},
+        {"--mat-scale", GR_F32, &o.mat_scale, 0}, {"--res-scale", GR_F32, &o.res_scale, 0},
+        {"--type", GR_TYPE, &o.type, 0}, {"--expert-type", GR_TYPE, &o.exp_type, 0},
+        {"--vocab", GR_STR, &o.vocab, 0}, {"--seed", GR_SEED, &o.seed, 0},
+    };
+    k3_cli cli = {&o, &preset, &layers_given};
+    const gr_args ga = {"kimi-k3", opts, sizeof opts / sizeof opts[0], GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K | GR_T_MXFP4,
+                        k3_usage, k3_other, &cli, &o.out};
+    int prc = gr_parse_args(&ga, argc, argv);
+    if (prc != 1) return prc;
     if (!o.out) { k3_usage(stderr); return 2; }
     if (o.exp_type < 0) o.exp_type = o.type;
     const char *why = NULL;

@@ -193,7 +193,7 @@ int df_gen_random_qwen3next(int argc, char **argv) {
             int n = sscanf(v, "%d,%d,%d,%d", &o.sections[0], &o.sections[1], &o.sections[2], &o.sections[3]);
             if (n != 4) { fprintf(stderr, "gen-random: --sections takes A,B,C,D\n"); return 2; }
         } else if (!strcmp(a, "--type") || !strcmp(a, "--expert-type")) {
-            int t = gr_parse_type(v);
+            int t = gr_parse_type(v, GR_T_F32 | GR_T_F16 | GR_T_Q8_0 | GR_T_Q4_K | GR_T_MXFP4);
             if (t < 0) { fprintf(stderr, "gen-random: %s must be f32, f16, q8_0, q4_k or mxfp4\n", a); return 2; }
             if (a[2] == 't') o.type = t; else o.exp_type = t;
         } else if (!strcmp(a, "--vocab")) {

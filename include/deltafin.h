@@ -382,9 +382,13 @@ bool deltafin_chat_format_in_reasoning(const deltafin_chat_format *f, const char
 bool deltafin_chat_format_always_parse(const deltafin_chat_format *f);
 /* Parse text[0..n). partial: for streaming, only what cannot change any more (content without
  * a tail that may start a marker, calls whose end arrived); every partial result is a prefix of
- * the final one. tools_json (may be NULL) types the values of key/value formats. A malformed
- * call stays content. Free *out with deltafin_chat_output_free. */
-int deltafin_chat_output_parse(const deltafin_chat_format *f, const char *text, size_t n, bool partial, bool in_reasoning,
+ * the final one. flags: DELTAFIN_PARSE_IN_REASONING (1, what a bool true gives: the prompt left
+ * the model in its reasoning), DELTAFIN_PARSE_REASONING_AS_CONTENT (llama-server's
+ * reasoning_format "none": the reasoning stays in the content as the model wrote it, gpt-oss's
+ * analysis message with its markers). tools_json (may be NULL) types the values of key/value
+ * formats. A malformed call stays content. Free *out with deltafin_chat_output_free. */
+enum { DELTAFIN_PARSE_IN_REASONING = 1u, DELTAFIN_PARSE_REASONING_AS_CONTENT = 2u };
+int deltafin_chat_output_parse(const deltafin_chat_format *f, const char *text, size_t n, bool partial, unsigned flags,
                                const char *tools_json, deltafin_chat_output *out);
 void deltafin_chat_output_free(deltafin_chat_output *o);
 /* GBNF forcing a call in format f: only_function NULL = any of the tools; parallel: one or

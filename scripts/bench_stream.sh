@@ -31,6 +31,9 @@
 #        and the floor uses that; unset: the measured disk. Each deltafin run also prints the
 #        store's read rate while reads are in flight: near the device's, the gap to the floor is
 #        time the disk idles (layer / token boundaries, CPU), not slow reads
+#        ARCH=gpt-oss: a gpt-oss-120b-geometry model instead (hidden 2880, 64 heads / 8 KV, all
+#        128 experts of width 2880 top-4, MXFP4 experts as random valid blocks, Q8_0 dense,
+#        LAYERS layers: 12.61 MiB per expert, 1.58 GiB per layer)
 #   --quick: tiny geometry (n_embd 1024, width 512, 4 layers), 160M limit, 1 repetition:
 #        tests the script itself.
 set -u
@@ -66,6 +69,11 @@ EXPERT_TYPE=${EXPERT_TYPE:-q4_k}   # q8_0: skip the quantize step
 SRC="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q8.gguf"
 MODEL="$DIR/k2geo-${EMBD}-${FF}-${LAYERS}L-${N_EXPERT}e-q4k.gguf"
 [ "$EXPERT_TYPE" = q8_0 ] && MODEL=$SRC
+ARCH=${ARCH:-qwen3moe}
+if [ "$ARCH" = gpt-oss ]; then
+    EMBD=2880; FF=2880; N_EXPERT=128; EXPERT_TYPE=mxfp4
+    SRC="$DIR/gptoss120-${LAYERS}L-mxfp4.gguf"; MODEL=$SRC
+fi
 if [ -n "${MODEL_FILE:-}" ]; then MODEL=$MODEL_FILE; SRC=$MODEL_FILE; fi
 DISK_MBPS=${DISK_MBPS:-}
 PROMPT="Hello"   # byte vocabulary: 5 tokens + BOS
@@ -77,6 +85,8 @@ avail_gb=$(df -P --block-size=1G "$DIR" | awk 'NR==2 {print $4}')
 
 if [ ! -f "$MODEL" ]; then
     echo "== generating $MODEL"
+    [ -f "$SRC" ] || [ "$ARCH" != gpt-oss ] || nice "$DEVBIN" gen-random --arch gpt-oss --preset gpt-oss-120b \
+        --n-layer $LAYERS --type q8_0 --expert-type mxfp4 --raw-experts --vocab bytes --seed 9 "$SRC" || exit 1
     [ -f "$SRC" ] || nice "$DEVBIN" gen-random --arch qwen3moe --type q8_0 --n-embd $EMBD --n-layer $LAYERS \
         --n-head $HEADS --n-head-kv $KV --head-dim $HD --n-expert $N_EXPERT --n-expert-used 8 --n-ff-exp $FF \
         --vocab bytes --seed 9 "$SRC" || exit 1
@@ -208,12 +218,12 @@ done
 echo "== end $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-BPB=144; [ "$EXPERT_TYPE" = q8_0 ] && BPB=272   # bytes per 256 weights
+BPB=144; [ "$EXPERT_TYPE" = q8_0 ] && BPB=272; [ "$EXPERT_TYPE" = mxfp4 ] && BPB=136   # bytes per 256 weights
 EXP_MIB=$(( EMBD * FF / 256 * BPB * 3 * N_EXPERT * LAYERS / 1048576 ))
 $PY - "$RES" "$RECORD" "$(date +%Y-%m-%d)" "$COMMIT" "$LABEL" "$LAYERS" "$N_EXPERT" "$EXPERT_TYPE" "$EXP_MIB" \
-    "$CGNOTE" "$N_GEN" "$THREADS" "$DROP" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
+    "$CGNOTE" "$N_GEN" "$THREADS" "$DROP" "$(cut -d' ' -f1 /proc/loadavg)" "$ARCH" <<'EOF'
 import sys, statistics as S
-res, record, date, commit, label, layers, nexp, etype, exp_mib, cg, ngen, threads, drop, load = sys.argv[1:]
+res, record, date, commit, label, layers, nexp, etype, exp_mib, cg, ngen, threads, drop, load, arch = sys.argv[1:]
 rows = [l.split() for l in open(res) if l.strip()]
 by = {}
 for r in rows: by.setdefault(r[1], []).append(r)
@@ -229,8 +239,9 @@ for k, rs in by.items():
 print("disk GB/s per repetition: %s (median %.2f)" % (", ".join("%.2f" % d for d in disks), med(disks)))
 ll = summary.get("llama.cpp")
 out = []
-geo = "K2 geometry %sL %se top-8 %s experts %s MiB, %s, %s tokens, %s threads, cache dropped by %s" % (
-    layers, nexp, etype, exp_mib, cg, ngen, threads, drop)
+geo = "%s %sL %se top-%s %s experts %s MiB, %s, %s tokens, %s threads, cache dropped by %s" % (
+    "gpt-oss-120b geometry (hidden 2880, expert width 2880)" if arch == "gpt-oss" else "K2 geometry",
+    layers, nexp, 4 if arch == "gpt-oss" else 8, etype, exp_mib, cg, ngen, threads, drop)
 for k, (t, b, f, a, lr, h, ts, rs) in summary.items():
     if k == "llama.cpp": continue
     samples = ",".join("%.3f" % x for x in ts)

@@ -6,7 +6,7 @@
 # (tests/test_server.sh, tests/test_web.sh SKIP without them); CI passes it.
 CHECK=0; WANT_MPI=0; WANT_WEB=0
 for a in "$@"; do case $a in --check) CHECK=1 ;; --mpi) WANT_MPI=1 ;; --web) WANT_WEB=1 ;; esac; done
-PKGS="build-essential clang libpcre2-dev libmicrohttpd-dev libcjson-dev libxxhash-dev libyaml-dev libedit-dev tmux libcurl4-openssl-dev libssl-dev liburing-dev python3 python3-jinja2 python3-numpy curl"
+PKGS="build-essential clang libpcre2-dev libmicrohttpd-dev libcjson-dev libxxhash-dev libyaml-dev libedit-dev tmux strace libcurl4-openssl-dev libssl-dev liburing-dev python3 python3-jinja2 python3-numpy curl"
 [ $WANT_MPI = 1 ] && PKGS="$PKGS libopenmpi-dev openmpi-bin"
 # x86-64: a cross compiler and qemu so the NEON kernels are tested too (tests/neon_qemu.sh)
 [ "$(uname -m)" = x86_64 ] && PKGS="$PKGS qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"

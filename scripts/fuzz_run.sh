@@ -16,6 +16,7 @@ CORPUS=fuzz/corpus/$TARGET
 make -s "$BIN" || { echo "fuzz_run: cannot build $BIN"; exit 1; }
 mkdir -p "$CORPUS" "build-fuzz/findings/$TARGET"
 NEW=$(mktemp -d /tmp/df_fuzz_$TARGET.XXXXXX)
+STAMP=$(mktemp /tmp/df_fuzz_stamp.XXXXXX)   # findings newer than this are this run's
 case $TARGET in
     gguf|pack) MAXLEN=262144 ;;
     chat_template|tokenizer|server) MAXLEN=16384 ;;
@@ -29,20 +30,25 @@ secs=$((MIN * 60))
 rc=$?
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$LOG" | tail -n 1)
 [ -n "$execs" ] || execs=$(grep -o '#[0-9]*' "$LOG" | tail -n 1 | tr -d '#')
-crashes=$(ls "build-fuzz/findings/$TARGET" 2>/dev/null | grep -c '^crash-\|^leak-\|^deadly-')
-timeouts=$(ls "build-fuzz/findings/$TARGET" 2>/dev/null | grep -c '^timeout-\|^slow-unit-')
-ooms=$(ls "build-fuzz/findings/$TARGET" 2>/dev/null | grep -c '^oom-')
+# findings of this run (earlier runs' stay in the folder too)
+found() { find "build-fuzz/findings/$TARGET" -maxdepth 1 -type f -newer "$STAMP" 2>/dev/null | sed 's|.*/||' | grep -c "$1"; }
+crashes=$(found '^crash-\|^leak-\|^deadly-')
+timeouts=$(found '^timeout-\|^slow-unit-')
+ooms=$(found '^oom-')
 # keep only what adds coverage; hand-named inputs (seeds, regress_*: any name that is not a
 # 40-hex digest) always stay under their names and count as the corpus the merge starts from
 MERGED=$(mktemp -d /tmp/df_fuzz_merge_$TARGET.XXXXXX)
 for f in "$CORPUS"/*; do
     [ -f "$f" ] && ! basename "$f" | grep -q '^[0-9a-f]\{40\}$' && cp "$f" "$MERGED"/
 done
-if "$BIN" -merge=1 -max_len=$MAXLEN "$MERGED" "$CORPUS" "$NEW" >>"$LOG" 2>&1; then
+# only after a clean run: libFuzzer's merge leaves out inputs that crash, so a target broken on
+# every input (a build that cannot run here) would "merge" the corpus down to nothing
+if [ "$crashes" = 0 ] && [ "$timeouts" = 0 ] && [ "$ooms" = 0 ] &&
+   "$BIN" -merge=1 -max_len=$MAXLEN "$MERGED" "$CORPUS" "$NEW" >>"$LOG" 2>&1; then
     for f in "$CORPUS"/*; do basename "$f" | grep -q '^[0-9a-f]\{40\}$' && rm -f "$f"; done
     cp "$MERGED"/* "$CORPUS"/ 2>/dev/null
 fi
-rm -rf "$NEW" "$MERGED"
+rm -rf "$NEW" "$MERGED" "$STAMP"
 files=$(ls "$CORPUS" | wc -l)
 kb=$(( $(cat "$CORPUS"/* 2>/dev/null | wc -c) / 1024 ))
 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date +%Y-%m-%d)" "$(git rev-parse --short HEAD)" "$TARGET" "$MIN" \

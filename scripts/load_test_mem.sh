@@ -39,12 +39,13 @@ SPID=$!
 for i in $(seq 300); do PORT=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/out"); [ -n "$PORT" ] && grep -q ready "$T/out" && break; sleep 0.1; done
 [ -n "$PORT" ] && grep -q ready "$T/out" || { echo "load_test_mem: server did not start"; cat "$T/err"; exit 1; }
 grep -A12 "memory plan" "$T/err" | head -n 14
-timeout $((MIN * 60 + 300)) node scripts/load_mem.mjs "http://127.0.0.1:$PORT" "$KEY" "$SPID" $((MIN * 60)) 32 600 "$CG" \
+timeout $((MIN * 60 + 900)) node scripts/load_mem.mjs "http://127.0.0.1:$PORT" "$KEY" "$SPID" $((MIN * 60)) 32 600 "$CG" \
     >"$T/res" 2>"$T/cerr"; rc=$?
 cat "$T/cerr"; cat "$T/res"
 OOM=$(awk '$1 == "oom_kill" { print $2 }' "$CG/memory.oom_control" 2>/dev/null)
 FAILCNT=$(cat "$CG/memory.failcnt")
 CGMAX=$(cat "$CG/memory.max_usage_in_bytes")
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 kill -TERM "$SPID"; wait "$SPID"; src=$?; SPID=""
 res=$(cat "$T/res")
 get() { echo "$res" | sed -n "s/.*\"$1\":\([0-9.-]*\).*/\1/p"; }
@@ -62,13 +63,14 @@ okk=1
 if [ $RECORD = 1 ] && [ -n "$PEAK" ]; then
     commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     what="load test in a ${LIMIT_MIB} MiB memory cgroup: serve -np 4 -c 2048 --mem-limit ${LIMIT_MIB}M, 32 concurrent long requests (600 tokens), ${MIN} min"
-    printf '%s\t%s\tserver\t%s\tpeak RSS MiB\t%s\t%s\t%s\t%s\t%s requests, %s tokens (%s tok/s), %s dropped mid-stream, %s refused, %s wrong; cgroup peak %s MiB, failcnt %s, oom_kill %s\n' \
+    printf '%s\t%s\tserver\t%s\tpeak RSS MiB\t%s\t%s\t%s\t%s\t%s requests, %s tokens (%s tok/s), %s hung up mid-stream by the client on purpose, %s refused, %s wrong; cgroup peak %s MiB, failcnt %s, oom_kill %s\n' \
         "$(date +%F)" "$commit" "$what" "$(mib "$PEAK")" "$LIMIT_MIB" "$(awk -v p="$PEAK" -v l=$((LIMIT_MIB * MiB)) 'BEGIN { printf "%.3f", p / l }')" \
         "$([ $okk = 1 ] && echo yes || echo no)" "$(get requests_done)" "$(get tokens)" "$(get tok_per_s)" "$(get dropped)" "$(get refused)" \
         "$(get wrong)" "$(mib "$CGMAX")" "$FAILCNT" "${OOM:-?}" >>docs/experiments.tsv
-    printf '%s\t%s\tserver\t%s\tRSS slope KiB/min\t%s\t\t\t%s\tleast-squares slope of VmRSS sampled every second after the first minute; mean RSS first minute %s MiB, last minute %s MiB\n' \
+    printf '%s\t%s\tserver\t%s\tRSS slope KiB/min\t%s\t\t\t%s\tleast-squares slope of VmRSS sampled every second from the end of the first minute to the end of the load; mean RSS first minute %s MiB, last minute %s MiB; %s MiB when the last request ended (%s s of drain); load average %s\n' \
         "$(date +%F)" "$commit" "$what" "$(awk -v s="$SLOPE" 'BEGIN { printf "%.1f", s / 1024 }')" \
-        "$([ $okk = 1 ] && echo yes || echo no)" "$(mib "$FIRST")" "$(mib "$LAST")" >>docs/experiments.tsv
+        "$([ $okk = 1 ] && echo yes || echo no)" "$(mib "$FIRST")" "$(mib "$LAST")" "$(mib "$(get rss_end)")" "$(get drain_seconds)" \
+        "$LOADAVG" >>docs/experiments.tsv
     echo "load_test_mem: 2 rows appended to docs/experiments.tsv"
 fi
 [ $okk = 1 ] && echo "load_test_mem: ok" || echo "load_test_mem: FAILED"

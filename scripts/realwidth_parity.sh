@@ -7,11 +7,12 @@
 # it needs llama.cpp (the test uses smaller models and recorded outputs). Prints, per model
 # and prompt, how many ids equal llama.cpp's and, where they part, llama.cpp's top-1 minus top-2
 # logit gap (a tiny gap is a near-tie). Also GLM-4.6 (glm4moe), MiniMax-M2, Qwen3.5-397B
-# (qwen35moe, 512 experts top-10) and GLM-5 (glm-dsa, 256 experts top-8) widths (at the end).
+# (qwen35moe, 512 experts top-10), GLM-5 (glm-dsa, 256 experts top-8) and DeepSeek V4 Flash
+# (deepseek4) widths (at the end).
 # One model on disk at a time, in a new folder under DIR, removed at the end.
 #   env: DIR (/tmp), N (16), LLAMA_K3 (/work/llama-k3:
 #        llama.cpp with kimi-k3), LLAMA (/work/llama.cpp), TOK (../shared/fixtures/models/tok512.bin),
-#        ONLY (regex on the entry names k3 gpt-oss k2 qwen35 glm46 minimax glm5: only those)
+#        ONLY (regex on the entry names k3 gpt-oss k2 qwen35 glm46 minimax glm5 ds4: only those)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 N=${N:-16}
@@ -29,12 +30,12 @@ for L in "$LLAMA_K3" "$LLAMA"; do
     gcc -O2 -o "$DIR/oracle-$(basename "$L")" scripts/llama_oracle.c -I"$L/include" -I"$L/ggml/include" \
         -L"$L/build/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$L/build/bin" -lm || exit 1
 done
-compare() { # name model oracle
-    for P in "Once upon a time" "The little dog ran to the park and"; do
+compare() { # name model oracle [deltafin's extra options] [a third prompt]
+    for P in "Once upon a time" "The little dog ran to the park and" ${5:+"$5"}; do
         O=$(nice -n 10 "$3" "$2" "$P" $N 2>/dev/null </dev/null)
-        D=$(nice -n 10 "$B" run -m "$2" -p "$P" -n $N --temp 0 -t 2 --json 2>/dev/null |
+        DF=$(nice -n 10 "$B" run -m "$2" -p "$P" -n $N --temp 0 -t 2 ${4:-} --json 2>/dev/null |
             tail -n 1 | sed -n 's/.*"tokens":\[\([0-9,]*\)\].*/\1/p')
-        echo "$D" "$O" | awk -v name="$1" -v p="$P" '{
+        echo "$DF" "$O" | awk -v name="$1" -v p="$P" '{
             split($1, d, ","); split($3, l, ","); n = 0; split($0, f, "\t"); split(f[5], g, ",")
             for (i = 1; i in l; i++) { if (d[i] != l[i]) break; n++ }
             if (n == length(l)) printf "%s | %s | %d/%d ids identical\n", name, p, n, length(l)
@@ -99,3 +100,22 @@ with open(sys.argv[1], "r+b") as f:
 PY
 compare "glm-dsa (GLM-5) 6144, 256 experts top-8, q8_0+mxfp4, top_k 8" "$DIR/glm5w.gguf" "$DIR/oracle-$(basename "$LLAMA")"
 rm -f "$DIR/glm5w.gguf"; }
+# DeepSeek V4 Flash widths (deepseek4: hidden 4096, 64 heads of 512 with rope 64, q LoRA 1024, 8
+# output groups of LoRA 1024, window 128, indexer 64 heads of 128, experts 2048 top-6 of 16 here (V4
+# Flash: 256), Q8_0 with MXFP4 experts): a hash-routed ratio-4 layer and a routed ratio-128 layer.
+# A third prompt of 206 tokens lets the window slide and a ratio-128 block complete; the indexer's
+# top-k is 32 here (V4 Flash: 512, which needs 2048+ tokens to select). Prompts in 32-token batches
+# on both sides (tests/test_deepseek4.sh says why).
+want ds4 && {
+nice -n 10 "$D" gen-random --arch deepseek4 --preset v4-flash --n-layer 2 --ratios 4,128 --hash-layers 1 \
+    --n-expert 16 --n-expert-used 6 --indexer-top-k 32 --type q8_0 --expert-type mxfp4 --raw-experts \
+    --vocab "$TOK" --seed 1 "$DIR/ds4w.gguf" >/dev/null || exit 1
+LONG="The little dog ran to the park and saw a big red ball. He wanted to play with it, so he ran after it. \
+The ball rolled down the hill and into the pond. The dog jumped in the water and swam to the ball. He brought it back \
+to the boy, who was very happy and gave him a treat. Then they walked home together under the warm sun, and the dog \
+wagged his tail all the way. At home, the mother made soup and bread for dinner, and the boy told her about the ball \
+and the pond."
+ORACLE_N_BATCH=32; export ORACLE_N_BATCH
+compare "deepseek4 (V4 Flash) 4096 q8_0+mxfp4" "$DIR/ds4w.gguf" "$DIR/oracle-$(basename "$LLAMA")" "-b 32" "$LONG"
+unset ORACLE_N_BATCH
+rm -f "$DIR/ds4w.gguf"; }

@@ -2,7 +2,8 @@
 # test_deepseek4.sh — deepseek4 (DeepSeek-V4: hyper-connections, KV compression with ratios 4 and
 # 128, the lightning indexer, sliding window, sinks, grouped output LoRA, hash routing, NextN
 # blocks) against outputs recorded from llama.cpp d32676d (tests/data/expected/deepseek4/make.sh).
-# No llama.cpp needed. Random models at F32 / Q8_0 / Q4_K / MXFP4 experts and one with an MTP block,
+# No llama.cpp needed. Random models at F32 / Q8_0 / Q4_K / MXFP4 experts, one with an MTP block and
+# one whose head size equals the indexer's key length (Hadamard-rotated attention),
 # window 8, indexer top-4, four prompts (the last 206 tokens long: the indexer selects, the window
 # slides, a ratio-128 block completes); prompts in batches of 32 as there; the recordings and
 # kernel table per ISA are chosen by tests/lib/dfcheck.py recorded() (avx2/ on x86 by default):

@@ -288,5 +288,33 @@ req "/props with --chat-template-file" GET /props 200 && grep -q '<<{{ m.role }}
     bad "/props chat_template is not the file's: $(head -c 300 "$T/body")"
 kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=""
 
+# ---- gpt-oss Harmony: the analysis channel is reasoning_content, not the answer, unless the
+# request asks for llama-server's reasoning_format "none". A grammar makes the model write the
+# Harmony text (the markers as plain text: the parser works on text), served with the gpt-oss
+# template. ----
+start_server -c 512 --parallel 1 --chat-template gpt-oss
+wait_health
+HGR='"grammar":"root ::= \"<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi.\""'
+HMSG='"messages":[{"role":"user","content":"hi"}],"max_tokens":200'
+req "harmony answer" POST /v1/chat/completions 200 -d "{$HMSG,$HGR}" &&
+    grep -q '"content":"Hi."' "$T/body" && grep -q '"reasoning_content":"Think."' "$T/body" && ok ||
+    bad "harmony: analysis not split off: $(head -c 400 "$T/body")"
+req "harmony reasoning_format none" POST /v1/chat/completions 200 -d "{$HMSG,$HGR,\"reasoning_format\":\"none\"}" &&
+    grep -q '"content":"<|channel|>analysis<|message|>Think.<|end|>Hi."' "$T/body" && ! grep -q reasoning_content "$T/body" && ok ||
+    bad "harmony reasoning_format none: $(head -c 400 "$T/body")"
+req "harmony streamed" POST /v1/chat/completions 200 -d "{$HMSG,$HGR,\"stream\":true}" &&
+    [ "$(/usr/bin/python3 -c '
+import json, sys
+r = c = ""
+for line in open(sys.argv[1]):
+    if line.startswith("data: {"):
+        for ch in json.loads(line[6:]).get("choices", []):
+            d = ch.get("delta", {})
+            r += d.get("reasoning_content") or ""; c += d.get("content") or ""
+print(r + "|" + c)' "$T/body")" = "Think.|Hi." ] && ok || bad "harmony streamed deltas: $(head -c 600 "$T/body")"
+req "reasoning_format bad value" POST /v1/chat/completions 400 -d "{$HMSG,\"reasoning_format\":\"hidden\"}" &&
+    grep -q reasoning_format "$T/body" && ok || bad "reasoning_format bad value message"
+kill -TERM "$SPID"; wait "$SPID"; SPID=""
+
 if [ "$nfail" -eq 0 ]; then echo "test_server: OK ($nok checks)"; exit 0; fi
 echo "test_server: $nfail FAILED ($nok ok)"; exit 1

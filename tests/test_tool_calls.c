@@ -28,7 +28,7 @@ static const char *TOOLS =
 
 typedef struct {
     const char *format;
-    bool in_reasoning;
+    unsigned flags;              /* DF_TOOL_*: false / true = in the reasoning or not */
     const char *text;
     const char *content, *reasoning;
     int n_calls;
@@ -78,6 +78,16 @@ static const rec RECS[] = {
     {"harmony", false, " to=functions.get_time<|channel|>commentary json<|message|>{}", "", "", 1, {{"get_time", "{}", NULL}}},
     {"harmony", false, "<|channel|>analysis<|message|>2+2.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.",
      "It is 4.", "2+2.", 0, {{0}}},
+    /* reasoning_format "none" (llama.cpp's): the analysis message stays in the content as written */
+    {"harmony", DF_TOOL_RAW_REASONING, "<|channel|>analysis<|message|>2+2.<|end|><|start|>assistant<|channel|>final<|message|>It is 4.",
+     "<|channel|>analysis<|message|>2+2.<|end|>It is 4.", "", 0, {{0}}},
+    {"harmony", DF_TOOL_RAW_REASONING,
+     "<|channel|>analysis<|message|>User wants weather in Paris.<|end|><|start|>assistant<|channel|>commentary "
+     "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}",
+     "<|channel|>analysis<|message|>User wants weather in Paris.<|end|>", "", 1, {{"get_weather", "{\"city\":\"Paris\"}", NULL}}},
+    {"hermes", DF_TOOL_RAW_REASONING,
+     "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+     "<think>\nThe user wants the weather.\n</think>", "", 1, {{"get_weather", "{\"city\":\"Paris\"}", NULL}}},
     {"glm-4.5", false,
      "\n<think>Weather needed.</think>\nOn it.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Tokyo</arg_value>\n"
      "<arg_key>days</arg_key>\n<arg_value>5</arg_value>\n</tool_call>",
@@ -98,7 +108,7 @@ static void test_recorded(void) {
         CHECK_MSG(f != NULL, "%s", r->format);
         if (!f) continue;
         df_tool_result res;
-        CHECK_EQ_INT(df_tool_parse(f, r->text, strlen(r->text), false, r->in_reasoning, TOOLS, &res), DF_OK);
+        CHECK_EQ_INT(df_tool_parse(f, r->text, strlen(r->text), false, r->flags, TOOLS, &res), DF_OK);
         CHECK_MSG(!strcmp(res.content, r->content), "%s #%zu content '%s' vs '%s'", r->format, i, res.content, r->content);
         CHECK_MSG(!strcmp(res.reasoning, r->reasoning), "%s #%zu reasoning '%s' vs '%s'", r->format, i, res.reasoning, r->reasoning);
         CHECK_MSG(res.n_calls == r->n_calls, "%s #%zu: %d calls, expected %d", r->format, i, res.n_calls, r->n_calls);
@@ -115,7 +125,7 @@ static void test_recorded(void) {
         size_t n = strlen(r->text);
         for (size_t l = 0; l <= n; l++) {
             df_tool_result p;
-            if (df_tool_parse(f, r->text, l, true, r->in_reasoning, TOOLS, &p) != DF_OK) { bad++; continue; }
+            if (df_tool_parse(f, r->text, l, true, r->flags, TOOLS, &p) != DF_OK) { bad++; continue; }
             bool ok = prefix(p.content, res.content) && prefix(p.reasoning, res.reasoning) && p.n_calls <= res.n_calls &&
                       prefix(last_c, p.content) && prefix(last_r, p.reasoning) && p.n_calls >= last_n;
             for (int k = 0; ok && k < p.n_calls; k++)

@@ -13,6 +13,7 @@
 #include "app/cli/flags.h"
 #include "app/cli/lineedit.h"
 #include "app/cli/load_progress.h"
+#include "app/cli/textbuf.h"
 #include "deltafin.h"
 
 #include <cjson/cJSON.h>
@@ -40,25 +41,9 @@ static const char k_commands[] =
     "  /exit, /quit, /bye leave (also Ctrl-D, or Ctrl-C twice at the prompt)\n"
     "a message spans lines with a trailing \\, or between two lines of \"\"\"; Ctrl-C stops an answer\n";
 
-/* append n bytes to the answer (NUL-terminated); < 0 when out of memory */
-static int answer_put(char **answer, size_t *alen, size_t *acap, const char *p, size_t n) {
-    if (*alen + n + 1 > *acap) {
-        size_t nc = (*alen + n + 1) * 2;
-        char *na = realloc(*answer, nc);
-        if (!na) return -1;
-        *answer = na;
-        *acap = nc;
-    }
-    memcpy(*answer + *alen, p, n);
-    *alen += n;
-    (*answer)[*alen] = 0;
-    return 0;
-}
-
 /* the Harmony splitter's sink: content is the answer, reasoning only with -v (stderr) */
 typedef struct {
-    char **answer;
-    size_t *alen, *acap;
+    df_textbuf *answer;
     bool show_reasoning, in_reasoning;
     int err;
 } hm_out;
@@ -73,7 +58,7 @@ static void hm_sink(void *ud, int channel, const char *text, size_t n) {
         return;
     }
     if (o->in_reasoning) { fputc('\n', stderr); o->in_reasoning = false; }
-    if (answer_put(o->answer, o->alen, o->acap, text, n) < 0) { o->err = 1; return; }
+    if (df_textbuf_put(o->answer, text, n) < 0) { o->err = 1; return; }
     fwrite(text, 1, n, stdout);
     fflush(stdout);
 }
@@ -227,63 +212,277 @@ static int tokenize_all(deltafin_model *m, const char *text, int32_t **ids) {
     return n;
 }
 
+/* what one chat session holds across turns */
+typedef struct {
+    const df_settings *S;
+    deltafin_model *m;
+    deltafin_ctx *c;
+    deltafin_sampler *smp;
+    deltafin_detok *dt, *dts;   /* dts: special tokens rendered (Harmony) */
+    deltafin_harmony *hm;
+    int32_t *cache;             /* the tokens in the KV cache */
+    int n_cache, nctx;
+    int32_t *ids;               /* the rendered conversation's tokens */
+    msgs_t msgs;
+    int n_keep_msgs;            /* the leading system messages: /reset and the context shift keep them */
+    df_textbuf answer;
+    FILE *note;                 /* notices for the person at the prompt */
+} chat_s;
+
+enum { CMD_DONE, CMD_RESET, CMD_EXIT };
+
+/* a line that starts with / (not //): a command, never sent to the model */
+static int chat_command(chat_s *cs, const char *text) {
+    const char *arg = NULL;
+    FILE *note = cs->note;
+    if (is_cmd(text, "/exit", NULL) || is_cmd(text, "/quit", NULL) || is_cmd(text, "/bye", NULL)) return CMD_EXIT;
+    if (is_cmd(text, "/help", NULL) || is_cmd(text, "/?", NULL)) {
+        fputs(k_commands, note);
+    } else if (is_cmd(text, "/reset", NULL) || is_cmd(text, "/clear", NULL)) {
+        msgs_clear(&cs->msgs, cs->n_keep_msgs);
+        deltafin_ctx_truncate(cs->c, 0);
+        cs->n_cache = 0;
+        fprintf(note, "(conversation cleared)\n");
+        return CMD_RESET;
+    } else if (is_cmd(text, "/save", &arg)) {
+        if (!*arg) fprintf(stderr, "/save needs a file name\n");
+        else if (msgs_save(&cs->msgs, arg) == 0) fprintf(note, "(saved %d messages to %s)\n", cs->msgs.n, arg);
+    } else if (is_cmd(text, "/load", &arg)) {
+        if (!*arg) {
+            fprintf(stderr, "/load needs a file name\n");
+        } else if (msgs_load(&cs->msgs, arg) == 0) {
+            cs->n_keep_msgs = 0;
+            while (cs->n_keep_msgs < cs->msgs.n && !strcmp(cs->msgs.v[cs->n_keep_msgs].role, "system")) cs->n_keep_msgs++;
+            fprintf(note, "(loaded %d messages from %s)\n", cs->msgs.n, arg);
+        }
+    } else {
+        size_t w = strcspn(text, " \t");
+        fprintf(stderr, "unknown command '%.*s' (/help lists the commands; // sends a line that starts with /)\n", (int)w,
+                text);
+    }
+    return CMD_DONE;
+}
+
+/* Render the conversation and tokenize it into cs->ids; with --context-shift drop the oldest
+ * turns until the answer has room. Returns the token count (< 0: failed, named) and whether
+ * the prompt opens a Harmony message. */
+static int render_fit(chat_s *cs, bool *harmony) {
+    const int nctx = cs->nctx, n_predict = cs->S->n_predict;
+    /* with --context-shift the prompt leaves this much room for the answer */
+    const int answer_room = n_predict > 0 && n_predict < nctx / 2 ? n_predict : nctx / 4;
+    int n = 0, dropped = 0;
+    msgs_t *ms = &cs->msgs;
+    for (;;) {
+        char *rendered = NULL;
+        if (deltafin_chat_render(cs->m, cs->S->chat_template, ms->v, ms->n, NULL, true, &rendered) < 0) {
+            fprintf(stderr, "chat: %s\n", deltafin_errmsg());
+            return -1;
+        }
+        free(cs->ids);
+        cs->ids = NULL;
+        *harmony = ends_with(rendered, "<|start|>assistant");
+        n = tokenize_all(cs->m, rendered, &cs->ids);
+        free(rendered);
+        if (n < 0) { fprintf(stderr, "chat: tokenize: %s\n", deltafin_errmsg()); return -1; }
+        if (!cs->S->context_shift || n <= nctx - answer_room || ms->n - 1 <= cs->n_keep_msgs) break;
+        /* the oldest turn: a message and, when it is the user's, the answer after it */
+        const int k0 = cs->n_keep_msgs;
+        int k = ms->n - 1 - k0 >= 2 && !strcmp(ms->v[k0].role, "user") && !strcmp(ms->v[k0 + 1].role, "assistant") ? 2 : 1;
+        msgs_drop(ms, k0, k);
+        dropped += k;
+    }
+    if (dropped)
+        fprintf(cs->note, "(context shift: dropped the %d oldest message%s so the conversation fits in %d tokens)\n",
+                dropped, dropped > 1 ? "s" : "", nctx);
+    return n;
+}
+
+enum { ANS_OK, ANS_STOPPED, ANS_FULL, ANS_FATAL };
+
+/* Sample, show and decode the answer into cs->answer (Harmony: only the final / commentary
+ * text; the reasoning on stderr with -v). Returns ANS_*; *n_gen the tokens sampled. */
+static int answer_turn(chat_s *cs, bool harmony, int *n_gen) {
+    const int n_predict = cs->S->n_predict, n_vocab = deltafin_model_n_vocab(cs->m);
+    cs->answer.len = 0;
+    if (df_textbuf_put(&cs->answer, "", 0) < 0) return ANS_FATAL;
+    deltafin_detok *td = harmony ? cs->dts : cs->dt;
+    deltafin_detok_reset(td);
+    deltafin_harmony_reset(cs->hm);
+    hm_out ho = {.answer = &cs->answer, .show_reasoning = cs->S->verbose};
+    int st = ANS_OK;
+    *n_gen = 0;
+    while (n_predict < 0 || *n_gen < n_predict) {
+        if (g_interrupt) { st = ANS_STOPPED; break; }
+        const float *lg = deltafin_logits(cs->c, -1);
+        int32_t id = deltafin_sampler_sample(cs->smp, lg, n_vocab);
+        if (id < 0) { fprintf(stderr, "\nchat: sampling: %s\n", deltafin_errmsg()); break; }
+        deltafin_sampler_accept(cs->smp, id);
+        if (deltafin_token_is_eog(cs->m, id)) break;
+        (*n_gen)++;
+        const char *piece;
+        int pn = deltafin_detok_push(td, id, &piece); /* whole characters only */
+        if (pn > 0 && harmony) {
+            deltafin_harmony_push(cs->hm, piece, (size_t)pn, hm_sink, &ho);
+            if (ho.err) return ANS_FATAL;
+        } else if (pn > 0) {
+            if (df_textbuf_put(&cs->answer, piece, (size_t)pn) < 0) return ANS_FATAL;
+            fwrite(piece, 1, (size_t)pn, stdout);
+            fflush(stdout);
+        }
+        if (cs->n_cache >= cs->nctx) { st = ANS_FULL; break; }
+        int rc = deltafin_decode(cs->c, &id, 1, false);
+        if (rc < 0) {
+            cs->n_cache = deltafin_ctx_pos(cs->c);
+            if (rc == DELTAFIN_ERR_CANCELLED) { st = ANS_STOPPED; break; }
+            fprintf(stderr, "\nchat: decode: %s\n", deltafin_errmsg());
+            return ANS_FATAL;
+        }
+        cs->cache[cs->n_cache++] = id;
+    }
+    const char *rest;
+    int rn = deltafin_detok_flush(td, &rest);
+    if (harmony) {
+        if (rn > 0) deltafin_harmony_push(cs->hm, rest, (size_t)rn, hm_sink, &ho);
+        deltafin_harmony_flush(cs->hm, hm_sink, &ho);
+        if (ho.in_reasoning) fputc('\n', stderr);
+        if (ho.err) return ANS_FATAL;
+    } else if (rn > 0) {
+        if (df_textbuf_put(&cs->answer, rest, (size_t)rn) < 0) return ANS_FATAL;
+        fwrite(rest, 1, (size_t)rn, stdout);
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    return st;
+}
+
+/* One user message: fit and decode the conversation (reusing the cached prefix), answer it.
+ * Returns 0; 1 when the conversation does not fit (the turn does not count), 2 when Ctrl-C
+ * stopped its prompt (the message is dropped again in both cases); < 0 on a fatal error. */
+static int chat_turn(chat_s *cs, const char *text, const char *gbnf, int turn, int stats) {
+    if (msgs_push(&cs->msgs, "user", text) < 0) return -1;
+    bool harmony = false;
+    const int nctx = cs->nctx;
+    int n = render_fit(cs, &harmony);
+    if (n < 0) return -1;
+    if (n >= nctx) {
+        fprintf(stderr, "chat: the conversation has %d tokens, the context holds %d: /reset, use a larger -c%s\n", n,
+                nctx, cs->S->context_shift ? "" : " or --context-shift");
+        msgs_clear(&cs->msgs, cs->msgs.n - 1);
+        return 1;
+    }
+    int keep = 0;
+    while (keep < cs->n_cache && keep < n && cs->cache[keep] == cs->ids[keep]) keep++;
+    if (keep >= n) keep = n - 1; /* the last prompt token is decoded again for its logits */
+    deltafin_ctx_truncate(cs->c, keep);
+    cs->n_cache = keep;
+    uint64_t t0 = deltafin_time_ns();
+    int rc = deltafin_decode(cs->c, cs->ids + keep, n - keep, false);
+    uint64_t t_prompt = deltafin_time_ns() - t0;
+    if (rc < 0) {
+        cs->n_cache = deltafin_ctx_pos(cs->c);
+        if (rc == DELTAFIN_ERR_CANCELLED) { fprintf(stderr, "\n(stopped)\n"); msgs_clear(&cs->msgs, cs->msgs.n - 1); return 2; }
+        fprintf(stderr, "chat: decode: %s\n", deltafin_errmsg());
+        return -1;
+    }
+    memcpy(cs->cache + keep, cs->ids + keep, sizeof(int32_t) * (size_t)(n - keep));
+    cs->n_cache = n;
+    for (int i = 0; i < n; i++) deltafin_sampler_accept(cs->smp, cs->ids[i]);
+    if (gbnf) { /* each answer is one generation of the grammar, attached after the prompt */
+        deltafin_grammar *g = NULL;
+        if (deltafin_grammar_create(deltafin_model_vocab(cs->m), gbnf, NULL, &g) < 0 ||
+            deltafin_sampler_set_grammar(cs->smp, g) < 0) {
+            fprintf(stderr, "chat: grammar: %s\n", deltafin_errmsg());
+            return -1;
+        }
+    }
+    int n_gen = 0;
+    uint64_t t1 = deltafin_time_ns();
+    int st = answer_turn(cs, harmony, &n_gen);
+    if (st == ANS_FATAL) return -1;
+    if (gbnf) deltafin_sampler_set_grammar(cs->smp, NULL); /* the next prompt must not advance it */
+    if (st == ANS_STOPPED) fprintf(stderr, "(stopped)\n");
+    if (st == ANS_FULL)
+        fprintf(cs->note, "(context full: the conversation fills all %d tokens of the context; %s)\n", nctx,
+                cs->S->context_shift ? "the next message drops the oldest turns"
+                                     : "/reset to start over, or chat with --context-shift or a larger -c");
+    uint64_t t_gen = deltafin_time_ns() - t1;
+    if (msgs_push(&cs->msgs, "assistant", cs->answer.p) < 0) return -1;
+    if (stats)
+        fprintf(stderr, "[turn %d] prompt %d tokens: reused %d, decoded %d (%.1f tok/s) | generated %d (%.1f tok/s)\n",
+                turn, n, keep, n - keep, t_prompt ? (n - keep) / (t_prompt / 1e9) : 0.0, n_gen,
+                t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0);
+    return 0;
+}
+
+/* the model, context, sampler and detokenizers of a session; < 0 (named) on failure, -2 when
+ * a sampling flag does not fit the model (a usage error) */
+static int chat_open(chat_s *cs, df_settings *S) {
+    memset(cs, 0, sizeof *cs);
+    cs->S = S;
+    deltafin_model_params mp = df_cli_model_params(S);
+    df_load_progress load_progress = {0};
+    mp.progress_cb = df_load_progress_cb;
+    mp.progress_ud = &load_progress;
+    if (deltafin_model_load(S->model, &mp, &cs->m) < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); return -1; }
+    deltafin_ctx_params cp = df_cli_ctx_params(S);
+    if (deltafin_ctx_create(cs->m, &cp, &cs->c) < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); return -1; }
+    if (df_cli_apply_routing(&k_chat, S, cs->c)) return -1;
+    cs->nctx = deltafin_ctx_n_ctx(cs->c);
+    cs->cache = malloc(sizeof(int32_t) * (size_t)cs->nctx);
+    if (!cs->cache) return -1;
+    deltafin_sampler_params sp;
+    if (df_cli_sampler(&k_chat, S, cs->m, &sp)) return -2;
+    cs->smp = deltafin_sampler_create(&sp);
+    if (!cs->smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); return -1; }
+    cs->dt = deltafin_detok_create(cs->m, false);
+    cs->dts = deltafin_detok_create(cs->m, true);
+    cs->hm = deltafin_harmony_create();
+    if (!cs->dt || !cs->dts || !cs->hm) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); return -1; }
+    if (S->system && msgs_push(&cs->msgs, "system", S->system) < 0) return -1;
+    cs->n_keep_msgs = cs->msgs.n;
+    return 0;
+}
+
+static void chat_close(chat_s *cs) {
+    msgs_clear(&cs->msgs, 0);
+    free(cs->msgs.v);
+    free(cs->answer.p);
+    free(cs->ids);
+    free(cs->cache);
+    deltafin_sampler_free(cs->smp);
+    deltafin_detok_free(cs->dt);
+    deltafin_detok_free(cs->dts);
+    deltafin_harmony_free(cs->hm);
+    deltafin_ctx_free(cs->c);
+    deltafin_model_free(cs->m);
+}
+
 int cmd_chat(int argc, char **argv) {
     df_settings S;
     int prc = df_cli_parse(&k_chat, argc, argv, &S);
     if (prc != DF_CLI_GO) return prc;
-    const char *model = S.model, *system = S.system, *tmpl = S.chat_template;
-    const int n_predict = S.n_predict, stats = S.verbose ? 2 : S.stats ? 1 : 0;
-    if (!model) {
+    const int stats = S.verbose ? 2 : S.stats ? 1 : 0;
+    if (!S.model) {
         fprintf(stderr, "chat: -m MODEL is required\n\n");
         df_cli_help(&k_chat, stderr);
         return 2;
     }
     /* an unknown template is refused before the model loads (as serve does) */
-    if (tmpl && tmpl[0] && deltafin_chat_template_check(tmpl) < 0)
+    if (S.chat_template && S.chat_template[0] && deltafin_chat_template_check(S.chat_template) < 0)
         return df_cli_usage_error(&k_chat, "--chat-template: %s", deltafin_errmsg());
     char *gbnf = NULL;
     if (df_cli_grammar(&k_chat, &S, &gbnf)) return 1;
     if (df_cli_log_begin(&k_chat, &S) != DF_CLI_GO) { free(gbnf); return 1; }
 
     int ret = 1;
-    deltafin_model *m = NULL;
-    deltafin_ctx *c = NULL;
-    deltafin_sampler *smp = NULL;
-    deltafin_detok *dt = NULL, *dts = NULL; /* dts: special tokens rendered (Harmony) */
-    deltafin_harmony *hm = NULL;
+    chat_s cs;
     df_lineedit *le = NULL;
-    int32_t *cache = NULL, *ids = NULL;
-    int n_cache = 0;
-    msgs_t msgs = {0};
-    char *answer = NULL, *hist_path = NULL, *first = NULL;
-
-    deltafin_model_params mp = df_cli_model_params(&S);
-    df_load_progress load_progress = {0};
-    mp.progress_cb = df_load_progress_cb;
-    mp.progress_ud = &load_progress;
-    int rc = deltafin_model_load(model, &mp, &m);
-    if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-    deltafin_ctx_params cp = df_cli_ctx_params(&S);
-    rc = deltafin_ctx_create(m, &cp, &c);
-    if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-    if (df_cli_apply_routing(&k_chat, &S, c)) goto done;
-    const int nctx = deltafin_ctx_n_ctx(c);
-    const int n_vocab = deltafin_model_n_vocab(m);
-    cache = malloc(sizeof(int32_t) * (size_t)nctx);
-    if (!cache) goto done;
-    deltafin_sampler_params sp;
-    if (df_cli_sampler(&k_chat, &S, m, &sp)) { ret = 2; goto done; }
-    smp = deltafin_sampler_create(&sp);
-    if (!smp) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-    dt = deltafin_detok_create(m, false);
-    dts = deltafin_detok_create(m, true);
-    hm = deltafin_harmony_create();
-    if (!dt || !dts || !hm) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-    if (system && msgs_push(&msgs, "system", system) < 0) goto done;
-    int n_keep_msgs = msgs.n;
-    /* with --context-shift the prompt leaves this much room for the answer */
-    const int answer_room = n_predict > 0 && n_predict < nctx / 2 ? n_predict : nctx / 4;
-
+    char *hist_path = NULL, *first = NULL;
+    int orc = chat_open(&cs, &S);
+    if (orc < 0) {
+        if (orc == -2) ret = 2;
+        goto done;
+    }
     if (!S.history_file) {
         const char *home = getenv("HOME");
         if (home && *home && asprintf(&hist_path, "%s/.deltafin_history", home) < 0) hist_path = NULL;
@@ -293,10 +492,10 @@ int cmd_chat(int argc, char **argv) {
     le = df_le_open(hist_path, &g_interrupt);
     if (!le) { fprintf(stderr, "chat: cannot start the line editor\n"); goto done; }
 
-    g_ctx = c;
+    g_ctx = cs.c;
     const bool tty = isatty(0);
     if (tty) fprintf(stderr, "deltafin chat — type a message; /help lists the commands, Ctrl-C stops an answer\n");
-    FILE *note = tty ? stdout : stderr; /* notices for the person at the prompt */
+    cs.note = tty ? stdout : stderr;
 
     int n_intr = 0; /* Ctrl-C at the prompt in a row */
     for (int turn = 1;; turn++) {
@@ -316,8 +515,8 @@ int cmd_chat(int argc, char **argv) {
         set_sigint(true);
         if (lr == DF_LE_INTR) {
             turn--;
-            if (++n_intr >= 2) { fputc('\n', note); break; }
-            fprintf(note, "\n(Ctrl-C again to exit, or /exit)\n");
+            if (++n_intr >= 2) { fputc('\n', cs.note); break; }
+            fprintf(cs.note, "\n(Ctrl-C again to exit, or /exit)\n");
             continue;
         }
         if (lr == DF_LE_EOF) break;
@@ -325,180 +524,28 @@ int cmd_chat(int argc, char **argv) {
         n_intr = 0;
         if (!*text) { turn--; continue; }
         df_le_history_add(le, text);
-        const char *arg = NULL;
         if (text[0] == '/' && text[1] == '/') {
             text++; /* "//..." sends "/..." */
         } else if (text[0] == '/') {
-            turn--;
-            if (is_cmd(text, "/exit", NULL) || is_cmd(text, "/quit", NULL) || is_cmd(text, "/bye", NULL)) break;
-            if (is_cmd(text, "/help", NULL) || is_cmd(text, "/?", NULL)) {
-                fputs(k_commands, note);
-            } else if (is_cmd(text, "/reset", NULL) || is_cmd(text, "/clear", NULL)) {
-                msgs_clear(&msgs, n_keep_msgs);
-                deltafin_ctx_truncate(c, 0);
-                n_cache = 0;
-                fprintf(note, "(conversation cleared)\n");
-                turn = 0;
-            } else if (is_cmd(text, "/save", &arg)) {
-                if (!*arg) fprintf(stderr, "/save needs a file name\n");
-                else if (msgs_save(&msgs, arg) == 0) fprintf(note, "(saved %d messages to %s)\n", msgs.n, arg);
-            } else if (is_cmd(text, "/load", &arg)) {
-                if (!*arg) {
-                    fprintf(stderr, "/load needs a file name\n");
-                } else if (msgs_load(&msgs, arg) == 0) {
-                    n_keep_msgs = 0;
-                    while (n_keep_msgs < msgs.n && !strcmp(msgs.v[n_keep_msgs].role, "system")) n_keep_msgs++;
-                    fprintf(note, "(loaded %d messages from %s)\n", msgs.n, arg);
-                }
-            } else {
-                size_t w = strcspn(text, " \t");
-                fprintf(stderr, "unknown command '%.*s' (/help lists the commands; // sends a line that starts with /)\n",
-                        (int)w, text);
-            }
+            int cr = chat_command(&cs, text);
+            if (cr == CMD_EXIT) break;
+            turn = cr == CMD_RESET ? 0 : turn - 1;
             continue;
         }
-        if (msgs_push(&msgs, "user", text) < 0) goto done;
-        int n = 0, dropped = 0;
-        bool harmony = false;
-        for (;;) { /* render; with --context-shift drop the oldest turns until it fits */
-            char *rendered = NULL;
-            rc = deltafin_chat_render(m, tmpl, msgs.v, msgs.n, NULL, true, &rendered);
-            if (rc < 0) { fprintf(stderr, "chat: %s\n", deltafin_errmsg()); goto done; }
-            free(ids);
-            ids = NULL;
-            harmony = ends_with(rendered, "<|start|>assistant");
-            n = tokenize_all(m, rendered, &ids);
-            free(rendered);
-            if (n < 0) { fprintf(stderr, "chat: tokenize: %s\n", deltafin_errmsg()); goto done; }
-            if (!S.context_shift || n <= nctx - answer_room || msgs.n - 1 <= n_keep_msgs) break;
-            /* the oldest turn: a message and, when it is the user's, the answer after it */
-            int k = msgs.n - 1 - n_keep_msgs >= 2 && !strcmp(msgs.v[n_keep_msgs].role, "user") &&
-                            !strcmp(msgs.v[n_keep_msgs + 1].role, "assistant") ? 2 : 1;
-            msgs_drop(&msgs, n_keep_msgs, k);
-            dropped += k;
-        }
-        if (dropped)
-            fprintf(note, "(context shift: dropped the %d oldest message%s so the conversation fits in %d tokens)\n",
-                    dropped, dropped > 1 ? "s" : "", nctx);
-        if (n >= nctx) {
-            fprintf(stderr, "chat: the conversation has %d tokens, the context holds %d: /reset, use a larger -c%s\n", n,
-                    nctx, S.context_shift ? "" : " or --context-shift");
-            msgs_clear(&msgs, msgs.n - 1);
-            turn--;
-            continue;
-        }
-        int keep = 0;
-        while (keep < n_cache && keep < n && cache[keep] == ids[keep]) keep++;
-        if (keep >= n) keep = n - 1; /* the last prompt token is decoded again for its logits */
-        deltafin_ctx_truncate(c, keep);
-        n_cache = keep;
-        uint64_t t0 = deltafin_time_ns();
-        rc = deltafin_decode(c, ids + keep, n - keep, false);
-        uint64_t t_prompt = deltafin_time_ns() - t0;
-        if (rc < 0) {
-            n_cache = deltafin_ctx_pos(c);
-            if (rc == DELTAFIN_ERR_CANCELLED) { fprintf(stderr, "\n(stopped)\n"); msgs_clear(&msgs, msgs.n - 1); continue; }
-            fprintf(stderr, "chat: decode: %s\n", deltafin_errmsg());
-            goto done;
-        }
-        memcpy(cache + keep, ids + keep, sizeof(int32_t) * (size_t)(n - keep));
-        n_cache = n;
-        for (int i = 0; i < n; i++) deltafin_sampler_accept(smp, ids[i]);
-        if (gbnf) { /* each answer is one generation of the grammar, attached after the prompt */
-            deltafin_grammar *g = NULL;
-            if (deltafin_grammar_create(deltafin_model_vocab(m), gbnf, NULL, &g) < 0 ||
-                deltafin_sampler_set_grammar(smp, g) < 0) {
-                fprintf(stderr, "chat: grammar: %s\n", deltafin_errmsg());
-                goto done;
-            }
-        }
-
-        size_t alen = 0, acap = 256;
-        free(answer);
-        answer = malloc(acap);
-        if (!answer) goto done;
-        answer[0] = 0;
-        deltafin_detok *td = harmony ? dts : dt;
-        deltafin_detok_reset(td);
-        deltafin_harmony_reset(hm);
-        hm_out ho = {.answer = &answer, .alen = &alen, .acap = &acap, .show_reasoning = stats == 2};
-        int n_gen = 0;
-        uint64_t t1 = deltafin_time_ns();
-        bool stopped = false, full = false;
-        while (n_predict < 0 || n_gen < n_predict) {
-            if (g_interrupt) { stopped = true; break; }
-            const float *lg = deltafin_logits(c, -1);
-            int32_t id = deltafin_sampler_sample(smp, lg, n_vocab);
-            if (id < 0) { fprintf(stderr, "\nchat: sampling: %s\n", deltafin_errmsg()); break; }
-            deltafin_sampler_accept(smp, id);
-            if (deltafin_token_is_eog(m, id)) break;
-            n_gen++;
-            const char *piece;
-            int pn = deltafin_detok_push(td, id, &piece); /* whole characters only */
-            if (pn > 0 && harmony) {
-                deltafin_harmony_push(hm, piece, (size_t)pn, hm_sink, &ho);
-                if (ho.err) goto done;
-            } else if (pn > 0) {
-                if (answer_put(&answer, &alen, &acap, piece, (size_t)pn) < 0) goto done;
-                fwrite(piece, 1, (size_t)pn, stdout);
-                fflush(stdout);
-            }
-            if (n_cache >= nctx) { full = true; break; }
-            rc = deltafin_decode(c, &id, 1, false);
-            if (rc < 0) {
-                n_cache = deltafin_ctx_pos(c);
-                if (rc == DELTAFIN_ERR_CANCELLED) { stopped = true; break; }
-                fprintf(stderr, "\nchat: decode: %s\n", deltafin_errmsg());
-                goto done;
-            }
-            cache[n_cache++] = id;
-        }
-        if (gbnf) deltafin_sampler_set_grammar(smp, NULL); /* the next prompt must not advance it */
-        const char *rest;
-        int rn = deltafin_detok_flush(td, &rest);
-        if (harmony) {
-            if (rn > 0) deltafin_harmony_push(hm, rest, (size_t)rn, hm_sink, &ho);
-            deltafin_harmony_flush(hm, hm_sink, &ho);
-            if (ho.in_reasoning) fputc('\n', stderr);
-            if (ho.err) goto done;
-        } else if (rn > 0) {
-            if (answer_put(&answer, &alen, &acap, rest, (size_t)rn) < 0) goto done;
-            fwrite(rest, 1, (size_t)rn, stdout);
-        }
-        fputc('\n', stdout);
-        fflush(stdout);
-        if (stopped) fprintf(stderr, "(stopped)\n");
-        if (full)
-            fprintf(note, "(context full: the conversation fills all %d tokens of the context; %s)\n", nctx,
-                    S.context_shift ? "the next message drops the oldest turns"
-                                    : "/reset to start over, or chat with --context-shift or a larger -c");
-        uint64_t t_gen = deltafin_time_ns() - t1;
-        if (msgs_push(&msgs, "assistant", answer) < 0) goto done;
-        if (stats)
-            fprintf(stderr, "[turn %d] prompt %d tokens: reused %d, decoded %d (%.1f tok/s) | generated %d (%.1f tok/s)\n",
-                    turn, n, keep, n - keep, t_prompt ? (n - keep) / (t_prompt / 1e9) : 0.0, n_gen,
-                    t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0);
-        if (S.single_turn) break;
+        int tr = chat_turn(&cs, text, gbnf, turn, stats);
+        if (tr < 0) goto done;
+        if (tr == 1) turn--;
+        if (S.single_turn && tr == 0) break;
     }
     ret = 0;
 done:
     g_ctx = NULL;
     signal(SIGINT, SIG_DFL);
     df_le_close(le);
-    msgs_clear(&msgs, 0);
-    free(msgs.v);
-    free(answer);
+    chat_close(&cs);
     free(first);
-    free(ids);
-    free(cache);
     free(gbnf);
     free(hist_path);
-    deltafin_sampler_free(smp);
-    deltafin_detok_free(dt);
-    deltafin_detok_free(dts);
-    deltafin_harmony_free(hm);
-    deltafin_ctx_free(c);
-    deltafin_model_free(m);
     df_cli_log_end(&S);
     return ret;
 }

@@ -5,6 +5,7 @@
  * stderr; --json prints one JSON object at the end instead of streaming. */
 #include "app/cli/flags.h"
 #include "app/cli/load_progress.h"
+#include "app/cli/textbuf.h"
 #include "deltafin.h"
 #include "app/config.h"
 #include "app/cli/dist.h"
@@ -95,57 +96,174 @@ static void on_sigint(int sig) {
     if (g_ctx) deltafin_ctx_cancel(g_ctx);
 }
 
+/* the prompt text: -p, or the whole of -f FILE */
+static int read_prompt(const df_settings *S, char **text, size_t *len) {
+    if (S->file) {
+        if (deltafin_read_file(S->file, text, len) < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); return -1; }
+        return 0;
+    }
+    /* -p: llama.cpp's escapes (\n ...) unless --no-escape; -f is taken as it is */
+    if (!(*text = strdup(S->prompt))) return -1;
+    if (S->escape || !S->no_escape) df_cli_unescape(*text);
+    *len = strlen(*text);
+    return 0;
+}
+
+typedef struct {
+    deltafin_model *m;
+    deltafin_ctx *c;
+    deltafin_sampler *smp;
+    deltafin_detok *dt;
+    bool json;                  /* keep the text (printed at the end) instead of streaming it */
+    int max_gen, nctx, np, stats_every;
+    run_stats *rs;              /* --stats-file, or NULL */
+} gen_loop;
+
+/* Sample, stream and decode until an end-of-generation token, max_gen tokens, the full
+ * context, Ctrl-C or an error (*failed). The ids go to gen, the text (whole characters) to
+ * text. Returns the number of tokens, -1 when out of memory. */
+static int generate(const gen_loop *g, int32_t *gen, df_textbuf *text, bool *failed) {
+    const int n_vocab = deltafin_model_n_vocab(g->m);
+    const char *piece;
+    int n_gen = 0;
+    *failed = false;
+    while (n_gen < g->max_gen && !g_stop) {
+        const float *lg = deltafin_logits(g->c, -1);
+        int32_t id = deltafin_sampler_sample(g->smp, lg, n_vocab);
+        if (id < 0) { fprintf(stderr, "\nrun: %s\n", deltafin_errmsg()); *failed = true; break; }
+        deltafin_sampler_accept(g->smp, id);
+        if (deltafin_token_is_eog(g->m, id)) break;
+        gen[n_gen++] = id;
+        int n = deltafin_detok_push(g->dt, id, &piece);
+        if (n > 0) {
+            if (!g->json) { fwrite(piece, 1, (size_t)n, stdout); fflush(stdout); }
+            if (df_textbuf_put(text, piece, (size_t)n) < 0) return -1;
+        }
+        if (g->rs && n_gen % g->stats_every == 0) stats_line(g->rs, "gen", g->np, n_gen, false);
+        if (n_gen >= g->max_gen || deltafin_ctx_pos(g->c) >= g->nctx) break;
+        int rc = deltafin_decode(g->c, &id, 1, false);
+        if (rc < 0) {
+            if (rc != DELTAFIN_ERR_CANCELLED) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); *failed = true; }
+            break;
+        }
+    }
+    int n = deltafin_detok_flush(g->dt, &piece);
+    if (n > 0) {
+        if (!g->json) fwrite(piece, 1, (size_t)n, stdout);
+        if (df_textbuf_put(text, piece, (size_t)n) < 0) return -1;
+    }
+    if (!g->json) { fputc('\n', stdout); fflush(stdout); }
+    return n_gen;
+}
+
+/* -v: the expert store per layer, the routing, the memory against the plan */
+static void report_verbose(deltafin_model *m, deltafin_ctx *c, const df_settings *S, const deltafin_stream_stats *ss) {
+    if (ss->experts_stream) {
+        char sb[640];
+        fprintf(stderr, "%s\n", deltafin_stream_stats_str(ss, sb, sizeof sb));
+        /* per layer: where the misses and the waiting happened */
+        fprintf(stderr, "per layer:   layer     hits   misses    hit%%   I/O wait s\n");
+        for (int l = 0; l < deltafin_model_n_layer(m); l++) {
+            uint64_t h = 0, mi = 0, w = 0;
+            if (deltafin_model_layer_stats(m, l, &h, &mi, &w) != DELTAFIN_OK || h + mi == 0) continue;
+            fprintf(stderr, "             %5d %8llu %8llu %6.1f%% %12.3f\n", l, (unsigned long long)h,
+                    (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
+        }
+    }
+    df_cli_routing_report(S, c, stderr);
+    deltafin_memory_use mu;
+    char mb[512];
+    deltafin_model_memory_use(m, &mu);
+    fprintf(stderr, "%s\n", deltafin_memory_use_str(&mu, mb, sizeof mb));
+}
+
+typedef struct {
+    const int32_t *pids, *gen;
+    int np, n_gen;
+    const char *text;
+    double pps, gps;            /* prompt / generation tok/s */
+    uint64_t peak;              /* peak RSS */
+} run_result;
+
+/* --json: the one object printed at the end */
+static void print_json(deltafin_model *m, deltafin_ctx *c, const run_result *r, bool verbose) {
+    deltafin_stats st;
+    deltafin_ctx_stats(c, &st);
+    deltafin_stream_stats ss;
+    deltafin_model_stream_stats(m, &ss);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *pa = cJSON_AddArrayToObject(o, "prompt_tokens");
+    for (int i = 0; i < r->np; i++) cJSON_AddItemToArray(pa, cJSON_CreateNumber(r->pids[i]));
+    cJSON *ta = cJSON_AddArrayToObject(o, "tokens");
+    for (int i = 0; i < r->n_gen; i++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(r->gen[i]));
+    cJSON_AddStringToObject(o, "text", r->text);
+    cJSON *so = cJSON_AddObjectToObject(o, "stats");
+    cJSON_AddNumberToObject(so, "n_prompt", r->np);
+    cJSON_AddNumberToObject(so, "n_gen", r->n_gen);
+    cJSON_AddNumberToObject(so, "prompt_tok_s", r->pps);
+    cJSON_AddNumberToObject(so, "gen_tok_s", r->gps);
+    cJSON_AddNumberToObject(so, "peak_rss", (double)r->peak);
+    cJSON_AddNumberToObject(so, "expert_hits", (double)st.expert_hits);
+    cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
+    cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
+    cJSON_AddNumberToObject(so, "dense_bytes_read", (double)st.dense_bytes_read);
+    add_stream_json(so, &ss); /* expert streaming: cache, I/O, prefetch and look-ahead */
+    /* budget use, as -v prints it */
+    deltafin_memory_use mu;
+    deltafin_model_memory_use(m, &mu);
+    cJSON *mo = cJSON_AddObjectToObject(so, "memory");
+    cJSON_AddNumberToObject(mo, "dense", (double)mu.dense_bytes);
+    cJSON_AddNumberToObject(mo, "experts", (double)mu.experts_bytes);
+    cJSON_AddNumberToObject(mo, "cache", (double)mu.cache_bytes);
+    cJSON_AddNumberToObject(mo, "kv", (double)mu.kv_bytes);
+    cJSON_AddNumberToObject(mo, "scratch", (double)mu.scratch_bytes);
+    cJSON_AddNumberToObject(mo, "peak_rss", (double)mu.peak_rss_bytes);
+    cJSON_AddNumberToObject(mo, "plan", (double)mu.plan_bytes);
+    cJSON_AddNumberToObject(mo, "limit", (double)mu.limit);
+    cJSON_AddNumberToObject(mo, "locked", (double)mu.locked_bytes);
+    df_cli_dist_report(m, verbose ? stderr : NULL, so);
+    char *s = cJSON_PrintUnformatted(o);
+    if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }
+    cJSON_Delete(o);
+}
+
 int cmd_run(int argc, char **argv) {
     df_settings S;
     int prc = df_cli_parse(&k_run, argc, argv, &S);
     if (prc != DF_CLI_GO) return prc;
-    const char *model = S.model, *prompt = S.prompt, *pfile = S.file;
-    const int n_predict = S.n_predict, stats_every = S.stats_every;
-    const bool special = S.special, json = S.json, verbose = S.verbose, log_prompts = S.log_prompts;
-    const char *stats_path = S.stats_file;
+    const int n_predict = S.n_predict;
+    const bool json = S.json, verbose = S.verbose;
     deltafin_sampler_params sp;
-    if (!model || (!prompt && !pfile)) {
+    if (!S.model || (!S.prompt && !S.file)) {
         fprintf(stderr, "run: -m MODEL and -p PROMPT (or -f FILE) are required\n\n");
         df_cli_help(&k_run, stderr);
         return 2;
     }
-    if (stats_every < 1) return df_cli_usage_error(&k_run, "--stats-every must be >= 1");
+    if (S.stats_every < 1) return df_cli_usage_error(&k_run, "--stats-every must be >= 1");
     char *ptext = NULL, *gbnf = NULL;
     size_t plen = 0;
     if (df_cli_grammar(&k_run, &S, &gbnf)) return 1;
-    if (pfile) {
-        if (deltafin_read_file(pfile, &ptext, &plen) < 0) {
-            fprintf(stderr, "run: %s\n", deltafin_errmsg());
-            free(gbnf);
-            return 1;
-        }
-    } else { /* -p: llama.cpp's escapes (\n ...) unless --no-escape; -f is taken as it is */
-        ptext = strdup(prompt);
-        if (!ptext) { free(gbnf); return 1; }
-        if (S.escape || !S.no_escape) df_cli_unescape(ptext);
-        plen = strlen(ptext);
-    }
+    if (read_prompt(&S, &ptext, &plen) < 0) { free(gbnf); return 1; }
     int ret = 1;
     deltafin_model *m = NULL;
     deltafin_ctx *c = NULL;
     deltafin_sampler *smp = NULL;
     deltafin_detok *dt = NULL;
     int32_t *pids = NULL, *gen = NULL;
-    char *text = NULL;
-    size_t text_len = 0, text_cap = 0;
+    df_textbuf text = {0};
 
     FILE *stats_f = NULL;
     if (df_cli_log_begin(&k_run, &S) != DF_CLI_GO) goto done;
-    if (stats_path) {
-        stats_f = fopen(stats_path, "w");
-        if (!stats_f) { fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno)); goto done; }
+    if (S.stats_file) {
+        stats_f = fopen(S.stats_file, "w");
+        if (!stats_f) { fprintf(stderr, "run: --stats-file %s: %s\n", S.stats_file, strerror(errno)); goto done; }
     }
 
     deltafin_model_params mp = df_cli_model_params(&S);
     df_load_progress load_progress = {0};
     mp.progress_cb = df_load_progress_cb;
     mp.progress_ud = &load_progress;
-    int rc = deltafin_model_load(model, &mp, &m);
+    int rc = deltafin_model_load(S.model, &mp, &m);
     if (rc < 0) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
     deltafin_stream_stats ss;
     deltafin_model_stream_stats(m, &ss);
@@ -168,7 +286,7 @@ int cmd_run(int argc, char **argv) {
     if (!pids) goto done;
     np = deltafin_tokenize(m, ptext, plen, true, true, pids, np);
     if (np <= 0) { fprintf(stderr, "run: empty prompt\n"); goto done; }
-    if (log_prompts) deltafin_log(DELTAFIN_LOG_INFO, "prompt (%d tokens): %.*s", np, (int)plen, ptext);
+    if (S.log_prompts) deltafin_log(DELTAFIN_LOG_INFO, "prompt (%d tokens): %.*s", np, (int)plen, ptext);
     const int nctx = deltafin_ctx_n_ctx(c);
     if (np > nctx) { fprintf(stderr, "run: prompt has %d tokens, context is %d (use -c)\n", np, nctx); goto done; }
     if (df_cli_sampler(&k_run, &S, m, &sp)) { ret = 2; goto done; }
@@ -187,11 +305,9 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
     }
-    const int n_vocab = deltafin_model_n_vocab(m);
     const int max_gen = n_predict >= 0 ? n_predict : nctx - np + 1;
     gen = malloc(sizeof(int32_t) * (size_t)(max_gen > 0 ? max_gen : 1));
     if (!gen) goto done;
-    int n_gen = 0;
 
     uint64_t t0 = deltafin_time_ns();
     rc = deltafin_decode(c, pids, np, false);
@@ -199,126 +315,31 @@ int cmd_run(int argc, char **argv) {
     if (rc < 0) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); goto done; }
     run_stats rs = {.f = stats_f, .c = c, .m = m, .t0 = t0};
     if (stats_f) stats_line(&rs, "prompt", np, 0, false);
-    dt = deltafin_detok_create(m, special);
+    dt = deltafin_detok_create(m, S.special);
     if (!dt) { fprintf(stderr, "run: %s\n", deltafin_errmsg()); goto done; }
-    const char *piece;
     uint64_t t1 = deltafin_time_ns();
-    bool failed = false;
-    while (n_gen < max_gen && !g_stop) {
-        const float *lg = deltafin_logits(c, -1);
-        int32_t id = deltafin_sampler_sample(smp, lg, n_vocab);
-        if (id < 0) { fprintf(stderr, "\nrun: %s\n", deltafin_errmsg()); failed = true; break; }
-        deltafin_sampler_accept(smp, id);
-        if (deltafin_token_is_eog(m, id)) break;
-        gen[n_gen++] = id;
-        int n = deltafin_detok_push(dt, id, &piece);
-        if (n > 0) {
-            if (!json) { fwrite(piece, 1, (size_t)n, stdout); fflush(stdout); }
-            if (text_len + (size_t)n + 1 > text_cap) {
-                text_cap = (text_len + (size_t)n + 1) * 2;
-                char *nt = realloc(text, text_cap);
-                if (!nt) goto done;
-                text = nt;
-            }
-            memcpy(text + text_len, piece, (size_t)n);
-            text_len += (size_t)n;
-        }
-        if (stats_f && n_gen % stats_every == 0) stats_line(&rs, "gen", np, n_gen, false);
-        if (n_gen >= max_gen || deltafin_ctx_pos(c) >= nctx) break;
-        rc = deltafin_decode(c, &id, 1, false);
-        if (rc < 0) {
-            if (rc != DELTAFIN_ERR_CANCELLED) { fprintf(stderr, "\nrun: decode: %s\n", deltafin_errmsg()); failed = true; }
-            break;
-        }
-    }
+    const gen_loop gl = {.m = m, .c = c, .smp = smp, .dt = dt, .json = json, .max_gen = max_gen, .nctx = nctx,
+                         .np = np, .stats_every = S.stats_every, .rs = stats_f ? &rs : NULL};
+    bool failed;
+    int n_gen = generate(&gl, gen, &text, &failed);
+    if (n_gen < 0) goto done;
     uint64_t t_gen = deltafin_time_ns() - t1;
-    int n = deltafin_detok_flush(dt, &piece);
-    if (n > 0) {
-        if (!json) fwrite(piece, 1, (size_t)n, stdout);
-        if (text_len + (size_t)n + 1 > text_cap) {
-            text_cap = text_len + (size_t)n + 1;
-            char *nt = realloc(text, text_cap);
-            if (!nt) goto done;
-            text = nt;
-        }
-        memcpy(text + text_len, piece, (size_t)n);
-        text_len += (size_t)n;
-    }
-    if (!json) { fputc('\n', stdout); fflush(stdout); }
-    if (!text) text = strdup("");
-    else text[text_len] = 0;
 
     if (stats_f) stats_line(&rs, "end", np, n_gen, true);
-    if (log_prompts) deltafin_log(DELTAFIN_LOG_INFO, "output (%d tokens): %s", n_gen, text);
-    double pps = t_prompt ? np / (t_prompt / 1e9) : 0.0;
-    double gps = t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0;
-    uint64_t peak = deltafin_peak_rss();
+    if (S.log_prompts) deltafin_log(DELTAFIN_LOG_INFO, "output (%d tokens): %s", n_gen, text.p ? text.p : "");
+    const run_result r = {.pids = pids, .gen = gen, .np = np, .n_gen = n_gen, .text = text.p ? text.p : "",
+                          .pps = t_prompt ? np / (t_prompt / 1e9) : 0.0,
+                          .gps = t_gen && n_gen ? n_gen / (t_gen / 1e9) : 0.0, .peak = deltafin_peak_rss()};
     char pb[32];
-    deltafin_stats st;
-    deltafin_ctx_stats(c, &st);
     fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generation: %d tokens, %.2f tok/s | peak memory: %s\n",
-            np, pps, n_gen, gps, deltafin_fmt_bytes(peak, pb, sizeof pb));
+            np, r.pps, n_gen, r.gps, deltafin_fmt_bytes(r.peak, pb, sizeof pb));
     deltafin_model_stream_stats(m, &ss);
-    if (verbose && ss.experts_stream) {
-        char sb[640];
-        fprintf(stderr, "%s\n", deltafin_stream_stats_str(&ss, sb, sizeof sb));
-        /* per layer: where the misses and the waiting happened */
-        fprintf(stderr, "per layer:   layer     hits   misses    hit%%   I/O wait s\n");
-        for (int l = 0; l < deltafin_model_n_layer(m); l++) {
-            uint64_t h = 0, mi = 0, w = 0;
-            if (deltafin_model_layer_stats(m, l, &h, &mi, &w) != DELTAFIN_OK || h + mi == 0) continue;
-            fprintf(stderr, "             %5d %8llu %8llu %6.1f%% %12.3f\n", l, (unsigned long long)h,
-                    (unsigned long long)mi, 100.0 * (double)h / (double)(h + mi), (double)w / 1e9);
-        }
-    }
-    if (verbose) df_cli_routing_report(&S, c, stderr);
-    if (verbose) { /* where the memory went, against the plan */
-        deltafin_memory_use mu;
-        char mb[512];
-        deltafin_model_memory_use(m, &mu);
-        fprintf(stderr, "%s\n", deltafin_memory_use_str(&mu, mb, sizeof mb));
-    }
+    if (verbose) report_verbose(m, c, &S, &ss);
     if (!json) df_cli_dist_report(m, verbose ? stderr : NULL, NULL); /* several ranks: communication */
-    if (json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON *pa = cJSON_AddArrayToObject(o, "prompt_tokens");
-        for (int i = 0; i < np; i++) cJSON_AddItemToArray(pa, cJSON_CreateNumber(pids[i]));
-        cJSON *ta = cJSON_AddArrayToObject(o, "tokens");
-        for (int i = 0; i < n_gen; i++) cJSON_AddItemToArray(ta, cJSON_CreateNumber(gen[i]));
-        cJSON_AddStringToObject(o, "text", text);
-        cJSON *so = cJSON_AddObjectToObject(o, "stats");
-        cJSON_AddNumberToObject(so, "n_prompt", np);
-        cJSON_AddNumberToObject(so, "n_gen", n_gen);
-        cJSON_AddNumberToObject(so, "prompt_tok_s", pps);
-        cJSON_AddNumberToObject(so, "gen_tok_s", gps);
-        cJSON_AddNumberToObject(so, "peak_rss", (double)peak);
-        cJSON_AddNumberToObject(so, "expert_hits", (double)st.expert_hits);
-        cJSON_AddNumberToObject(so, "expert_misses", (double)st.expert_misses);
-        cJSON_AddNumberToObject(so, "bytes_read", (double)st.bytes_read);
-        cJSON_AddNumberToObject(so, "dense_bytes_read", (double)st.dense_bytes_read);
-        add_stream_json(so, &ss); /* expert streaming: cache, I/O, prefetch and look-ahead */
-        { /* budget use, as -v prints it */
-            deltafin_memory_use mu;
-            deltafin_model_memory_use(m, &mu);
-            cJSON *mo = cJSON_AddObjectToObject(so, "memory");
-            cJSON_AddNumberToObject(mo, "dense", (double)mu.dense_bytes);
-            cJSON_AddNumberToObject(mo, "experts", (double)mu.experts_bytes);
-            cJSON_AddNumberToObject(mo, "cache", (double)mu.cache_bytes);
-            cJSON_AddNumberToObject(mo, "kv", (double)mu.kv_bytes);
-            cJSON_AddNumberToObject(mo, "scratch", (double)mu.scratch_bytes);
-            cJSON_AddNumberToObject(mo, "peak_rss", (double)mu.peak_rss_bytes);
-            cJSON_AddNumberToObject(mo, "plan", (double)mu.plan_bytes);
-            cJSON_AddNumberToObject(mo, "limit", (double)mu.limit);
-            cJSON_AddNumberToObject(mo, "locked", (double)mu.locked_bytes);
-        }
-        df_cli_dist_report(m, verbose ? stderr : NULL, so);
-        char *s = cJSON_PrintUnformatted(o);
-        if (s) { fputs(s, stdout); fputc('\n', stdout); free(s); }
-        cJSON_Delete(o);
-    }
+    if (json) print_json(m, c, &r, verbose);
     ret = failed ? 1 : 0;
 done:
-    if (stats_f && fclose(stats_f)) fprintf(stderr, "run: --stats-file %s: %s\n", stats_path, strerror(errno));
+    if (stats_f && fclose(stats_f)) fprintf(stderr, "run: --stats-file %s: %s\n", S.stats_file, strerror(errno));
     df_cli_log_end(&S);
     g_ctx = NULL;
     signal(SIGINT, SIG_DFL);
@@ -328,7 +349,7 @@ done:
     deltafin_model_free(m);
     free(pids);
     free(gen);
-    free(text);
+    free(text.p);
     free(ptext);
     free(gbnf);
     return ret;

@@ -1,4 +1,4 @@
-/* deepseek4.c — DeepSeek-V4's forward hooks (formats.md §3.4b), op by op as llama.cpp d32676d's
+/* deepseek4.c — DeepSeek-V4's forward hooks (formats.md §3.4c), op by op as llama.cpp d32676d's
  * deepseek4 graph so the numerics match: the residual is hc = 4 streams per token (c->h only
  * carries the embedding in and the mixed output out); around each attention and FFN block
  *   pre:  mixes = fn · rmsnorm(streams); weights pre = sigmoid(mixes·s0 + b) + eps, post =

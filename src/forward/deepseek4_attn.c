@@ -1,4 +1,4 @@
-/* deepseek4_attn.c — DeepSeek-V4's attention (formats.md §3.4b) as llama.cpp d32676d's deepseek4
+/* deepseek4_attn.c — DeepSeek-V4's attention (formats.md §3.4c) as llama.cpp d32676d's deepseek4
  * graph and its DSV4 KV cache compute it:
  *   q = rmsnorm_head(wq_b · rmsnorm(wq_a · x)), kv = rmsnorm(wkv · x) (one key = value head),
  *   RoPE NORM on the last n_rot dims of both: the plain base on the layers without compression,

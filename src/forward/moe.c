@@ -323,7 +323,7 @@ void df_ffn_act(const df_hparams *hp, float *g, const float *u, int64_t n) {
 /* One routed expert on n rows, exactly as every MoE layer computes it (so an expert run by a
  * remote owner through this function gives the bits a local one would). The matrices go
  * through ggml's MUL_MAT_ID (its float order differs from a plain matmul's for repacked
- * weights under DELTAFIN_GGML_ORDER; kernels.h). */
+ * weights; kernels.h). */
 void df_moe_expert_rows(const df_moe_bufs *b, const df_hparams *hp, const df_layer *L, int e, const df_expert_w *w,
                         int64_t D, int64_t n_ff, int64_t n_out, int n) {
     const bool obs = b->obs && b->obs->fn && L;

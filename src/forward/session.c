@@ -60,13 +60,8 @@ static void plan_scratch(const df_model *m, int n_batch, int n_threads, scratch_
     p->fw = (int)fw;
     uint64_t act = 64;
     for (int i = 0; i < m->n_bound; i++) {
+        /* every bound tensor may be a matmul's weight (1-D ones too: qwen2moe's shared-expert gate) */
         const df_tensor *t = &m->tensors[i];
-        if (t->ne[1] <= 1 && t->ne[2] <= 1 && t != m->tok_embd) {
-            /* 1-D weights used as a matmul (qwen2moe shared-expert gate) */
-            uint64_t b = df_act_bytes(t->type, t->ne[0], (int64_t)nb);
-            if (b > act) act = b;
-            continue;
-        }
         uint64_t b = df_act_bytes(t->type, t->ne[0], (int64_t)nb);
         if (b > act) act = b;
     }
@@ -112,8 +107,12 @@ deltafin_ctx_params deltafin_ctx_default_params(void) {
     return p;
 }
 
+/* A context's KV cache, scratch and recurrent state: zeroed pages, all of them faulted in at
+ * creation (as llama.cpp clears its KV buffer), so the resident size is the plan's from the
+ * first token on and does not creep up as positions and batch sizes first reach a page (a
+ * server's RSS stays flat under load: scripts/load_test_mem.sh). */
 static void *anon(uint64_t n) {
-    void *p = mmap(NULL, (size_t)(n ? n : 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, (size_t)(n ? n : 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 

@@ -1,4 +1,4 @@
-/* arch_deepseek4.c — DeepSeek-V4 ("deepseek4", e.g. V4 Flash; formats.md §3.4b) as llama.cpp
+/* arch_deepseek4.c — DeepSeek-V4 ("deepseek4", e.g. V4 Flash; formats.md §3.4c) as llama.cpp
  * d32676d binds it: every layer a single-KV-head attention with a q LoRA, per-head RMS-normed
  * queries, attention sinks and a sliding window, plus on the layers whose compress ratio is 4 or
  * 128 a learned compressor of the keys (softmax-gated pooling of ratio positions, with a position

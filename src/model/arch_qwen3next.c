@@ -76,41 +76,21 @@ void df_qn_dims(const df_hparams *hp, int il, int64_t *d) {
 }
 
 #define RECR DF_W_RECR
-#define ATTN DF_W_ATTN
-#define MOE DF_W_MOE
 #define F32 DF_T_NORM
 static const df_tensor_spec qn_tensors[] = {
     DF_SCHEMA_TOK_EMBD,
-    DF_TS("blk.%d.attn_norm.weight", DF_LF(attn_norm), F32, DF_R_NORM, 0, 0, DF_D_EMBD),
-    DF_TS("blk.%d.post_attention_norm.weight", DF_LF(ffn_norm), F32, DF_R_NORM, 0, 0, DF_D_EMBD),
-    /* gated full attention: attn_q rows are [query ; gate] per head */
-    DF_TS("blk.%d.attn_q.weight", DF_LF(wq), 0, DF_R_MAT, ATTN, 0, DF_D_EMBD, QN_QG),
-    DF_TS("blk.%d.attn_k.weight", DF_LF(wk), 0, DF_R_MAT, ATTN, 0, DF_D_EMBD, DF_D_K),
-    DF_TS("blk.%d.attn_v.weight", DF_LF(wv), 0, DF_R_MAT, ATTN, 0, DF_D_EMBD, DF_D_V),
-    DF_TS("blk.%d.attn_output.weight", DF_LF(wo), 0, DF_R_MAT, ATTN, 0, DF_D_O, DF_D_EMBD),
-    DF_TS("blk.%d.attn_q_norm.weight", DF_LF(q_norm), F32, DF_R_NORM, ATTN, 0, DF_D_HEAD_K),
-    DF_TS("blk.%d.attn_k_norm.weight", DF_LF(k_norm), F32, DF_R_NORM, ATTN, 0, DF_D_HEAD_K),
+    DF_SCHEMA_QN_ATTN,
     /* Gated DeltaNet */
     DF_TS("blk.%d.ssm_in.weight", DF_LF(ssm_in), 0, DF_R_MAT, RECR, QN_FUSED, DF_D_EMBD, QN_QKVZ),
     DF_TS("blk.%d.attn_qkv.weight", DF_LF(wqkv), 0, DF_R_MAT, RECR | QN_FUSED, 0, DF_D_EMBD, QN_CONV_DIM),
     DF_TS("blk.%d.attn_gate.weight", DF_LF(attn_gate), 0, DF_R_MAT, RECR | QN_FUSED, 0, DF_D_EMBD, QN_VDIM),
-    DF_TS("blk.%d.ssm_conv1d.weight", DF_LF(ssm_conv[0]), F32, DF_R_CONV, RECR, 0, QN_C, QN_CONV_DIM),
-    DF_TS("blk.%d.ssm_dt.bias", DF_LF(ssm_dt_b), F32, DF_R_DT, RECR, 0, QN_HV),
-    DF_TS("blk.%d.ssm_a", DF_LF(ssm_a), F32, DF_R_SSM_A, RECR, 0, QN_HV),
+    DF_SCHEMA_QN_CONV,
     DF_TS("blk.%d.ssm_ba.weight", DF_LF(ssm_ba), 0, DF_R_MAT, RECR, 0, DF_D_EMBD, QN_BA),
     DF_TS("blk.%d.ssm_norm.weight", DF_LF(ssm_o_norm), F32, DF_R_NORM, RECR, 0, QN_S),
     DF_TS("blk.%d.ssm_out.weight", DF_LF(wo), 0, DF_R_MAT, RECR, 0, QN_VDIM, DF_D_EMBD),
-    /* MoE with a sigmoid-gated shared expert */
-    DF_SCHEMA_MOE_ROUTER,
-    DF_SCHEMA_MOE_EXPS,
-    DF_TS("blk.%d.ffn_gate_inp_shexp.weight", DF_LF(gate_inp_shexp), 0, DF_R_MAT, MOE, 0, DF_D_EMBD),
-    DF_SCHEMA_SHEXP(0, 0),
-    DF_SCHEMA_NEXTN,
-    DF_SCHEMA_OUTPUT(DF_T_OPTIONAL),
+    DF_SCHEMA_QN_MOE_OUT,
 };
 #undef RECR
-#undef ATTN
-#undef MOE
 #undef F32
 static const df_schema_probe qn_probes[] = {{QN_FUSED, "blk.%d.attn_qkv.weight"}};
 

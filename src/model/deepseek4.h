@@ -1,4 +1,4 @@
-/* deepseek4.h — DeepSeek-V4's per-sequence memory layouts (formats.md §3.4b), shared by the
+/* deepseek4.h — DeepSeek-V4's per-sequence memory layouts (formats.md §3.4c), shared by the
  * binder (src/model/arch_deepseek4.c: kv_row, state_bytes) and the forward pass
  * (src/forward/deepseek4*.c).
  *

@@ -78,7 +78,7 @@ typedef struct df_hparams {
     int n_layer_nextn;           /* last layers that are NextN / MTP heads: loaded, not run */
     int n_swa;                   /* sliding window (tokens) of the hp.layer_swa layers */
     int ssm_d_inner, ssm_d_state, ssm_dt_rank, ssm_n_group; bool shexp_sigmoid; /* qwen3next Gated DeltaNet */
-    /* deepseek4 (formats.md §3.4b): per-layer KV compression ratio (0: the sliding window only,
+    /* deepseek4 (formats.md §3.4c): per-layer KV compression ratio (0: the sliding window only,
      * 4: compressed rows chosen by the lightning indexer, 128: every compressed row), the
      * hyper-connection streams and their Sinkhorn mixer, the grouped output LoRA, hash-routed
      * first layers, the compressed layers' RoPE base, the clamped SwiGLU's limits */

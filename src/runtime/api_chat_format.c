@@ -39,10 +39,12 @@ bool deltafin_chat_format_in_reasoning(const deltafin_chat_format *f, const char
 }
 bool deltafin_chat_format_always_parse(const deltafin_chat_format *f) { return df_tool_format_always_parse(fmt(f)); }
 
-int deltafin_chat_output_parse(const deltafin_chat_format *f, const char *text, size_t n, bool partial, bool in_reasoning,
+int deltafin_chat_output_parse(const deltafin_chat_format *f, const char *text, size_t n, bool partial, unsigned flags,
                                const char *tools_json, deltafin_chat_output *out) {
     df_tool_result r;
-    int rc = df_tool_parse(fmt(f), text, n, partial, in_reasoning, tools_json, &r);
+    unsigned tf = (flags & DELTAFIN_PARSE_IN_REASONING ? DF_TOOL_IN_REASONING : 0) |
+                  (flags & DELTAFIN_PARSE_REASONING_AS_CONTENT ? DF_TOOL_RAW_REASONING : 0);
+    int rc = df_tool_parse(fmt(f), text, n, partial, tf, tools_json, &r);
     memset(out, 0, sizeof *out);
     if (rc < 0) return rc;
     /* the same layout: a deltafin_tool_call is a df_tool_call */

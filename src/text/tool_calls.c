@@ -106,6 +106,7 @@ typedef struct {
     const char *t;             /* the text, NUL-terminated copy */
     size_t n;
     bool partial;
+    bool raw_reasoning;          /* DF_TOOL_RAW_REASONING */
     const cJSON *tools;
     buf content, reasoning;
     df_tool_call *calls;
@@ -791,6 +792,11 @@ static void parse_harmony(ps *p) {
             free(args);
             cJSON_Delete(v);
             free(body);
+        } else if (p->raw_reasoning && !strcmp(channel, "analysis")) {
+            /* llama.cpp's reasoning_format "none": the message as written, header to <|end|> */
+            size_t hb = p->partial && !closed ? holdback(p, bs, be, ends) : 0;
+            add(&p->content, p->t + a, be - a - hb);
+            if (closed && starts(p, be, "<|end|>")) add(&p->content, "<|end|>", 7);
         } else {
             size_t hb = p->partial && !closed ? holdback(p, bs, be, ends) : 0;
             buf *dst = !strcmp(channel, "analysis") ? &p->reasoning : &p->content;
@@ -837,7 +843,7 @@ static void parse_llama3(ps *p) {
 
 static void parse_marked(ps *p, bool in_reasoning) {
     size_t a = 0;
-    if (!reasoning(p, &a, in_reasoning)) return;
+    if (!p->raw_reasoning && !reasoning(p, &a, in_reasoning)) return;
     const char *const sec_plain[] = {p->f->section, NULL};
     const char *const sec_k3[] = {p->f->section, "<|open|>response<|sep|>", "<|close|>response<|sep|>",
                                   "<|close|>message<|sep|>", NULL};
@@ -870,7 +876,7 @@ static char *trimmed(buf *b, bool partial) {
     return df_strndup(b->p ? b->p + s : "", e - s);
 }
 
-int df_tool_parse(const df_tool_format *f, const char *text, size_t n, bool partial, bool in_reasoning,
+int df_tool_parse(const df_tool_format *f, const char *text, size_t n, bool partial, unsigned flags,
                   const char *tools_json, df_tool_result *out) {
     memset(out, 0, sizeof *out);
     ps p = {0};
@@ -880,11 +886,12 @@ int df_tool_parse(const df_tool_format *f, const char *text, size_t n, bool part
     p.t = t;
     p.n = text ? n : 0;
     p.partial = partial;
+    p.raw_reasoning = flags & DF_TOOL_RAW_REASONING;
     cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
     p.tools = tools;
     if (f->kind == K_HARMONY) parse_harmony(&p);
     else if (f->kind == K_LLAMA3) parse_llama3(&p);
-    else parse_marked(&p, in_reasoning);
+    else parse_marked(&p, flags & DF_TOOL_IN_REASONING);
     cJSON_Delete(tools);
     free(t);
     out->content = trimmed(&p.content, partial);

@@ -61,11 +61,14 @@ bool df_tool_prompt_in_reasoning(const df_tool_format *f, const char *prompt);
 /* Harmony's channels must be parsed even without tools (its raw text is not an answer). */
 bool df_tool_format_always_parse(const df_tool_format *f);
 
-/* Parse text[0..n). partial: streaming (see above). in_reasoning: the prompt left the model in
- * its reasoning. tools_json: the request's tools (to type the values of key/value formats; may
- * be NULL). Fills *out (free with df_tool_result_free). DF_ERR_NOMEM only: malformed calls
- * stay content. */
-int df_tool_parse(const df_tool_format *f, const char *text, size_t n, bool partial, bool in_reasoning,
+/* Parse text[0..n). partial: streaming (see above). flags: DF_TOOL_IN_REASONING (the prompt
+ * left the model in its reasoning), DF_TOOL_RAW_REASONING (reasoning is not split off: it stays
+ * in the content as written, Harmony's analysis message with its header and <|end|>, as
+ * llama.cpp's reasoning_format "none"). tools_json: the request's tools (to type the values of
+ * key/value formats; may be NULL). Fills *out (free with df_tool_result_free). DF_ERR_NOMEM
+ * only: malformed calls stay content. */
+enum { DF_TOOL_IN_REASONING = 1u, DF_TOOL_RAW_REASONING = 2u };
+int df_tool_parse(const df_tool_format *f, const char *text, size_t n, bool partial, unsigned flags,
                   const char *tools_json, df_tool_result *out);
 void df_tool_result_free(df_tool_result *r);
 

@@ -66,6 +66,9 @@ W="--n-embd 256 --q-lora 256 --o-lora 128 --n-ff-exp 256"
     # a NextN / MTP block after 4 layers (loaded, never run), 2 hash layers, SwiGLU limit 1 (the
     # clamps act), 16 experts top-4
     printf '%s\t%s\n' mtp-q8_0 "--arch deepseek4 --type q8_0 --nextn 1 --hash-layers 2 --swiglu-limit 1 --n-expert 16 --n-expert-used 4 $V"
+    # head size = indexer key length (64): llama.cpp rotates queries, raw and compressed keys
+    # and the output by the Hadamard matrix
+    printf '%s\t%s\n' rot-f32  "--arch deepseek4 --type f32 --head-dim 64 --indexer-dim 64 $V"
 } | grep -E "^(${ONLY:-.*})	" > "$TMP/list"
 
 . scripts/record_lib.sh
