@@ -3,7 +3,8 @@
  * greedy-generated together, compared token for token and logit for logit (memcmp) with the
  * same prompts run one context at a time; prompt chunks of one sequence sharing passes with the
  * generated tokens of others (continuous batching); sequences whose contexts have different
- * n_batch (chunked prompts, the lead's scratch); all-logits rows; the call's statistics (one
+ * n_batch (chunked prompts, the lead's scratch); all-logits rows; how many rows the last layer's
+ * FFN sees (llama.cpp's graph per architecture); the call's statistics (one
  * pass per step, expert acquires of the union <= the sum per sequence) and its refusals.
  * Models: gen-random's (DELTAFIN_DEV_BIN, else build/deltafin-dev, else build/deltafin
  * gen-random) for llama, llama-moe, qwen2moe, qwen3moe (also Q4_K: repacked rows, ggml's gemm
@@ -147,6 +148,34 @@ out:
     deltafin_ctx_free(a); deltafin_ctx_free(b); deltafin_ctx_free(x); deltafin_ctx_free(y);
 }
 
+/* rows of the last layer's plain FFN matmuls (router, shared expert, dense FFN) of a prompt
+ * decoded for its last logits only: llama.cpp's graphs drop the other rows before the last FFN
+ * (inp_out_ids), except deepseek4's, qwen3next's and qwen35moe's, which keep every row up to
+ * output_norm, so the batch products' float orders (tinyBLAS, repacked gemm) there see them */
+typedef struct { int layer, rows; } last_rows;
+
+static void last_rows_obs(void *ud, const deltafin_matmul_info *mm) {
+    last_rows *lr = ud;
+    int il = -1;
+    if (mm->per_expert || sscanf(mm->tensor, "blk.%d.", &il) != 1 || !strstr(mm->tensor, ".ffn_")) return;
+    if (il > lr->layer) { lr->layer = il; lr->rows = 0; }
+    if (il == lr->layer && mm->n_rows > lr->rows) lr->rows = mm->n_rows;
+}
+
+static void check_last_layer_rows(deltafin_model *m) {
+    deltafin_ctx *c = mkctx(m, 128);
+    if (!c) { CHECK(false); return; }
+    last_rows lr = {-1, 0};
+    CHECK_EQ_INT(deltafin_ctx_set_matmul_observer(c, last_rows_obs, &lr), 0);
+    CHECK_EQ_INT(deltafin_decode(c, g_prompt[1], g_plen[1], false), 0);
+    const char *a = deltafin_model_arch(m);
+    const bool late = !strcmp(a, "deepseek4") || !strcmp(a, "qwen3next") || !strcmp(a, "qwen35moe");
+    CHECK_MSG(lr.layer >= 0 && lr.rows == (late ? g_plen[1] : 1), /* the last layer run (NextN ones are not) */
+              "%s: the last layer's FFN matmuls saw %d rows (layer %d), want %d", a, lr.rows, lr.layer,
+              late ? g_plen[1] : 1);
+    deltafin_ctx_free(c);
+}
+
 /* refusals change nothing; a cut after a batch continues as the ctx's own history says */
 static void check_refusals(deltafin_model *m) {
     deltafin_ctx *a = mkctx(m, 32), *b = mkctx(m, 32);
@@ -217,6 +246,7 @@ static int child(const char *path, const char *io, bool want_stream) {
     for (int s = 1; s < NSEQ; s++) diverse += memcmp(alone[s].tok, alone[0].tok, sizeof alone[0].tok) != 0;
     CHECK_MSG(diverse > 0, "the four prompts generate the same tokens (the test would not see a mix-up)");
     check_all_logits(m);
+    check_last_layer_rows(m);
     check_refusals(m);
     if (want_stream) {
         deltafin_stream_stats st;

@@ -18,7 +18,15 @@
  *      activations): avx2 bit-identical to ggml_mul_mat of the same weights through
  *      ggml_graph_compute_with_ctx (2 threads) on the AVX2 (-march=native) build of the llama.cpp
  *      of docs/testing.md: ggml_vec_dot_f16 / _bf16 for one token, for n_out % 4 or n_in % 8,
- *      tinyBLAS after converting the activations otherwise. */
+ *      tinyBLAS after converting the activations otherwise.
+ *   4. KDA's gated delta rule (the kernel table's kda_head) and short convolution
+ *      (df_ssm_conv_silu): every kernel set close to a double-precision reference; avx2
+ *      bit-identical to ggml_gated_delta_net (KDA gate; output and final state) and to
+ *      ggml_silu(ggml_ssm_conv) through ggml_graph_compute_with_ctx (2 threads) on the AVX2
+ *      (-march=native, gcc 12) build of llama.cpp 34af94cd9ab2 (docs/kimi-k3.md): the delta
+ *      rule's dots in ggml_vec_dot_f32's 8-lane order (head sizes with and without 32-wide
+ *      blocks, leftovers with and without a fused n % 4 tail), the conv's taps as that build's
+ *      vectorised reduction (C = 3 all fused, 4 and 8 products then adds, 5 and 15 both). */
 #include "testlib.h"
 #include "forward/ops.h"
 #include "kernels/kernels.h"
@@ -78,6 +86,113 @@ static const hcase HM[] = {
     {DF_TYPE_BF16, 64, 32, 5, 3, 28, 0x6fd2f8c7e012cc9dull},
     {DF_TYPE_BF16, 64, 32, 1, 3, 29, 0x771654407b96bde7ull},
 };
+
+/* KDA: head size, heads, tokens, seed; hashes of the output [token][head][S] and of the final
+ * state [head][value j][key i]. Inputs: q, k amplitude 0.3, v 1, gate -|x|/2, beta 0.5 + 0.4x,
+ * state 0.1 (seeds SEED(seed) + 0 ... 5). */
+typedef struct { int S, H, nt, seed; uint64_t h_out, h_state; } kcase;
+static const kcase KD[] = {
+    {16, 3, 5, 31, 0x23506ad53b858d6dull, 0x4a27169851bbc06cull},   /* all leftovers */
+    {64, 2, 4, 32, 0x908ad530fbb41deaull, 0x442d8253decc4328ull},   /* w-q4_k's head size */
+    {72, 2, 3, 33, 0xd4908dd10de8cbe6ull, 0x85f72dac3b541c8full},   /* blocks + leftovers */
+    {40, 2, 3, 34, 0xbea545570dc9951dull, 0x08281207682e19dcull},   /* one 8-lane block only */
+    {128, 1, 3, 35, 0xb73a48084b0d2c85ull, 0xbfef99c609cad197ull},  /* the real model's */
+    {19, 2, 3, 36, 0x268daedd2a2ff25full, 0xdd1fe7f445388c60ull},   /* leftovers 8 + 8, 3 fused */
+    {46, 2, 3, 37, 0x484913050448ece2ull, 0x59a07d6cdce171cfull},   /* a block, then 8 + 4, 2 fused */
+};
+/* short conv: taps C, channels, tokens, seed; hash of silu(conv) [token][channel]. Inputs:
+ * state [channel][C-1] and x [token][channel] amplitude 2, taps [channel][C] amplitude 1. */
+typedef struct { int C, nc, nt, seed; uint64_t h256; } ccase;
+static const ccase CV[] = {
+    {3, 40, 3, 41, 0xd35a1162e14ea864ull},  {4, 40, 3, 42, 0x15e790be8a6c6a54ull},
+    {5, 24, 2, 43, 0xe23e443630b2d257ull},  {8, 24, 2, 44, 0xb297e48ca84a09c6ull},
+    {15, 16, 2, 45, 0x95f5a83f3eaa648aull},
+};
+
+/* one KDA case through the table's kda_head, head by head with the forward pass's strides,
+ * against the recurrence in double */
+static void run_kda(const char *isa, const kcase *c, bool h256) {
+    const int S = c->S, H = c->H, nt = c->nt;
+    const int64_t n = (int64_t)S * H * nt, ns = (int64_t)S * S * H;
+    float *q = malloc(sizeof(float) * (size_t)n), *k = malloc(sizeof(float) * (size_t)n);
+    float *v = malloc(sizeof(float) * (size_t)n), *g = malloc(sizeof(float) * (size_t)n);
+    float *o = malloc(sizeof(float) * (size_t)n), *beta = malloc(sizeof(float) * (size_t)H * nt);
+    float *st = malloc(sizeof(float) * (size_t)ns);
+    double *M = malloc(sizeof(double) * (size_t)S * S);
+    fill(q, n, 0.3f, SEED(c->seed));
+    fill(k, n, 0.3f, SEED(c->seed) + 1);
+    fill(v, n, 1.0f, SEED(c->seed) + 2);
+    fill(g, n, 1.0f, SEED(c->seed) + 3);
+    for (int64_t i = 0; i < n; i++) g[i] = -fabsf(g[i]) * 0.5f;
+    fill(beta, (int64_t)H * nt, 1.0f, SEED(c->seed) + 4);
+    for (int i = 0; i < H * nt; i++) beta[i] = 0.5f + 0.4f * beta[i];
+    fill(st, ns, 0.1f, SEED(c->seed) + 5);
+    double maxerr = 0;
+    const int64_t DI = (int64_t)S * H;
+    for (int h = 0; h < H; h++) {
+        float *sh = st + (int64_t)h * S * S;
+        for (int i = 0; i < S * S; i++) M[i] = sh[i];
+        df_kernels()->kda_head(sh, S, nt, q + h * S, k + h * S, v + h * S, g + h * S, DI, beta + h, H, o + h * S);
+        for (int t = 0; t < nt; t++) {
+            const int64_t r = t * DI + h * S;
+            for (int j = 0; j < S; j++) {
+                double u = 0, y = 0;
+                for (int i = 0; i < S; i++) u += (M[j * S + i] *= exp((double)g[r + i])) * k[r + i];
+                const double d = ((double)v[r + j] - u) * beta[t * H + h];
+                for (int i = 0; i < S; i++) y += (M[j * S + i] += (double)k[r + i] * d) * q[r + i];
+                maxerr = fmax(maxerr, fabs(y / sqrt((double)S) - o[r + j]));
+            }
+        }
+        for (int i = 0; i < S * S; i++) maxerr = fmax(maxerr, fabs(M[i] - sh[i]));
+    }
+    CHECK_MSG(maxerr < 1e-5, "%s kda S=%d: max error %g", isa, S, maxerr);
+    if (h256) {
+        const uint64_t ho = df_test_fnv(o, (size_t)n), hs = df_test_fnv(st, (size_t)ns);
+        CHECK_MSG(ho == c->h_out && hs == c->h_state, "%s kda S=%d: hashes %016llx %016llx, ggml %016llx %016llx", isa,
+                  S, (unsigned long long)ho, (unsigned long long)hs, (unsigned long long)c->h_out,
+                  (unsigned long long)c->h_state);
+    }
+    free(q); free(k); free(v); free(g); free(o); free(beta); free(st); free(M);
+}
+
+/* one short-conv case through df_ssm_conv_silu against the sum in double; the state must end
+ * as the window's last C - 1 values */
+static void run_conv(const char *isa, const ccase *c, bool h256) {
+    const int C = c->C, nc = c->nc, nt = c->nt;
+    float *st = malloc(sizeof(float) * (size_t)nc * (C - 1)), *st0 = malloc(sizeof(float) * (size_t)nc * (C - 1));
+    float *x = malloc(sizeof(float) * (size_t)nc * nt), *x0 = malloc(sizeof(float) * (size_t)nc * nt);
+    float *w = malloc(sizeof(float) * (size_t)nc * C), *win = malloc(sizeof(float) * (size_t)(nt + C));
+    fill(st, (int64_t)nc * (C - 1), 2.0f, SEED(c->seed));
+    fill(x, (int64_t)nc * nt, 2.0f, SEED(c->seed) + 1);
+    fill(w, (int64_t)nc * C, 1.0f, SEED(c->seed) + 2);
+    memcpy(st0, st, sizeof(float) * (size_t)nc * (C - 1));
+    memcpy(x0, x, sizeof(float) * (size_t)nc * nt);
+    df_ssm_conv_silu(x, nt, nc, C, st, w, win);
+    double maxerr = 0;
+    int bad_state = 0;
+    for (int ch = 0; ch < nc; ch++) {
+        for (int t = 0; t < nt; t++) {
+            double s = 0;
+            for (int i = 0; i < C; i++) {
+                const int p = t + i; /* window position: state below C - 1, then the tokens */
+                s += (double)w[ch * C + i] * (p < C - 1 ? st0[ch * (C - 1) + p] : x0[(p - (C - 1)) * nc + ch]);
+            }
+            maxerr = fmax(maxerr, fabs(s / (1 + exp(-s)) - x[t * nc + ch]));
+        }
+        for (int i = 0; i < C - 1; i++) {
+            const int p = nt + i;
+            bad_state += st[ch * (C - 1) + i] != (p < C - 1 ? st0[ch * (C - 1) + p] : x0[(p - (C - 1)) * nc + ch]);
+        }
+    }
+    CHECK_MSG(maxerr < 1e-5 && bad_state == 0, "%s conv C=%d: max error %g, %d state values wrong", isa, C, maxerr,
+              bad_state);
+    if (h256) {
+        const uint64_t h = df_test_fnv(x, (size_t)nc * nt);
+        CHECK_MSG(h == c->h256, "%s conv C=%d: hash %016llx, ggml %016llx", isa, C, (unsigned long long)h,
+                  (unsigned long long)c->h256);
+    }
+    free(st); free(st0); free(x); free(x0); free(w); free(win);
+}
 
 /* one 16-bit case: Y [head][token][n_out] against a double reference of the rounded weights,
  * the hash on avx2 */
@@ -231,6 +346,8 @@ static void run_set(const char *isa) {
         free(y);
     }
     for (size_t c = 0; c < sizeof HM / sizeof HM[0]; c++) run_h16(isa, &HM[c], h256);
+    for (size_t c = 0; c < sizeof KD / sizeof KD[0]; c++) run_kda(isa, &KD[c], h256);
+    for (size_t c = 0; c < sizeof CV / sizeof CV[0]; c++) run_conv(isa, &CV[c], h256);
     /* what tinyBLAS does not take: one token, n_in not a multiple of the vector, n_out % 4 */
     CHECK(!df_gemm_f32_ggml_applies(64, 16, 1));
     CHECK(!df_gemm_f32_ggml_applies(64, 18, 4));

@@ -129,7 +129,7 @@ typedef struct {
 } kda_job;
 
 /* one head's gated delta rule over the batch: the kernel table's (kernels.h df_kda_head_fn;
- * ggml_vec_dot_f32's AVX-512 order in every table) */
+ * ggml_vec_dot_f32's order of the table's ISA) */
 static void kda_head(void *ctx, int h, int thread) {
     (void)thread;
     const kda_job *j = ctx;
@@ -137,26 +137,6 @@ static void kda_head(void *ctx, int h, int thread) {
     const int64_t DI = (int64_t)H * S, off = (int64_t)h * S;
     df_kernels()->kda_head(j->st + (int64_t)h * S * S, S, j->nt, j->q + off, j->k + off, j->v + off, j->g + off, DI,
                            j->beta + h, H, j->o + off);
-}
-
-/* causal depthwise conv of one stream over nt tokens, in place, then silu; state updated. In
- * ggml's order as llama.cpp's SSM_CONV + SILU: the tap sum as an FMA chain (gcc contracts ggml's
- * `sumf += s * c`), then ggml_vec_silu_f32 on each token's row of DI. */
-static void kda_conv(float *x, int nt, int64_t DI, int C, float *state, const float *taps, float *win) {
-    const int cs = C - 1;
-    for (int64_t ch = 0; ch < DI; ch++) {
-        float *st = state + ch * cs;
-        const float *w = taps + ch * C;
-        for (int i = 0; i < cs; i++) win[i] = st[i];
-        for (int t = 0; t < nt; t++) win[cs + t] = x[t * DI + ch];
-        for (int t = 0; t < nt; t++) {
-            float s = 0.0f;
-            for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
-            x[t * DI + ch] = s;
-        }
-        for (int i = 0; i < cs; i++) st[i] = win[nt + i];
-    }
-    for (int t = 0; t < nt; t++) df_silu_row(x + t * DI, (int)DI);
 }
 
 static void l2_heads(float *x, int nt, int H, int S, float eps) {
@@ -183,8 +163,8 @@ static int kda_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
         for (int q = 0; q < c->n_seg; q++) {
             const df_seg *sg = &c->seg[q];
             float *conv_st = k3_layer_state(sg->sc, il);
-            kda_conv(qkv[s] + (int64_t)sg->row0 * DI, sg->n, DI, C, conv_st + (int64_t)s * (C - 1) * DI,
-                     L->ssm_conv[s]->data, b->win);
+            df_ssm_conv_silu(qkv[s] + (int64_t)sg->row0 * DI, sg->n, DI, C, conv_st + (int64_t)s * (C - 1) * DI,
+                             L->ssm_conv[s]->data, b->win);
         }
     }
     /* 3. L2 norm of q and k per head */

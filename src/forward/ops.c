@@ -92,6 +92,25 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols) {
 
 void df_softmax_ggml(const float *x, float *y, int n) { df_kernels()->softmax(x, y, n); }
 
+void df_ssm_conv_silu(float *x, int nt, int64_t nc, int C, float *state, const float *taps, float *win) {
+    const int cs = C - 1;
+    const int vec = df_kernels()->ssm_conv_vec, nv = vec > 0 ? C & ~(vec - 1) : 0;
+    for (int64_t ch = 0; ch < nc; ch++) {
+        float *st = state + ch * cs;
+        const float *w = taps + ch * C;
+        for (int i = 0; i < cs; i++) win[i] = st[i];
+        for (int t = 0; t < nt; t++) win[cs + t] = x[t * nc + ch];
+        for (int t = 0; t < nt; t++) {
+            float s = 0.0f;
+            for (int i = 0; i < nv; i++) s += win[t + i] * w[i];
+            for (int i = nv; i < C; i++) s = fmaf(win[t + i], w[i], s);
+            x[t * nc + ch] = s;
+        }
+        for (int i = 0; i < cs; i++) st[i] = win[nt + i];
+    }
+    for (int t = 0; t < nt; t++) df_silu_row(x + t * nc, (int)nc);
+}
+
 void df_add(float *y, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += x[i];
 }

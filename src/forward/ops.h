@@ -31,6 +31,13 @@ void df_swiglu_rows(float *g, const float *u, int64_t nrows, int64_t ncols);
 /* x[i] = silu(x[i]) over one row of n as ggml_vec_silu_f32 (SIMD exp on whole vectors, libm
  * expf for the n % width leftover) */
 void df_silu_row(float *x, int n);
+/* ggml's SSM_CONV then SILU over one stream of nt tokens (KDA's and Gated DeltaNet's short
+ * convolution): x holds nt rows of nc channels, replaced by the output; per channel ch the
+ * window [state (C-1 values, oldest first) | this call's x], output t = Σ_i win[t+i]·taps[ch·C+i]
+ * summed in tap order: products then adds for the first C & ~(v - 1) taps, an FMA chain for the
+ * rest (v the kernel table's ssm_conv_vec; 0: all fused); the state becomes the window's last
+ * C-1 values; then df_silu_row on each token's row. win holds nt + C floats. */
+void df_ssm_conv_silu(float *x, int nt, int64_t nc, int C, float *state, const float *taps, float *win);
 /* y[i] += x[i] */
 void df_add(float *y, const float *x, int n);
 /* The k of positions 0..n-1 (k <= n) that ggml_top_k keeps for scores s: its

@@ -14,6 +14,9 @@
  * cache rows of session.c. A pass may carry several sequences (c->seg): projections run on all
  * rows (df_fw_mm: each sequence's rows as its own pass), the conv, the recurrence and attention
  * sequence by sequence on each one's own state and cache.
+ * The last layer's FFN runs on every row of the pass (select_late): llama.cpp's graph keeps the
+ * output rows only after output_norm, so its F32 router / shared-expert matmuls of a prompt
+ * are batch products (tinyBLAS), not one-row ones.
  * Threading: on the ctx thread; matmuls and the per-head recurrence fan out over c->pool. */
 #include "model/model.h"
 #include "model/qwen3next.h"
@@ -93,24 +96,6 @@ static void gdn_head(void *ctx, int h, int thread) {
                            j->g + off, ld, j->beta + h, j->H, j->o + off);
 }
 
-/* causal depthwise conv (SSM_CONV: the tap sum as an FMA chain) then silu, state updated */
-static void gdn_conv(float *x, int nt, int64_t CD, int C, float *state, const float *taps, float *win) {
-    const int cs = C - 1;
-    for (int64_t ch = 0; ch < CD; ch++) {
-        float *st = state + ch * cs;
-        const float *w = taps + ch * C;
-        for (int i = 0; i < cs; i++) win[i] = st[i];
-        for (int t = 0; t < nt; t++) win[cs + t] = x[t * CD + ch];
-        for (int t = 0; t < nt; t++) {
-            float s = 0.0f;
-            for (int i = 0; i < C; i++) s = fmaf(win[t + i], w[i], s);
-            x[t * CD + ch] = s;
-        }
-        for (int i = 0; i < cs; i++) st[i] = win[nt + i];
-    }
-    for (int t = 0; t < nt; t++) df_silu_row(x + t * CD, (int)CD);
-}
-
 /* ggml_l2_norm: x / max(sqrt(Σx²), eps), the sum in double */
 static void l2_row(float *p, int S, float eps) {
     double s = 0.0;
@@ -171,7 +156,7 @@ static int gdn_attend(struct deltafin_ctx *c, int il, int nt, const float *x, fl
     /* 3. short conv + silu over q|k|v, each sequence from its own state */
     for (int q = 0; q < c->n_seg; q++) {
         const df_seg *sg = &c->seg[q];
-        gdn_conv(b->qkv + (int64_t)sg->row0 * CD, sg->n, CD, C, qn_layer_state(sg->sc, il), L->ssm_conv[0]->data,
+        df_ssm_conv_silu(b->qkv + (int64_t)sg->row0 * CD, sg->n, CD, C, qn_layer_state(sg->sc, il), L->ssm_conv[0]->data,
                  b->win);
     }
     /* 4. L2 norm of q and k per k head, repeated to the value heads (qwen3next: v head h reads
@@ -278,6 +263,7 @@ const df_arch_fwd df_fwd_qwen3next = {
     .name = "qwen3next",
     .layer_attn = qn_layer_attn,
     .arch_scratch = qn_scratch_bytes,
+    .select_late = true,
 };
 
 /* qwen35moe: the same blocks (ssm_beta / ssm_alpha and the k-head broadcast keyed on the
@@ -286,4 +272,5 @@ const df_arch_fwd df_fwd_qwen35moe = {
     .name = "qwen35moe",
     .layer_attn = qn_layer_attn,
     .arch_scratch = qn_scratch_bytes,
+    .select_late = true,
 };

@@ -41,8 +41,8 @@ typedef struct df_arch_fwd {
     /* Transform c->h rows [0, n) before output_norm (kimi-k3's final residual mix). */
     int (*pre_output)(struct deltafin_ctx *c, int n);
     /* The last layer runs on every row and the rows whose logits are wanted are kept after it
-     * (llama.cpp's deepseek4 graph selects them only before its output head), not before its
-     * FFN: the FFN's matmuls see the pass's row count. */
+     * (llama.cpp's deepseek4, qwen3next and qwen35moe graphs select them only before the
+     * output head), not before its FFN: the FFN's matmuls see the pass's row count. */
     bool select_late;
 } df_arch_fwd;
 /* The hooks of architecture `name` (an all-NULL table for the generic ones; never NULL). */

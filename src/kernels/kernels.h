@@ -61,9 +61,10 @@ typedef void (*df_mad_f32f_fn)(float *acc, const float *v, float s, int n);
  * for each token t, with q, k, v, g, o the S-wide rows at q + t*ld ..., b = beta[t*ldb]:
  *   M[jv][i] *= exp(g[i]); del[jv] = (v[jv] - dot(M[jv], k)) * b; M[jv][i] = fma(k[i], del[jv],
  *   M[jv][i]); o[jv] = dot(M[jv], q) / sqrt(S)
- * with dot ggml_vec_dot_f32's AVX-512 order (4 x 16 lanes over n & ~63, its reduction tree,
- * then the leftovers one by one) in every table. M is the head's S x S state (row jv = value
- * jv over keys i), updated in place; S <= 4096. */
+ * with dot ggml_vec_dot_f32's order: AVX-512's (kernels_impl.h df_kda_dot: 4 x 16 lanes over
+ * n & ~63, its reduction tree, the leftovers one by one) in the avx512, ref and neon tables,
+ * AVX2's (the avx2 table's vec_dot[F32], x86_avx2.c dot_f32) in the avx2 table. M is the
+ * head's S x S state (row jv = value jv over keys i), updated in place; S <= 4096. */
 typedef void (*df_kda_head_fn)(float *M, int S, int nt, const float *q, const float *k, const float *v,
                                const float *g, int64_t ld, const float *beta, int64_t ldb, float *o);
 /* F32 batch product as llamafile's tinyBLAS (ggml's mul_mat for F32 weights and 2+ tokens):
@@ -126,7 +127,13 @@ typedef struct df_kernel_table {
     df_dot_f16_f32_fn attn_dot_f16_f32;
     df_mad_f32_fn attn_mad_f32;
     df_mad_f32f_fn attn_mad_f32f; /* the one-chunk kernel's F32 V accumulation (quantized V) */
-    df_kda_head_fn kda_head; /* KDA's gated delta rule (forward/kimi_k3.c); same bits everywhere */
+    df_kda_head_fn kda_head; /* KDA's / Gated DeltaNet's delta rule (forward/kimi_k3.c, qwen3next.c) */
+    /* ggml's SSM_CONV tap sum (forward/ops.c df_ssm_conv_silu), in tap order. gcc 12's AVX2
+     * build vectorises ggml's `sumf += s*c` loop as an in-order reduction: the first C & ~3
+     * products in vectors (vmulps, 8 then 4 lanes), each added on its own (vaddss), then the
+     * C % 4 left in the scalar epilogue, contracted (vfmadd231ss): ssm_conv_vec = 4. 0: the whole
+     * sum an FMA chain (the AVX-512 build the root recordings come from; ref, neon). */
+    int ssm_conv_vec;
     /* Optional: F32 weights x 2+ tokens in tinyBLAS's order (NULL: vec_dot per output, as
      * ggml without tinyBLAS); df_matmul uses it when df_gemm_f32_ggml_applies() */
     df_gemm_f32_fn gemm_f32;

@@ -48,9 +48,10 @@ void df_kernels_fill_neon(df_kernel_table *t);
 #define GX_P5 0x1.0e4020p-7f
 
 
-/* ---- the KDA delta rule (df_kda_head_fn), one body for every table ------------------------
- * ggml_vec_dot_f32 as llama.cpp's AVX-512 build computes it (the reference these models are
- * checked against): 4 x 16-lane FMA accumulators over blocks of 64, reduced x0+x2, x1+x3, then
+/* ---- the KDA delta rule (df_kda_head_fn), one body for every table, with the table's dot ----
+ * df_kda_dot: ggml_vec_dot_f32 as llama.cpp's AVX-512 build computes it (the dot of the ref,
+ * neon and avx512 tables; the avx2 table passes its vec_dot[F32], ggml's AVX2 order, x86_avx2.c):
+ * 4 x 16-lane FMA accumulators over blocks of 64, reduced x0+x2, x1+x3, then
  * x0+x1, then gcc's _mm512_reduce_add_ps tree (8 + 8, 4 + 4, 2 + 2, 1 + 1); leftovers added one
  * by one (not contracted: checked against llama.cpp on head size 16, where every term is a
  * leftover). Written with fmaf in scalar code, it gives the same bits on any CPU; ref.c compiles
@@ -74,11 +75,14 @@ static inline __attribute__((always_inline)) float df_kda_dot(int n, const float
     for (int i = np; i < n; i++) sumf += x[i] * y[i];
     return sumf;
 }
+static inline void df_kda_dot_vd(int64_t n, float *s, const void *x, const void *y) {
+    *s = df_kda_dot((int)n, x, y);
+}
 
 static inline __attribute__((always_inline)) void df_kda_head_body(float *M, int S, int nt, const float *q,
                                                                    const float *k, const float *v, const float *g,
                                                                    int64_t ld, const float *beta, int64_t ldb,
-                                                                   float *o) {
+                                                                   float *o, const df_vec_dot_fn dot) {
     const float scale = 1.0f / sqrtf((float)S);
     float dec[4096], del[4096];
     for (int t = 0; t < nt; t++, q += ld, k += ld, v += ld, g += ld, o += ld) {
@@ -89,7 +93,8 @@ static inline __attribute__((always_inline)) void df_kda_head_body(float *M, int
             for (int i = 0; i < S; i++) row[i] *= dec[i];
         }
         for (int jv = 0; jv < S; jv++) {
-            const float s = df_kda_dot(S, M + (int64_t)jv * S, k);
+            float s;
+            dot(S, &s, M + (int64_t)jv * S, k);
             del[jv] = (v[jv] - s) * b;
         }
         for (int jv = 0; jv < S; jv++) {
@@ -97,7 +102,11 @@ static inline __attribute__((always_inline)) void df_kda_head_body(float *M, int
             const float d = del[jv];
             for (int i = 0; i < S; i++) row[i] = fmaf(k[i], d, row[i]);
         }
-        for (int jv = 0; jv < S; jv++) o[jv] = df_kda_dot(S, M + (int64_t)jv * S, q) * scale;
+        for (int jv = 0; jv < S; jv++) {
+            float s;
+            dot(S, &s, M + (int64_t)jv * S, q);
+            o[jv] = s * scale;
+        }
     }
 }
 #endif

@@ -625,7 +625,7 @@ static void attn_mad_f32(float *acc, const df_f16 *v, float s, int n) {
 
 static void kda_head_ref(float *M, int S, int nt, const float *q, const float *k, const float *v, const float *g,
                          int64_t ld, const float *beta, int64_t ldb, float *o) {
-    df_kda_head_body(M, S, nt, q, k, v, g, ld, beta, ldb, o);
+    df_kda_head_body(M, S, nt, q, k, v, g, ld, beta, ldb, o, df_kda_dot_vd);
 }
 
 /* ------------------------------------------------------------------ table */
@@ -679,6 +679,7 @@ void df_kernels_fill_ref(df_kernel_table *t) {
     t->attn_mad_f32 = attn_mad_f32;
     t->attn_mad_f32f = attn_mad_f32f;
     t->kda_head = kda_head_ref;
+    t->ssm_conv_vec = 0;
     t->gemm_f32 = NULL; /* optional: F32 batches take vec_dot per output */
     t->gemm_f16 = t->gemm_bf16 = NULL;
     t->f32_epr = 8;

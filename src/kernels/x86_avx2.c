@@ -1,5 +1,6 @@
 /* x86_avx2.c — AVX2 + FMA + F16C kernels of quantized dots (Haswell/Zen and later; the float
- * slots: x86_avx2_f32.c). Only called after dispatch.c checked the CPU flags.
+ * slots: x86_avx2_f32.c), the F32 dot and KDA's delta rule on it. Only called after dispatch.c
+ * checked the CPU flags.
  * Integer formats use maddubs (u8 x s8 -> s16 pairs; |q| <= 128 and |y| <= 127 so no
  * saturation) + madd to int32, scaled per block in float as llama.cpp's AVX2 code does.
  * Threading: pure functions. */
@@ -50,6 +51,13 @@ static void dot_f32(int64_t n, float *s, const void *w, const void *xq) {
     }
     for (; i < n; i++) sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a[i]), _mm_set_ss(b[i]), _mm_set_ss(sum)));
     *s = sum;
+}
+
+/* KDA's delta rule (kernels_impl.h's body) with dot_f32: llama.cpp's AVX2 build runs the fused
+ * GATED_DELTA_NET's dots through this ggml_vec_dot_f32 */
+static void kda_head_avx2(float *M, int S, int nt, const float *q, const float *k, const float *v, const float *g,
+                          int64_t ld, const float *beta, int64_t ldb, float *o) {
+    df_kda_head_body(M, S, nt, q, k, v, g, ld, beta, ldb, o, dot_f32);
 }
 
 static void from_f16(const float *x, void *dst, int64_t n) {
@@ -1039,6 +1047,7 @@ void df_kernels_fill_avx2(df_kernel_table *t) {
         k_signs64[i] = v;
     }
     t->vec_dot[DF_TYPE_F32] = dot_f32;
+    t->kda_head = kda_head_avx2;
     t->vec_dot[DF_TYPE_Q8_0] = dot_q8_0_q8_0_ggml;
     t->vec_dot[DF_TYPE_Q4_0] = dot_q4_0_q8_0;
     t->vec_dot[DF_TYPE_IQ4_NL] = dot_iq4_nl_q8_0;

@@ -1,8 +1,8 @@
 /* x86_avx2_f32.c — the float slots of the AVX2 table (AVX2 + FMA + F16C), in the orders of a
  * -march=native ggml build on an AVX2 CPU: softmax / SwiGLU / silu with ggml's 8-lane exp,
  * the F16 / BF16 weight-row dots (ggml_vec_dot_f16 / _bf16; the F16 one is also flash
- * attention's K·Q) and F32-path multiply-adds, the KDA delta rule compiled with FMA, and
- * llamafile's tinyBLAS GEMMs for F32, F16 and BF16 weights. Filled by df_kernels_fill_avx2 (the
+ * attention's K·Q) and F32-path multiply-adds, llamafile's tinyBLAS GEMMs for F32, F16 and
+ * BF16 weights, and the SSM_CONV tap order. Filled by df_kernels_fill_avx2 (the
  * AVX-512 table inherits what it does not replace). Only called after dispatch.c checked the
  * CPU flags. Threading: pure functions. */
 #include <immintrin.h>
@@ -174,13 +174,6 @@ static void attn_mad_f32f(float *acc, const float *v, float vs, int n) {
     for (; i < n; i++) acc[i] = __builtin_fmaf(v[i], vs, acc[i]);
 }
 
-/* ------------------------------------------------------------------ KDA (kernels_impl.h's body with FMA) */
-
-static void kda_head_fma(float *M, int S, int nt, const float *q, const float *k, const float *v, const float *g,
-                         int64_t ld, const float *beta, int64_t ldb, float *o) {
-    df_kda_head_body(M, S, nt, q, k, v, g, ld, beta, ldb, o);
-}
-
 /* ------------------------------------------------------------------ tinyBLAS GEMMs */
 
 enum { GT_F32, GT_F16, GT_BF16 }; /* the element type of W and X */
@@ -243,7 +236,7 @@ void df_kernels_fill_avx2_f32(df_kernel_table *t) {
     t->attn_dot_f16_f32 = attn_dot_f16_f32;
     t->attn_mad_f32 = attn_mad_f32;
     t->attn_mad_f32f = attn_mad_f32f;
-    t->kda_head = kda_head_fma;
+    t->ssm_conv_vec = 4; /* llama.cpp's AVX2 build: vmulps + vaddss, the C % 4 last taps fused */
     t->gemm_f32 = gemm_f32_avx2;
     t->gemm_f16 = gemm_f16_avx2;
     t->gemm_bf16 = gemm_bf16_avx2;

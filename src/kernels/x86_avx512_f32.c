@@ -1,8 +1,9 @@
 /* x86_avx512_f32.c — the float slots of the AVX-512 table, in the orders of a -march=native ggml
  * build on an AVX-512F/DQ CPU without AVX512-FP16: softmax / SwiGLU / silu with ggml's 16-lane
  * exp (vscalefps), flash attention's F16 dot (ggml_vec_dot_f16, 4 x 16 lanes) and F16
- * multiply-add, and llamafile's tinyBLAS F32 GEMM on 16 lanes. The F32-path attention loops,
- * the KDA delta rule and the softmax-sum contraction are the AVX2 table's (x86_avx2_f32.c).
+ * multiply-add, the KDA delta rule (ggml_vec_dot_f32's 16 lanes, the reference table's bits),
+ * and llamafile's tinyBLAS F32 GEMM on 16 lanes. The F32-path attention loops and the
+ * softmax-sum contraction are the AVX2 table's (x86_avx2_f32.c).
  * Only called after dispatch.c checked the CPU flags. Threading: pure functions. */
 #include <immintrin.h>
 #include <math.h>
@@ -139,6 +140,13 @@ static void gemm_f32_avx512(const float *W, int64_t n_in, int64_t r0, int64_t r1
 
 #undef UNROLL
 
+/* ------------------------------------------------------------------ KDA (kernels_impl.h's body with FMA) */
+
+static void kda_head_avx512(float *M, int S, int nt, const float *q, const float *k, const float *v, const float *g,
+                            int64_t ld, const float *beta, int64_t ldb, float *o) {
+    df_kda_head_body(M, S, nt, q, k, v, g, ld, beta, ldb, o, df_kda_dot_vd);
+}
+
 void df_kernels_fill_avx512_f32(df_kernel_table *t) {
     t->softmax = softmax_avx512;
     t->swiglu = swiglu_avx512;
@@ -146,6 +154,8 @@ void df_kernels_fill_avx512_f32(df_kernel_table *t) {
     t->attn_dot_f16 = attn_dot_f16;
     t->attn_mad_f16 = attn_mad_f16;
     t->gemm_f32 = gemm_f32_avx512;
+    t->kda_head = kda_head_avx512;
+    t->ssm_conv_vec = 0;
     /* not the AVX2 table's 8-lane F16 / BF16 tinyBLAS (inherited from it): this table's F16 /
      * BF16 batches stay on its per-row dots until a 16-lane form is checked on an AVX-512 CPU */
     t->gemm_f16 = t->gemm_bf16 = NULL;
