@@ -14,7 +14,9 @@ T=$(mktemp -d) || exit 1
 trap 'rm -rf "$T"' EXIT
 F="-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -Iinclude -Isrc -Itests -pthread"
 set -e
-for f in src/base/util.c src/base/env.c src/format/ggml_types.c src/kernels/quant.c src/base/threadpool.c src/forward/ops.c src/kernels/ref.c src/kernels/dispatch.c src/kernels/iq_tables.c src/kernels/repack.c; do
+# every portable kernels file (all of src/kernels/ but the x86 and NEON tables) and what they use
+for f in src/base/util.c src/base/env.c src/format/ggml_types.c src/base/threadpool.c src/forward/ops.c \
+    $(ls src/kernels/*.c | grep -v -e /x86_ -e /arm_neon.c); do
     $CC $F -c "$f" -o "$T/$(basename "$f" .c).o"
 done
 $CC $F -march=armv8.2-a+dotprod+fp16 -c src/kernels/arm_neon.c -o "$T/arm_neon.o"
