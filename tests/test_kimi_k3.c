@@ -7,6 +7,7 @@
 #include "deltafin.h"
 #include "model/model.h"
 #include "forward/session.h"
+#include "kernels/kernels.h"
 #include <libgen.h>
 #include <math.h>
 #include <unistd.h>
@@ -87,9 +88,12 @@ int main(int argc, char **argv) {
     /* token by token */
     for (int i = 0; i < NTOK; i++) CHECK_EQ_INT(deltafin_decode(c1, ids + i, 1, false), 0);
     d = maxdiff(deltafin_logits(c1, -1), la + (int64_t)(NTOK - 1) * V, V);
-    /* F32 weights: batches use tinyBLAS's GEMM order, single tokens ggml_vec_dot_f32's (as in
-     * llama.cpp), so this differs by rounding */
-    CHECK_MSG(d < 1e-3f, "token by token vs batch: max |dlogit| %g", d);
+    /* F32 weights: where the kernel table has tinyBLAS's GEMM (avx2, avx512) batches use its
+     * order and single tokens ggml_vec_dot_f32's (as in llama.cpp), so this differs by rounding,
+     * amplified through the layers (avx2: 5.4e-4 with AVX-512's conv order, 1.2e-3 with AVX2's;
+     * test_model allows 2e-2 for the same reason); exact where both take the same dots (ref) */
+    const float tol_tok = df_kernels()->gemm_f32 ? 1e-2f : 0.0f;
+    CHECK_MSG(d <= tol_tok, "token by token vs batch: max |dlogit| %g", d);
     CHECK_EQ_INT(argmax(deltafin_logits(c1, -1), V), argmax(la + (int64_t)(NTOK - 1) * V, V));
 
     /* truncate to a prefix: the kept 25 tokens are re-decoded, then the rest continues */
