@@ -102,9 +102,6 @@ static int ds_write(ds_opts o) {
     char vbuf[4096];
     gr_default_vocab(&o.vocab, vbuf, sizeof vbuf);
 
-    int rc = DF_OK;
-    df_gguf_writer *w = df_gguf_writer_new(GR_ALIGN);
-    if (!w) return 1;
     const char *A = o.arch;
     const bool dsa = strcmp(A, "deepseek2") != 0;
     uint8_t types[DF_MAX_LAYERS];
@@ -114,6 +111,9 @@ static int ds_write(ds_opts o) {
                 (long long)n_run);
         return 2;
     }
+    int rc = DF_OK;
+    df_gguf_writer *w = df_gguf_writer_new(GR_ALIGN);
+    if (!w) return 1;
     char key[128];
 #define KU32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_u32(w, key, (uint32_t)(v)))
 #define KF32(s, v) (snprintf(key, sizeof key, "%s." s, A), df_gguf_w_f32(w, key, (v)))
