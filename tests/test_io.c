@@ -270,12 +270,38 @@ int main(void) {
         /* a cached choice is used as is: rewrite the profile to name mmap */
         FILE *pf = fopen(prof, "w");
         char *sp = strstr(txt ? txt : "", " engine=");
-        if (pf && sp) { fprintf(pf, "%.*s engine=mmap pread=1.00GB/s\n", (int)(sp - txt), txt); fclose(pf); }
+        if (pf && sp) { fprintf(pf, "%.*s engine=mmap rule=2 pread=1.00GB/s\n", (int)(sp - txt), txt); fclose(pf); }
         CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
         CHECK_EQ_INT(df_io_get_engine(io), DF_IO_MMAP);
         df_io_close(io);
+        /* a line from the older rule (no rule=2) is measured again and replaced */
+        pf = fopen(prof, "w");
+        if (pf && sp) { fprintf(pf, "%.*s engine=mmap pread=1.00GB/s\n", (int)(sp - txt), txt); fclose(pf); }
+        CHECK_EQ_INT(df_io_open(paths, 1, &p, &io), DF_OK);
+        CHECK(df_io_get_engine(io) > DF_IO_AUTO);
+        df_io_close(io);
+        char *txt2 = NULL;
+        CHECK_EQ_INT(df_read_file(prof, &txt2, &len), DF_OK);
+        CHECK_MSG(txt2 && strstr(txt2, " rule=2") && !strstr(txt2, "engine=mmap pread=1.00GB/s"), "%s", txt2 ? txt2 : "");
+        free(txt2);
         free(txt);
         unlink(prof);
+    }
+    /* df_io_pick: bypass engines unless a page-cache engine is 1.25x faster */
+    {
+        double g[DF_IO_NENGINES] = {0};
+        g[DF_IO_PREAD] = 0.62; g[DF_IO_DIRECT] = 0.58; g[DF_IO_URING] = 0.41; g[DF_IO_MMAP] = 0.64;
+        CHECK_EQ_INT(df_io_pick(g), DF_IO_DIRECT);
+        g[DF_IO_URING] = 0.60;
+        CHECK_EQ_INT(df_io_pick(g), DF_IO_URING);
+        g[DF_IO_PREAD] = 0.80;      /* 1.33x the best bypass engine */
+        CHECK_EQ_INT(df_io_pick(g), DF_IO_PREAD);
+        g[DF_IO_MMAP] = 0.90;
+        CHECK_EQ_INT(df_io_pick(g), DF_IO_MMAP);
+        g[DF_IO_DIRECT] = g[DF_IO_URING] = 0;  /* none measured: the faster cached engine */
+        CHECK_EQ_INT(df_io_pick(g), DF_IO_MMAP);
+        g[DF_IO_PREAD] = g[DF_IO_MMAP] = 0;
+        CHECK_EQ_INT(df_io_pick(g), DF_IO_PREAD);
     }
     int k; uint64_t nth;
     CHECK_EQ_INT(df_io_parse_fault("short:7", &k, &nth), DF_OK);

@@ -107,11 +107,16 @@ typedef struct {
 void df_io_get_stats(df_io *io, df_io_stats *st);
 
 /* Measure each available engine on `file` (random reads of probe_bytes, cache dropped with
- * fadvise first) and return the fastest; gbps[] (may be NULL) receives GB/s per engine. */
+ * fadvise first, two rounds in alternating order, the better kept) and return df_io_pick's
+ * choice; gbps[] (may be NULL) receives GB/s per engine. */
 int df_io_measure(const char *path, uint64_t probe_bytes, int n_threads, int *best, double gbps[DF_IO_NENGINES]);
+/* The engine --io auto takes for measured rates (GB/s per engine, 0 = not measured): the
+ * faster bypass engine (direct, uring) unless pread or mmap is 1.25x faster than it. */
+int df_io_pick(const double gbps[DF_IO_NENGINES]);
 /* The --io auto profile: path resolution (given, else $DELTAFIN_IO_PROFILE, else
  * $XDG_CACHE_HOME/deltafin/io-profile or ~/.cache/deltafin/io-profile) and storing one line
- * "KEY engine=NAME pread=X.XXGB/s ..." per key (other lines kept; written via tmp + rename).
+ * "KEY engine=NAME rule=2 pread=X.XXGB/s ..." per key (other lines kept; written via tmp +
+ * rename; a line without rule=2 was chosen by an older rule and is re-measured).
  * KEY is "dev=MAJ:MIN probe=BYTES" (used by `deltafin doctor` too). */
 void df_io_profile_path(const char *given, char *buf, size_t cap);
 int df_io_profile_store(const char *ppath, const char *key, int engine, const double *gbps);
