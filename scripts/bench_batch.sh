@@ -109,7 +109,7 @@ for i in bad:
 print("bench_batch: zeroed %d byte-token output rows" % len(bad))
 EOF2
     if [ "$SRC" != "$MODEL" ]; then
-        nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 || exit 1
+        nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 --allow-requantize || exit 1
         rm -f "$SRC"
     fi
     touch "$MODEL.patched"

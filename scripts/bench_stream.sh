@@ -91,7 +91,7 @@ if [ ! -f "$MODEL" ]; then
         --n-head $HEADS --n-head-kv $KV --head-dim $HD --n-expert $N_EXPERT --n-expert-used 8 --n-ff-exp $FF \
         --vocab bytes --seed 9 "$SRC" || exit 1
     if [ "$MODEL" != "$SRC" ]; then
-        nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 || exit 1
+        nice "$BIN" quantize "$SRC" "$MODEL" Q4_K --type-dense Q8_0 --allow-requantize || exit 1
         rm -f "$SRC"
     fi
 fi
