@@ -3,7 +3,8 @@
 # plus SLACK, and in a memory cgroup (v1, when writable) the peak charge of the cgroup (RSS +
 # page cache + kernel) is at most limit + SLACK and the page cache left charged to it after the
 # run is at most CACHE_MAX: expert reads bypass (O_DIRECT) or drop (posix_fadvise DONTNEED,
-# buffered and mmap engines) the page cache. Cases: each --io engine (pread, direct, uring, mmap);
+# buffered and mmap engines) the page cache. Cases: each --io engine (pread, direct, uring, mmap; the
+# plan's page-cache room for pread / mmap reads in flight, none for direct / uring);
 # the context actually filled at -c 256, 4096 and 32768 (KV for the whole context is planned;
 # `info -c N` and `run -c N` report the same KV); serve -np 4 with four concurrent long requests;
 # the plan of a K2-geometry model (sparse file) at 1 GiB: cache >= 90% of what is left after dense,
@@ -91,6 +92,12 @@ for io in pread direct uring mmap; do
         bad "$io: rc=$rc $(tail -2 "$T/err")"; continue
     fi
     grep -q "memory plan" "$T/err" && grep -q '"stream":{' "$T/out" || { bad "$io: did not stream: $(tail -2 "$T/err")"; continue; }
+    # buffered engines: the plan keeps their reads in flight's page cache out of the expert cache
+    PCL=$(grep "of it page cache for the buffered engine's reads in flight" "$T/err" | head -1 | sed 's/^ *//')
+    case $io in
+        pread|mmap) [ -n "$PCL" ] && ok "$io: plan leaves room for reads in flight: $PCL" || bad "$io: no page-cache room in the plan" ;;
+        *) [ -z "$PCL" ] && ok "$io: no page-cache room planned (bypasses the page cache)" || bad "$io: page-cache room planned: $PCL" ;;
+    esac
     # the run streamed more expert bytes than half the limit (the checks are not vacuous)
     READ=$(sed -n 's/.*"bytes_read":\([0-9.e+]*\),"read_gbps".*/\1/p' "$T/out")
     awk -v r="${READ:-0}" -v l=$(( LIMIT_MIB * MiB / 2 )) 'BEGIN { exit !(r > l) }' ||

@@ -54,6 +54,7 @@ typedef struct {
     int64_t *n_in;               /* [L][parts] */
     uint64_t total;              /* bytes of all experts */
     uint64_t slot_bytes;
+    uint64_t max_read;           /* the largest single read of an expert: a part, or a record */
     int n_pairs;
 } expert_layout;
 
@@ -119,7 +120,11 @@ static int expert_layout_make(df_model *m, const dist_role *dr, expert_layout *x
             const df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS];
             if (!owns(dr, l, e)) continue;
             x->n_pairs++;
-            for (int p = 0; p < DF_EXPERT_NPARTS; p++) x->total += lc[p].nbytes;
+            for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
+                x->total += lc[p].nbytes;
+                if (lc[p].nbytes > x->max_read) x->max_read = lc[p].nbytes;
+            }
+            if (x->recs && x->recs[(size_t)l * E + e].nbytes > x->max_read) x->max_read = x->recs[(size_t)l * E + e].nbytes;
         }
     }
     df_store_params sp;
@@ -195,6 +200,17 @@ static uint64_t plan_overhead(const df_model *m, int n_pool_threads) {
     return base + tok + store_tables + (io_threads + (uint64_t)n_pool_threads) * per_thread + (4ull << 20);
 }
 
+/* The page cache a buffered read engine (pread, mmap) holds while its reads are in flight:
+ * one expert read (a part, or a packed record) per I/O thread. The memory cgroup of the limit
+ * charges it, and the pages are dropped only after each read: without this room the cgroup
+ * reclaims on every page (K2 geometry at 1 GiB, --io pread: 0.19 tok/s and 6.3 M failures to
+ * charge with the cache planned to the limit, 1.68-1.72 tok/s with 75-180 MiB left free;
+ * docs/experiments.tsv). The engines that bypass the page cache (direct, uring) need none. */
+static uint64_t page_cache_headroom(int engine, const expert_layout *x) {
+    if (engine != DF_IO_PREAD && engine != DF_IO_MMAP) return 0;
+    return (uint64_t)df_io_default_params().n_threads * x->max_read;
+}
+
 /* The tensors computing a routed expert reads besides its matrices (df_moe_expert_rows): the
  * per-expert biases (gpt-oss). A worker holds these and no other dense tensor. */
 static bool expert_aux(const df_model *m, const df_tensor *t) {
@@ -215,7 +231,6 @@ static uint64_t expert_aux_bytes(const df_model *m) {
  * to the expert cache of its share, less the buffers for computing and for messages at the
  * planned batch. */
 static int make_worker_plan(df_model *m, int engine, const expert_layout *x, const df_footprint *fp, df_plan *plan) {
-    (void)engine;
     df_plan_in in = {0};
     in.dense_total = in.dense_global = expert_aux_bytes(m);
     in.has_experts = fp->n_moe_layers > 0 && x->n_pairs > 0;
@@ -235,7 +250,8 @@ static int make_worker_plan(df_model *m, int engine, const expert_layout *x, con
     }
     in.stream_experts = 1;
     in.force_resident = -1;
-    in.overhead_bytes = plan_overhead(m, plan_threads(m));
+    in.page_cache_bytes = page_cache_headroom(engine, x);
+    in.overhead_bytes = plan_overhead(m, plan_threads(m)) + in.page_cache_bytes;
     int rc = df_plan_make(&in, plan);
     return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
 }
@@ -297,7 +313,8 @@ static int plan_at(df_model *m, int flags, int engine, const expert_layout *x, c
     }
     in.dense_stream = !env->dense_stream_off;
     in.force_resident = env->dense_resident;
-    in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq);
+    in.page_cache_bytes = page_cache_headroom(engine, x);
+    in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq) + in.page_cache_bytes;
     return df_plan_make(&in, plan);
 }
 

@@ -126,6 +126,7 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
     out->scratch_bytes = in->n_batch_opts > 0 ? in->batch_scratch[0] : in->scratch_bytes;
     out->n_batch = in->n_batch_opts > 0 ? in->batch[0] : 0;
     out->overhead_bytes = in->overhead_bytes ? in->overhead_bytes : DF_PLAN_OVERHEAD;
+    out->page_cache_bytes = in->page_cache_bytes;
     const uint64_t ovh = out->overhead_bytes;
     out->expert_total_bytes = in->expert_bytes;
     out->n_experts_total = in->n_expert_pairs;
@@ -185,19 +186,22 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
 }
 
 const char *df_plan_str(const df_plan *p, char *buf, size_t cap) {
-    char l[32], d[32], k[32], s[32], o[32], c[32], sl[32], t[32], f[32];
+    char l[32], d[32], k[32], s[32], o[32], c[32], sl[32], t[32], f[32], pc[96] = "", pcb[32];
     const uint64_t used = p->fixed_bytes + p->cache_bytes;
+    if (p->page_cache_bytes)
+        snprintf(pc, sizeof pc, " (%s of it page cache for the buffered engine's reads in flight)",
+                 df_fmt_bytes(p->page_cache_bytes, pcb, sizeof pcb));
     snprintf(buf, cap,
              "memory plan: limit %s%s\n"
              "  dense weights  %s\n"
              "  KV cache       %s\n"
              "  scratch        %s\n"
-             "  overhead       %s\n"
+             "  overhead       %s%s\n"
              "  expert cache   %s = %d slots x %s (%.1f%% of %d experts, %s on disk)%s\n"
              "  free           %s",
              df_fmt_bytes(p->limit, l, sizeof l), p->limit_from_ram ? " (available RAM - reserve)" : "",
              df_fmt_bytes(p->dense_bytes, d, sizeof d), df_fmt_bytes(p->kv_bytes, k, sizeof k),
-             df_fmt_bytes(p->scratch_bytes, s, sizeof s), df_fmt_bytes(p->overhead_bytes, o, sizeof o),
+             df_fmt_bytes(p->scratch_bytes, s, sizeof s), df_fmt_bytes(p->overhead_bytes, o, sizeof o), pc,
              df_fmt_bytes(p->cache_bytes, c, sizeof c), p->n_slots, df_fmt_bytes(p->slot_bytes, sl, sizeof sl),
              100.0 * p->frac_resident, p->n_experts_total, df_fmt_bytes(p->expert_total_bytes, t, sizeof t),
              p->all_resident ? " — all resident" : "",
