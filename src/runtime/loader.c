@@ -206,9 +206,15 @@ static uint64_t plan_overhead(const df_model *m, int n_pool_threads) {
  * reclaims on every page (K2 geometry at 1 GiB, --io pread: 0.19 tok/s and 6.3 M failures to
  * charge with the cache planned to the limit, 1.68-1.72 tok/s with 75-180 MiB left free;
  * docs/experiments.tsv). The engines that bypass the page cache (direct, uring) need none. */
-static uint64_t page_cache_headroom(int engine, const expert_layout *x) {
+static uint64_t page_cache_headroom(const df_model *m, int engine, const expert_layout *x) {
+    df_io_params p = df_io_default_params();
+    if (engine == DF_IO_AUTO && x->max_read && m->gguf->n_shards > 0) {
+        /* what auto will take, where known without measuring (the store opens after the plan) */
+        p.probe_bytes = df_pad(x->max_read, DF_IO_ALIGN);
+        engine = df_io_auto_known(m->gguf->shards[0].path, &p);
+    }
     if (engine != DF_IO_PREAD && engine != DF_IO_MMAP) return 0;
-    return (uint64_t)df_io_default_params().n_threads * x->max_read;
+    return (uint64_t)p.n_threads * x->max_read;
 }
 
 /* The tensors computing a routed expert reads besides its matrices (df_moe_expert_rows): the
@@ -250,8 +256,8 @@ static int make_worker_plan(df_model *m, int engine, const expert_layout *x, con
     }
     in.stream_experts = 1;
     in.force_resident = -1;
-    in.page_cache_bytes = page_cache_headroom(engine, x);
-    in.overhead_bytes = plan_overhead(m, plan_threads(m)) + in.page_cache_bytes;
+    in.page_cache_bytes = page_cache_headroom(m, engine, x);
+    in.overhead_bytes = plan_overhead(m, plan_threads(m));
     int rc = df_plan_make(&in, plan);
     return rc ? df_err_prefix(rc, "%s", m->path) : DF_OK;
 }
@@ -313,8 +319,8 @@ static int plan_at(df_model *m, int flags, int engine, const expert_layout *x, c
     }
     in.dense_stream = !env->dense_stream_off;
     in.force_resident = env->dense_resident;
-    in.page_cache_bytes = page_cache_headroom(engine, x);
-    in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq) + in.page_cache_bytes;
+    in.page_cache_bytes = page_cache_headroom(m, engine, x);
+    in.overhead_bytes = plan_overhead(m, plan_threads(m) * (int)n_seq);
     return df_plan_make(&in, plan);
 }
 

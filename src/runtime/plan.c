@@ -126,8 +126,7 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
     out->scratch_bytes = in->n_batch_opts > 0 ? in->batch_scratch[0] : in->scratch_bytes;
     out->n_batch = in->n_batch_opts > 0 ? in->batch[0] : 0;
     out->overhead_bytes = in->overhead_bytes ? in->overhead_bytes : DF_PLAN_OVERHEAD;
-    out->page_cache_bytes = in->page_cache_bytes;
-    const uint64_t ovh = out->overhead_bytes;
+    uint64_t ovh = out->overhead_bytes;
     out->expert_total_bytes = in->expert_bytes;
     out->n_experts_total = in->n_expert_pairs;
     out->slot_bytes = in->slot_bytes;
@@ -138,6 +137,13 @@ int df_plan_make(const df_plan_in *in, df_plan *out) {
         if (in->experts_packed || in->stream_experts > 0) out->experts_stream = true;
         else if (in->stream_experts < 0)
             out->experts_stream = in->dense_total + in->expert_bytes + other > out->limit;
+    }
+    /* streamed through a buffered engine: its reads in flight sit in the page cache */
+    if (out->experts_stream && in->page_cache_bytes) {
+        out->page_cache_bytes = in->page_cache_bytes;
+        out->overhead_bytes += in->page_cache_bytes;
+        ovh = out->overhead_bytes;
+        other = in->kv_bytes + out->scratch_bytes + ovh;
     }
     /* token embeddings by row: a pass reads one row per token (a few KiB) from the file, so when
      * experts stream the table's bytes go to the cache instead, if they buy a slot at least */

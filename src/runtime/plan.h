@@ -42,8 +42,9 @@ typedef struct {
     uint64_t overhead_bytes;     /* what the process needs besides the plan's parts (code,
                                   * libraries, tokenizer, store tables, thread stacks, slack),
                                   * measured by the loader; 0: DF_PLAN_OVERHEAD */
-    uint64_t page_cache_bytes;   /* of overhead_bytes: page cache of a buffered read engine's
-                                  * reads in flight (--io pread / mmap), shown apart */
+    uint64_t page_cache_bytes;   /* page cache of a buffered read engine's reads in flight
+                                  * (--io pread / mmap): added to the overhead when the
+                                  * routed experts stream, shown apart */
     /* limits and choices */
     uint64_t mem_limit;          /* 0: mem_available - mem_reserve */
     uint64_t mem_reserve;        /* 0: 1 GiB */
@@ -72,7 +73,7 @@ typedef struct {
     uint64_t read_per_pass;      /* dense bytes read per forward pass */
     uint64_t dense_bytes;        /* what the dense weights occupy (global + layers + buffers) */
     uint64_t kv_bytes, scratch_bytes, overhead_bytes;
-    uint64_t page_cache_bytes;   /* of overhead_bytes (df_plan_in) */
+    uint64_t page_cache_bytes;   /* of overhead_bytes: df_plan_in's, when experts stream */
     int n_batch;                 /* the prompt chunk chosen (batch[i]), 0 with a fixed scratch */
     /* routed experts */
     uint64_t expert_total_bytes;

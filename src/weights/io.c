@@ -513,7 +513,7 @@ int df_io_profile_store(const char *ppath, const char *key, int engine, const do
     return DF_OK;
 }
 
-static int choose_auto(const char *path, const df_io_params *p) {
+int df_io_auto_known(const char *path, const df_io_params *p) {
     struct stat st;
     if (stat(path, &st) < 0) return DF_IO_PREAD;
     uint64_t probe = p->probe_bytes ? p->probe_bytes : (8u << 20);
@@ -523,7 +523,19 @@ static int choose_auto(const char *path, const df_io_params *p) {
     snprintf(key, sizeof key, "dev=%u:%u probe=%llu", major(st.st_dev), minor(st.st_dev),
              (unsigned long long)probe);
     int e = profile_lookup(ppath, key);
-    if (e > 0 && df_io_engine_available(e)) return e;
+    return e > 0 && df_io_engine_available(e) ? e : DF_IO_AUTO;
+}
+
+static int choose_auto(const char *path, const df_io_params *p) {
+    int e = df_io_auto_known(path, p);
+    if (e != DF_IO_AUTO) return e;
+    struct stat st;
+    if (stat(path, &st) < 0) return DF_IO_PREAD;
+    uint64_t probe = p->probe_bytes ? p->probe_bytes : (8u << 20);
+    char ppath[1024], key[128];
+    df_io_profile_path(p->profile_path, ppath, sizeof ppath);
+    snprintf(key, sizeof key, "dev=%u:%u probe=%llu", major(st.st_dev), minor(st.st_dev),
+             (unsigned long long)probe);
     double gbps[DF_IO_NENGINES] = {0};
     int best = DF_IO_PREAD;
     if (df_io_measure(path, probe, p->n_threads, &best, gbps) != DF_OK) {

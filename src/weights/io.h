@@ -113,6 +113,10 @@ int df_io_measure(const char *path, uint64_t probe_bytes, int n_threads, int *be
 /* The engine --io auto takes for measured rates (GB/s per engine, 0 = not measured): the
  * faster bypass engine (direct, uring) unless pread or mmap is 1.25x faster than it. */
 int df_io_pick(const double gbps[DF_IO_NENGINES]);
+/* The engine --io auto takes for `path` with p's probe size and profile when that is known
+ * without measuring: pread for a file under 4 probes, else the profile's choice; DF_IO_AUTO
+ * when df_io_open would measure. */
+int df_io_auto_known(const char *path, const df_io_params *p);
 /* The --io auto profile: path resolution (given, else $DELTAFIN_IO_PROFILE, else
  * $XDG_CACHE_HOME/deltafin/io-profile or ~/.cache/deltafin/io-profile) and storing one line
  * "KEY engine=NAME rule=2 pread=X.XXGB/s ..." per key (other lines kept; written via tmp +
