@@ -119,10 +119,11 @@ done
 # --io auto: the plan makes the room when the engine auto will take is known before the store
 # opens (a file under 4 probes: pread; else the profile's line), so the second run of a fresh
 # profile plans for the engine it then uses
-for rep in 1 2; do
+run_auto() {
     DELTAFIN_IO_PROFILE="$T/auto-profile" "$BIN" run -m "$T/m.gguf" -p "The quick brown fox" -n 4 --temp 0 -t 2 \
         -c 256 -b 64 --mem-limit ${LIMIT_MIB}M --io auto --json -v >"$T/out" 2>"$T/err" || bad "auto: $(tail -2 "$T/err")"
-done
+}
+run_auto; run_auto
 AIO=$(grep -o '"io":"[a-z]*"' "$T/out" | head -1 | sed 's/.*:"\(.*\)"/\1/')
 PCL=$(grep "of it page cache for the buffered engine's reads in flight" "$T/err" | head -1)
 case $AIO in
@@ -132,8 +133,7 @@ case $AIO in
 esac
 # the profile names pread (as where pread measured 1.25x the bypass engines): room, and pread used
 sed -i 's/ engine=[a-z]* / engine=pread /' "$T/auto-profile"
-DELTAFIN_IO_PROFILE="$T/auto-profile" "$BIN" run -m "$T/m.gguf" -p "The quick brown fox" -n 4 --temp 0 -t 2 \
-    -c 256 -b 64 --mem-limit ${LIMIT_MIB}M --io auto --json -v >"$T/out" 2>"$T/err" || bad "auto: $(tail -2 "$T/err")"
+run_auto
 grep -q '"io":"pread"' "$T/out" && grep -q "of it page cache for the buffered engine's reads in flight" "$T/err" &&
     ok "auto -> pread from the profile: the plan has its page-cache room" ||
     bad "auto with a profile naming pread: $(grep -o '"io":"[a-z]*"' "$T/out" | head -1), $(grep overhead "$T/err" | head -1)"

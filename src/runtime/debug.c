@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 /* ---- description -------------------------------------------------------------------------- */
@@ -313,8 +312,7 @@ int deltafin_io_measure(const char *path, uint64_t probe, deltafin_io_measuremen
     out->best_id = best;
     out->best_gbps = gbps[best];
     out->probe = probe;
-    snprintf(out->key, sizeof out->key, "dev=%u:%u probe=%llu", major(st.st_dev), minor(st.st_dev),
-             (unsigned long long)probe);
+    df_io_profile_key(&st, probe, out->key, sizeof out->key);
     return DF_OK;
 }
 

@@ -54,7 +54,7 @@ typedef struct {
     int64_t *n_in;               /* [L][parts] */
     uint64_t total;              /* bytes of all experts */
     uint64_t slot_bytes;
-    uint64_t max_read;           /* the largest single read of an expert: a part, or a record */
+    uint64_t max_read;           /* the store's largest single read (df_store_max_read) */
     int n_pairs;
 } expert_layout;
 
@@ -120,16 +120,13 @@ static int expert_layout_make(df_model *m, const dist_role *dr, expert_layout *x
             const df_expert_loc *lc = &x->locs[((size_t)l * E + e) * DF_EXPERT_NPARTS];
             if (!owns(dr, l, e)) continue;
             x->n_pairs++;
-            for (int p = 0; p < DF_EXPERT_NPARTS; p++) {
-                x->total += lc[p].nbytes;
-                if (lc[p].nbytes > x->max_read) x->max_read = lc[p].nbytes;
-            }
-            if (x->recs && x->recs[(size_t)l * E + e].nbytes > x->max_read) x->max_read = x->recs[(size_t)l * E + e].nbytes;
+            for (int p = 0; p < DF_EXPERT_NPARTS; p++) x->total += lc[p].nbytes;
         }
     }
     df_store_params sp;
     store_params_of(m, x, &sp);
     x->slot_bytes = x->total ? df_store_slot_bytes(&sp) : 0;
+    x->max_read = x->total ? df_store_max_read(&sp) : 0;
     return DF_OK;
 }
 

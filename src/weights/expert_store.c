@@ -132,6 +132,17 @@ uint64_t df_store_slot_bytes(const df_store_params *p) {
     return compute_layout(p, ro);
 }
 
+uint64_t df_store_max_read(const df_store_params *p) {
+    const size_t n = (size_t)p->n_layers * p->n_experts;
+    uint64_t maxread = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (p->records) { if (p->records[k].nbytes > maxread) maxread = p->records[k].nbytes; continue; }
+        for (int part = 0; part < DF_EXPERT_NPARTS; part++)
+            if (p->locs[k * DF_EXPERT_NPARTS + part].nbytes > maxread) maxread = p->locs[k * DF_EXPERT_NPARTS + part].nbytes;
+    }
+    return maxread;
+}
+
 static int validate(const df_store_params *p) {
     if (p->n_layers <= 0 || p->n_experts <= 0 || !p->locs || !p->paths || p->n_files <= 0)
         return df_err(DF_ERR_INVALID, "expert store: missing layers, experts, locations or files");
@@ -263,13 +274,7 @@ int df_store_create(const df_store_params *pin, df_store **out) {
     if (s->prefetch == DF_PREFETCH_AUTO && s->n_slots < 4 * s->p.min_slots) s->prefetch = DF_PREFETCH_OFF;
     df_io_params iop = pin->io;
     /* io auto measures with this store's own request size */
-    uint64_t maxread = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (s->records) { if (s->records[k].nbytes > maxread) maxread = s->records[k].nbytes; continue; }
-        for (int part = 0; part < DF_EXPERT_NPARTS; part++)
-            if (s->locs[k * DF_EXPERT_NPARTS + part].nbytes > maxread) maxread = s->locs[k * DF_EXPERT_NPARTS + part].nbytes;
-    }
-    iop.probe_bytes = df_pad(maxread, DF_IO_ALIGN);
+    iop.probe_bytes = df_pad(df_store_max_read(pin), DF_IO_ALIGN);
     rc = df_io_open(pin->paths, pin->n_files, &iop, &s->io);
     if (rc) { df_store_free(s); return rc; }
     /* the loader's buffered reads of the dense weights (now in anonymous memory) and their

@@ -47,6 +47,9 @@ typedef struct df_store df_store;
 
 /* Slot bytes for these locs/records (what one slot costs in the budget). */
 uint64_t df_store_slot_bytes(const df_store_params *p);
+/* The largest single read the store issues for these locs/records (a record when records are
+ * given, else a part); rounded up to DF_IO_ALIGN it is the store's --io auto probe size. */
+uint64_t df_store_max_read(const df_store_params *p);
 
 /* DF_ERR_RANGE with a message if the budget holds fewer than min_slots slots. */
 int df_store_create(const df_store_params *p, df_store **out);

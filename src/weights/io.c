@@ -513,29 +513,34 @@ int df_io_profile_store(const char *ppath, const char *key, int engine, const do
     return DF_OK;
 }
 
-int df_io_auto_known(const char *path, const df_io_params *p) {
+void df_io_profile_key(const struct stat *st, uint64_t probe, char *buf, size_t cap) {
+    snprintf(buf, cap, "dev=%u:%u probe=%llu", major(st->st_dev), minor(st->st_dev), (unsigned long long)probe);
+}
+
+/* df_io_auto_known, leaving the profile's path and key (when a profile was consulted) and the
+ * probe size for a measurement. */
+static int auto_known(const char *path, const df_io_params *p, char ppath[1024], char key[128], uint64_t *probe) {
     struct stat st;
+    *probe = p->probe_bytes ? p->probe_bytes : (8u << 20);
     if (stat(path, &st) < 0) return DF_IO_PREAD;
-    uint64_t probe = p->probe_bytes ? p->probe_bytes : (8u << 20);
-    if ((uint64_t)st.st_size < 4 * probe) return DF_IO_PREAD; /* tiny file: page cache wins */
-    char ppath[1024], key[128];
-    df_io_profile_path(p->profile_path, ppath, sizeof ppath);
-    snprintf(key, sizeof key, "dev=%u:%u probe=%llu", major(st.st_dev), minor(st.st_dev),
-             (unsigned long long)probe);
+    if ((uint64_t)st.st_size < 4 * *probe) return DF_IO_PREAD; /* tiny file: page cache wins */
+    df_io_profile_path(p->profile_path, ppath, 1024);
+    df_io_profile_key(&st, *probe, key, 128);
     int e = profile_lookup(ppath, key);
     return e > 0 && df_io_engine_available(e) ? e : DF_IO_AUTO;
 }
 
-static int choose_auto(const char *path, const df_io_params *p) {
-    int e = df_io_auto_known(path, p);
-    if (e != DF_IO_AUTO) return e;
-    struct stat st;
-    if (stat(path, &st) < 0) return DF_IO_PREAD;
-    uint64_t probe = p->probe_bytes ? p->probe_bytes : (8u << 20);
+int df_io_auto_known(const char *path, const df_io_params *p) {
     char ppath[1024], key[128];
-    df_io_profile_path(p->profile_path, ppath, sizeof ppath);
-    snprintf(key, sizeof key, "dev=%u:%u probe=%llu", major(st.st_dev), minor(st.st_dev),
-             (unsigned long long)probe);
+    uint64_t probe;
+    return auto_known(path, p, ppath, key, &probe);
+}
+
+static int choose_auto(const char *path, const df_io_params *p) {
+    char ppath[1024], key[128];
+    uint64_t probe;
+    int e = auto_known(path, p, ppath, key, &probe);
+    if (e != DF_IO_AUTO) return e;
     double gbps[DF_IO_NENGINES] = {0};
     int best = DF_IO_PREAD;
     if (df_io_measure(path, probe, p->n_threads, &best, gbps) != DF_OK) {

@@ -121,8 +121,11 @@ int df_io_auto_known(const char *path, const df_io_params *p);
  * $XDG_CACHE_HOME/deltafin/io-profile or ~/.cache/deltafin/io-profile) and storing one line
  * "KEY engine=NAME rule=2 pread=X.XXGB/s ..." per key (other lines kept; written via tmp +
  * rename; a line without rule=2 was chosen by an older rule and is re-measured).
- * KEY is "dev=MAJ:MIN probe=BYTES" (used by `deltafin doctor` too). */
+ * KEY is "dev=MAJ:MIN probe=BYTES" of the file's device, from df_io_profile_key (used by
+ * `deltafin doctor` too). */
 void df_io_profile_path(const char *given, char *buf, size_t cap);
+struct stat;
+void df_io_profile_key(const struct stat *st, uint64_t probe, char *buf, size_t cap);
 int df_io_profile_store(const char *ppath, const char *key, int engine, const double *gbps);
 
 #endif
